@@ -1,0 +1,3 @@
+from tracetui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""Command line: open (default), summary, tree, diff, gen. Every subcommand shares tracetui.model."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED = REPO_ROOT / "traces"
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line, exit code 2."""
+
+
+def bundled_default() -> list[Path]:
+    """The eager-vs-compile MLP pair `tracetui` opens with no arguments."""
+    pair = [BUNDLED / "mlp_eager.json.gz", BUNDLED / "mlp_compile.json.gz"]
+    if not all(p.exists() for p in pair):
+        raise CliError(f"no bundled traces in {BUNDLED} (pass a trace file)")
+    return pair
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tracetui", description="Read PyTorch profiler traces in the terminal.")
+    sub = p.add_subparsers(dest="cmd")
+    o = sub.add_parser("open", help="open the explorer (the default command)")
+    o.add_argument("traces", nargs="*", type=Path, help="trace file(s) or trace folder; two open a diff")
+    s = sub.add_parser("summary", help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    s.add_argument("--top", type=int, default=15, help="rows in the op and kernel tables")
+    t = sub.add_parser("tree", help="the hierarchy as indented text")
+    t.add_argument("trace", type=Path)
+    t.add_argument("--depth", type=int, default=None)
+    t.add_argument("--filter", default=None, help="keep paths to nodes whose name contains TEXT")
+    t.add_argument("--json", action="store_true")
+    d = sub.add_parser("diff", help="align two traces and report what changed and what fusion removed")
+    d.add_argument("a", type=Path)
+    d.add_argument("b", type=Path)
+    g = d.add_mutually_exclusive_group()
+    g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
+    g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
+    gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
+    gen.add_argument("workload", nargs="?", choices=("linear", "mlp"))
+    gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
+    gen.add_argument("--all", action="store_true", help="record the whole ladder into -o DIR")
+    gen.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    gen.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None)
+    gen.add_argument("--with-stack", action="store_true")
+    gen.add_argument("--active", type=int, default=3, help="profiled steps")
+    for name in ("batch", "seq", "dim", "hidden", "in-features", "out-features"):
+        gen.add_argument(f"--{name}", type=int, default=None)
+    gen.add_argument("-o", "--output", type=Path, default=None, help="file (or folder with --all)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
+        argv = ["open"] + argv
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except CliError as e:
+        print(f"tracetui: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # the model raises TraceError for bad input; anything else is ours
+        from tracetui.model.errors import TraceError
+        if isinstance(e, TraceError):
+            print(f"tracetui: error: {e}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _dispatch(args) -> int:
+    if args.cmd == "gen":
+        return _gen(args)
+    if args.cmd == "summary":
+        from tracetui.model import load_trace
+        from tracetui.report import print_summary
+        print_summary(load_trace(args.trace), as_json=args.json, top=args.top)
+        return 0
+    if args.cmd == "tree":
+        from tracetui.model import load_trace
+        from tracetui.report import print_tree
+        print_tree(load_trace(args.trace), depth=args.depth, text_filter=args.filter, as_json=args.json)
+        return 0
+    if args.cmd == "diff":
+        if args.text or args.json:
+            from tracetui.model import load_trace
+            from tracetui.model.diff import diff_traces
+            from tracetui.report import print_diff
+            print_diff(diff_traces(load_trace(args.a), load_trace(args.b)), as_json=args.json)
+            return 0
+        return _open([args.a, args.b], diff=True)
+    return _open(args.traces or bundled_default(), diff=len(args.traces) == 2)
+
+
+def _open(paths: list[Path], diff: bool = False) -> int:
+    from tracetui.model.load import resolve_input
+    resolved = [resolve_input(p) for p in paths]  # fail fast with a one-line error, before the UI starts
+    from tracetui.ui.app import TraceApp
+    TraceApp(resolved, diff=diff and len(resolved) == 2).run()
+    return 0
+
+
+def _gen(args) -> int:
+    try:
+        import torch
+    except ImportError:
+        raise CliError("`tracetui gen` needs torch: pip install -e '.[gen]'") from None
+    from tracetui.workloads.models import workloads
+    from tracetui.workloads.record import default_device, ladder, ladder_filename, record
+    sizes = {k: getattr(args, k) for k in ("batch", "seq", "dim", "hidden", "in_features", "out_features")}
+    ws = workloads(**sizes)
+    dtype = getattr(torch, args.dtype) if args.dtype else None
+    device = args.device or default_device()
+    jobs = []
+    if args.all:
+        out_dir = args.output or BUNDLED
+        for wl, impl, stack in ladder():
+            if impl in ("triton", "fused") and device != "cuda":
+                print(f"[tracetui gen] skipping {wl}/{impl}: needs CUDA", file=sys.stderr)
+                continue
+            jobs.append((ws[wl], impl, stack, out_dir / ladder_filename(wl, impl, stack)))
+    else:
+        if not args.workload:
+            raise CliError("gen: name a workload (linear, mlp) or pass --all")
+        out = args.output or Path(ladder_filename(args.workload, args.impl, args.with_stack))
+        jobs.append((ws[args.workload], args.impl, args.with_stack, out))
+    for i, (w, impl, stack, out) in enumerate(jobs):
+        print(f"[tracetui gen] ({i + 1}/{len(jobs)}) {w.name}/{impl}{' +stack' if stack else ''}", file=sys.stderr)
+        try:
+            path = record(w, impl, out, device=device, dtype=dtype, with_stack=stack, active=args.active)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+        print(path)
+    return 0

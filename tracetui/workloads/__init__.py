@@ -1,0 +1,1 @@
+"""The bundled Linear / GeGLU-MLP ladder and the recorder that profiles it (needs torch)."""
