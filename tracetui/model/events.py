@@ -1,0 +1,173 @@
+"""Columnar event store: one numpy array per field, names interned, args kept raw.
+
+Memory per event stays at a few dozen bytes plus the raw ``args`` slice, so a GB-sized trace fits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from collections import Counter
+from operator import attrgetter
+
+import msgspec
+import numpy as np
+
+# Node kinds. Host kinds come first: their order is also the tie-break when two events start
+# and end together (the step encloses the annotation, which encloses the module, ...).
+KINDS = ("root", "thread", "step", "annotation", "module", "python", "op", "runtime",
+         "kernel", "memcpy", "memset", "gpu")
+K = {k: i for i, k in enumerate(KINDS)}
+HOST_KINDS = frozenset(K[k] for k in ("step", "annotation", "module", "python", "op", "runtime"))
+GPU_KINDS = frozenset(K[k] for k in ("kernel", "memcpy", "memset"))
+
+K_STEP, K_ANNOTATION, K_PYTHON, K_MODULE = K["step"], K["annotation"], K["python"], K["module"]
+
+CATEGORY_KIND = {
+    "user_annotation": "annotation", "cpu_op": "op", "operator": "op", "python_function": "python",
+    "cuda_runtime": "runtime", "cuda_driver": "runtime", "runtime": "runtime", "hip_runtime": "runtime",
+    "kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset",
+}
+"""Lower-cased Kineto category -> node kind; other categories are counted as skipped."""
+
+
+_any_decoder = msgspec.json.Decoder()
+
+
+def _int(v, default=-1) -> int:
+    if type(v) is int:
+        return v
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+@dataclass
+class EventStore:
+    """Every X event the model uses, by index; plus flows, thread names and skipped counts."""
+    names: list[str]
+    name_id: np.ndarray
+    kind: np.ndarray
+    track: np.ndarray          # interned (pid, tid) for host events, ("gpu", device, stream) for GPU ones
+    track_keys: list[tuple]
+    ts: np.ndarray             # int64 ns
+    dur: np.ndarray            # int64 ns
+    corr: np.ndarray
+    ext: np.ndarray
+    seq: np.ndarray
+    fwd_tid: np.ndarray
+    file_index: np.ndarray     # position in traceEvents, to find the raw args later
+    source: bytes | None = None  # the decoded bytes, kept for the lazy args pass
+    thread_names: dict = field(default_factory=dict)
+    process_names: dict = field(default_factory=dict)
+    flows: dict = field(default_factory=dict)       # (cat, id) -> [#start, #finish]
+    skipped: dict = field(default_factory=dict)     # category -> count
+    missing_fields: int = 0
+    wrong_types: int = 0
+    _raw: list | None = None
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def args(self, i: int) -> dict:
+        """All args of event ``i``, decoded on demand (the first call scans the file once more)."""
+        if self._raw is None:
+            from .load import raw_args
+            self._raw = raw_args(self.source) if self.source is not None else []
+        j = int(self.file_index[i])
+        if j >= len(self._raw):
+            return {}
+        try:
+            v = _any_decoder.decode(self._raw[j])
+        except msgspec.DecodeError:
+            return {}
+        return v if isinstance(v, dict) else {}
+
+
+_ph, _cat, _name, _ts, _dur, _args, _pid, _tid = (attrgetter(a) for a in
+                                                  ("ph", "cat", "name", "ts", "dur", "args", "pid", "tid"))
+_corr, _ext, _seq, _fwd, _stream = (attrgetter(a) for a in ("correlation", "external_id", "seq", "fwd_tid", "stream"))
+
+
+def _ints(values: list) -> np.ndarray:
+    """int64 column from a lenient field: ints kept, numeric strings parsed, anything else -1."""
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.asarray([_int(v) for v in values], dtype=np.int64)
+
+
+def build_store(events: list, source: bytes | None = None) -> EventStore:
+    """Split decoded events into columns; count what is skipped or malformed instead of dropping it."""
+    skipped: dict[str, int] = {}
+    thread_names: dict = {}
+    process_names: dict = {}
+    flows: dict = {}
+    phs = list(map(_ph, events))
+    xi = [i for i, p in enumerate(phs) if p == "X"]
+    xs = list(map(events.__getitem__, xi))
+    # kinds by category, refined by name (steps, module scopes)
+    cats = list(map(_cat, xs))
+    cmap = {c: K.get(CATEGORY_KIND.get(c.lower(), ""), -1) for c in set(cats)}
+    kind = np.array(list(map(cmap.__getitem__, cats)), dtype=np.int8)
+    all_names = list(map(_name, xs))
+    name_ids = {n: i for i, n in enumerate(dict.fromkeys(all_names))}
+    nid = np.array(list(map(name_ids.__getitem__, all_names)), dtype=np.int32)
+    names = list(name_ids)
+    is_step = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
+    is_mod = np.array([n.startswith("nn.Module: ") for n in names], dtype=bool)
+    if len(nid):
+        kind[(kind == K_ANNOTATION) & is_step[nid]] = K_STEP
+        kind[(kind == K_PYTHON) & is_mod[nid]] = K_MODULE
+    for c, k in cmap.items():
+        if k < 0:
+            skipped[c or "(none)"] = cats.count(c)
+    ts_f = np.array(list(map(_ts, xs)), dtype=np.float64)
+    dur_f = np.array(list(map(_dur, xs)), dtype=np.float64)
+    keep = (kind >= 0) & ~np.isnan(ts_f)
+    missing = int(((kind >= 0) & (np.isnan(ts_f) | np.isnan(dur_f))).sum())
+    sel = np.nonzero(keep)[0]
+    if sel.size != len(xs):
+        xs = list(map(xs.__getitem__, sel.tolist()))
+    kind, nid = kind[sel], nid[sel]
+    ts = np.rint(ts_f[sel] * 1000).astype(np.int64)
+    dur = np.rint(np.nan_to_num(dur_f[sel], nan=0.0) * 1000).astype(np.int64)
+    args = list(map(_args, xs))
+    corr = _ints(list(map(_corr, args)))
+    ext = _ints(list(map(_ext, args)))
+    seq = _ints(list(map(_seq, args)))
+    fwd = _ints(list(map(_fwd, args)))
+    stream = _ints(list(map(_stream, args)))
+    gpu = np.isin(kind, list(GPU_KINDS))
+    pids, tids = list(map(_pid, xs)), list(map(_tid, xs))
+    keys = list(zip(pids, tids))
+    for j in np.nonzero(gpu)[0].tolist():
+        keys[j] = ("gpu", pids[j], int(stream[j]) if stream[j] >= 0 else tids[j])
+    track_ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    track = np.array(list(map(track_ids.__getitem__, keys)), dtype=np.int32)
+    wrong = 0
+    if args and not isinstance(args[0].correlation, int):  # the lenient schema was needed
+        wrong = sum(1 for a in args for v in (a.correlation, a.external_id)
+                    if v is not None and not isinstance(v, int))
+    others = [events[i] for i, p in enumerate(phs) if p != "X"]
+    flow_counts = Counter((e.cat, e.id, e.ph) for e in others if e.ph in ("s", "f", "t"))
+    for (cat, fid, p), c in flow_counts.items():
+        flows.setdefault((cat, fid), [0, 0])[0 if p == "s" else 1] += c
+    for e in others:
+        if e.ph == "M":
+            label = e.args.name
+            if isinstance(label, str):
+                if e.name == "thread_name":
+                    thread_names[(e.pid, e.tid)] = label.strip()
+                elif e.name == "process_name":
+                    process_names[e.pid] = label.strip()
+        elif e.ph not in ("s", "f", "t"):
+            label = f"{e.cat or '(none)'} ({e.ph or '?'})"
+            skipped[label] = skipped.get(label, 0) + 1
+    store = EventStore(
+        names=names, name_id=nid, kind=kind, track=track, track_keys=list(track_ids), ts=ts,
+        dur=np.maximum(dur, 0), corr=corr, ext=ext, seq=seq, fwd_tid=fwd,
+        file_index=np.asarray(xi, dtype=np.int64)[sel], source=source,
+        thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
+        missing_fields=missing, wrong_types=wrong,
+    )
+    return store

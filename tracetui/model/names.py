@@ -1,0 +1,159 @@
+"""Kernel-name decoding: library, class, tile, layout, dtype; Inductor op lists; C++ shortening.
+
+Pure string work on names as they appear in traces (Hopper nvjet, Ampere/CUTLASS, Inductor,
+ATen native, cuDNN, NCCL, user Triton), so the UI and the diff read the same facts.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+INDUCTOR_RE = re.compile(r"^triton_(poi|red|per|tem|for|mm|bmm|spl)_(.*)$")
+_TILE_RE = re.compile(r"(?<![\dx])(\d{1,4}x\d{1,4}(?:x\d{1,4})?)(?![\dx])")
+_LAYOUT_RE = re.compile(r"(?:^|_)([TN]{2,3}|tn|nn|nt|tt)(?:_|$)")
+_DTYPES = ("bf16", "fp16", "f16", "tf32", "fp32", "f32", "fp8", "e4m3", "e5m2", "s8", "i8", "f64", "fp64")
+
+KNOWN_OPS = (
+    "_unsafe_view", "_to_copy", "_softmax", "_log_softmax", "native_layer_norm", "native_dropout",
+    "native_batch_norm", "var_mean", "convert_element_type", "scaled_dot_product", "embedding",
+    "gelu", "mul", "add", "sub", "div", "silu", "relu", "tanh", "sigmoid", "exp", "log", "pow", "sqrt",
+    "rsqrt", "sum", "mean", "amax", "max", "min", "softmax", "clone", "cat", "permute", "transpose",
+    "expand", "view", "where", "neg", "addmm", "mm", "bmm", "copy", "fill", "zeros", "ones", "erf",
+    "layer_norm", "rms_norm", "dropout", "split", "slice", "select", "index", "gather", "scatter",
+)
+"""ATen op names (without ``aten::``) that Inductor writes into fused kernel names."""
+
+INDUCTOR_KIND = {"poi": "pointwise", "red": "reduction", "per": "persistent reduction",
+                 "tem": "template (GEMM)", "for": "foreach", "mm": "GEMM", "bmm": "GEMM", "spl": "split scan"}
+
+
+@dataclass
+class KernelName:
+    """What a kernel's name says about it."""
+    library: str
+    klass: str                     # gemm | pointwise | reduction | triton | memcpy | memset | nccl | conv | other
+    short: str
+    tile: str | None = None
+    layout: str | None = None
+    dtype: str | None = None
+    arch: str | None = None
+    fused_ops: list[str] = field(default_factory=list)
+    truncated: bool = False        # Inductor cut the name: the last op may be partial
+    hint_op: str | None = None     # the op an ATen native kernel's functor names (gelu, mul, ...)
+
+
+def inductor_ops(name: str, vocab: set[str] | None = None) -> tuple[list[str], bool]:
+    """Op names in an Inductor kernel name (``triton_poi_fused__unsafe_view_gelu_mul_0``)."""
+    m = INDUCTOR_RE.match(name)
+    if not m:
+        return [], False
+    rest = m.group(2)
+    if not rest.startswith("fused_"):
+        return [], False
+    body = rest[len("fused_"):]
+    numbered = re.search(r"_\d+$", body)
+    truncated = numbered is None
+    if numbered:
+        body = body[: numbered.start()]
+    words = sorted(set(KNOWN_OPS) | (vocab or set()), key=len, reverse=True)
+    ops, i = [], 0
+    while i < len(body):
+        for w in words:
+            j = i + len(w)
+            if body.startswith(w, i) and (j == len(body) or body[j] == "_"):
+                ops.append(w)
+                i = j + 1
+                break
+        else:
+            j = body.find("_", i + 1)
+            j = len(body) if j < 0 else j
+            ops.append(body[i:j])
+            i = j + 1
+    return [o for o in ops if o], truncated
+
+
+def shorten_cpp(name: str, max_depth: int = 1) -> str:
+    """``void ns::k<4, ns::F<...>>(int, ...)`` -> ``ns::k<4, ns::F<…>>``: drop return type, params, deep templates."""
+    s = name
+    if s.startswith("void "):
+        s = s[5:]
+    out, depth, paren = [], 0, 0
+    for ch in s:
+        if ch == "(" and depth == 0:
+            paren += 1
+            if paren == 1:
+                continue
+        if paren:
+            if ch == "(":
+                pass
+            elif ch == ")":
+                paren -= 1
+            continue
+        if ch == "<":
+            depth += 1
+            if depth == max_depth + 1:
+                out.append("…")
+            if depth > max_depth:
+                continue
+        elif ch == ">":
+            depth -= 1
+            if depth >= max_depth:
+                continue
+        elif depth > max_depth:
+            continue
+        out.append(ch)
+    return "".join(out).strip() or name
+
+
+_FUNCTOR_HINTS = (("Gelu", "gelu"), ("gelu", "gelu"), ("MulFunctor", "mul"), ("mul_kernel", "mul"),
+                  ("AddFunctor", "add"), ("CUDAFunctor_add", "add"), ("silu", "silu"), ("Silu", "silu"),
+                  ("tanh", "tanh"), ("sigmoid", "sigmoid"), ("softmax", "softmax"), ("layer_norm", "layer_norm"),
+                  ("FillFunctor", "fill"), ("copy", "copy"), ("DivFunctor", "div"), ("exp_kernel", "exp"))
+
+
+def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False) -> KernelName:
+    """Decode one GPU activity name; ``kind`` is the node kind (kernel, memcpy, memset)."""
+    if kind in ("memcpy", "memset"):
+        return KernelName(library="CUDA runtime", klass=kind, short=name)
+    low = name.lower()
+    m = INDUCTOR_RE.match(name)
+    if m:
+        ops, trunc = inductor_ops(name)
+        sub = INDUCTOR_KIND.get(m.group(1), m.group(1))
+        return KernelName(library=f"Inductor (Triton, {sub})", klass="triton", short=name, fused_ops=ops,
+                          truncated=trunc)
+    kn = KernelName(library="other", klass="other", short=shorten_cpp(name))
+    tile = _TILE_RE.search(name)
+    lay = _LAYOUT_RE.findall(name)
+    kn.tile = tile.group(1) if tile and ("gemm" in low or "nvjet" in low or "cutlass" in low or "xmma" in low) else None
+    kn.layout = lay[-1] if lay and kn.tile else None
+    kn.dtype = next((d for d in _DTYPES if re.search(rf"(?:^|_){d}(?:_|$)", low)), None)
+    arch = re.search(r"(sm\d{2,3}|ampere|hopper|volta|turing|ada|blackwell)", low)
+    kn.arch = arch.group(1) if arch else None
+    if low.startswith("nvjet"):
+        kn.library, kn.klass = "cuBLAS (nvjet, cuBLASLt)", "gemm"
+        if kn.tile is None and tile:
+            kn.tile = tile.group(1)
+            kn.layout = lay[-1] if lay else None
+    elif "cutlass" in low:
+        kn.library, kn.klass = "CUTLASS", "gemm"
+    elif any(w in low for w in ("gemm", "xmma", "cublas", "gemv", "splitkreduce")):
+        kn.library, kn.klass = "cuBLAS", "gemm"
+    elif "nccl" in low:
+        kn.library, kn.klass = "NCCL", "nccl"
+    elif "cudnn" in low or "conv" in low and "implicit" in low:
+        kn.library, kn.klass = "cuDNN", "conv"
+    elif "at::native" in name or "at_cuda_detail" in name:
+        kn.library = "ATen native"
+        if "reduce" in low or "norm" in low or "softmax" in low:
+            kn.klass = "reduction"
+        elif "elementwise" in low or "functor" in low or "fill" in low:
+            kn.klass = "pointwise"
+        kn.hint_op = next((op for key, op in _FUNCTOR_HINTS if key in name), None)
+    elif user_triton:
+        kn.library, kn.klass = "Triton (user kernel)", "triton"
+    return kn
+
+
+KERNEL_CLASSES = ("gemm", "pointwise", "reduction", "triton", "memcpy", "memset", "nccl", "conv", "other")
+"""Classes a summary reports, in display order."""

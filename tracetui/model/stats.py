@@ -1,0 +1,149 @@
+"""Numbers on every node (CPU total/self, device time, kernel count, step) and per-name aggregates.
+
+Rollups follow torch.profiler's own tree (time containment per thread; GPU activity under the
+runtime call that launched it), so the aggregates agree with ``key_averages()``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .events import GPU_KINDS, HOST_KINDS, K
+from .tree import Tree
+
+STEP_KEY = "ProfilerStep*"
+_STEP_RE = re.compile(r"^ProfilerStep#\d+$")
+
+
+def agg_key(name: str) -> str:
+    """The name key_averages() groups under (every ProfilerStep#N is ``ProfilerStep*``)."""
+    return STEP_KEY if _STEP_RE.match(name) else name
+
+
+@dataclass
+class Rollups:
+    cpu_total: np.ndarray     # ns
+    cpu_self: np.ndarray      # ns
+    device: np.ndarray        # ns of GPU activity in the subtree (containment)
+    kernels: np.ndarray       # kernel launches in the subtree
+    step_of: np.ndarray       # node id of the enclosing ProfilerStep (display tree), -1 if none
+
+
+def _depth_of(parent: np.ndarray) -> np.ndarray:
+    """Depth of every node of the forest ``parent`` by pointer jumping: log(depth) vector passes."""
+    dist = (parent >= 0).astype(np.int64)
+    hop = parent.astype(np.int64).copy()
+    for _ in range(64):
+        idx = np.nonzero(hop >= 0)[0]
+        h = hop[idx]
+        nh = hop[h]
+        m = nh >= 0
+        if not m.any():
+            break
+        i2, h2 = idx[m], h[m]
+        dist[i2] = dist[i2] + dist[h2]
+        hop[i2] = nh[m]
+    return dist
+
+
+def rollups(tree: Tree) -> Rollups:
+    kind = tree.kind
+    n = len(kind)
+    host = np.isin(kind, list(HOST_KINDS))
+    gpu = np.isin(kind, list(GPU_KINDS))
+    dur = tree.dur
+    cpu_total = np.where(host, dur, 0).astype(np.int64)
+    child_host = np.zeros(n, dtype=np.int64)
+    hn = np.nonzero(host & (tree.cparent >= 0))[0]
+    np.add.at(child_host, tree.cparent[hn], dur[hn])
+    cpu_self = np.where(host, np.maximum(dur - child_host, 0), 0)
+    # synthetic nodes (threads, root) total their host children
+    syn = np.nonzero(~host & ~gpu)[0]
+    device = np.where(gpu, dur, 0).astype(np.int64)
+    kernels = (kind == K["kernel"]).astype(np.int64)
+    cdepth = _depth_of(tree.cparent)
+    order = np.argsort(-cdepth, kind="stable")
+    bounds = np.searchsorted(-cdepth[order], np.arange(-cdepth.max(), 1))
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        lvl = order[lo:hi]
+        lvl = lvl[tree.cparent[lvl] >= 0]
+        if lvl.size:
+            p = tree.cparent[lvl]
+            np.add.at(device, p, device[lvl])
+            np.add.at(kernels, p, kernels[lvl])
+            synp = ~host[p] & ~gpu[p]
+            if synp.any():
+                np.add.at(cpu_total, p[synp], np.where(host[lvl[synp]], cpu_total[lvl[synp]], 0))
+    cpu_total[syn] = np.maximum(cpu_total[syn], 0)
+    # step of every node in the display tree, top-down
+    step_of = np.full(n, -1, dtype=np.int64)
+    d_order = np.argsort(tree.depth, kind="stable")
+    is_step = kind == K["step"]
+    dd = tree.depth[d_order]
+    bounds = np.searchsorted(dd, np.arange(0, int(dd.max()) + 2)) if n else []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        lvl = d_order[lo:hi]
+        par = tree.parent[lvl]
+        has = par >= 0
+        step_of[lvl[has]] = step_of[par[has]]
+        s = lvl[is_step[lvl]]
+        step_of[s] = s
+    return Rollups(cpu_total=cpu_total, cpu_self=cpu_self, device=device, kernels=kernels, step_of=step_of)
+
+
+@dataclass
+class Agg:
+    """One row of an op or kernel table (times in µs)."""
+    name: str
+    kind: str
+    count: int
+    cpu_total_us: float
+    cpu_self_us: float
+    device_total_us: float
+    nodes: np.ndarray
+
+    @property
+    def mean_device_us(self) -> float:
+        return self.device_total_us / self.count if self.count else 0.0
+
+
+def aggregate(tree: Tree, r: Rollups, kinds: frozenset) -> list[Agg]:
+    """Rows grouped by key_averages()'s name key, for the node kinds in ``kinds``; by device then CPU time."""
+    from .events import KINDS
+    sel = np.nonzero(np.isin(tree.kind, list(kinds)))[0]
+    if not sel.size:
+        return []
+    keys = np.array([agg_key(tree.names[i]) for i in tree.name_id[sel].tolist()], dtype=object)
+    uniq, inv = np.unique(keys, return_inverse=True)
+    m = len(uniq)
+    count = np.bincount(inv, minlength=m)
+    ct = np.bincount(inv, weights=r.cpu_total[sel], minlength=m) / 1e3
+    cs = np.bincount(inv, weights=r.cpu_self[sel], minlength=m) / 1e3
+    dv = np.bincount(inv, weights=r.device[sel], minlength=m) / 1e3
+    order = np.argsort(inv, kind="stable")
+    splits = np.split(sel[order], np.cumsum(count)[:-1])
+    first_kind = {}
+    for k, node in zip(inv[order].tolist(), sel[order].tolist()):
+        first_kind.setdefault(k, KINDS[tree.kind[node]])
+    rows = [Agg(str(uniq[i]), first_kind[i], int(count[i]), float(ct[i]), float(cs[i]), float(dv[i]), splits[i])
+            for i in range(m)]
+    rows.sort(key=lambda a: (-a.device_total_us, -a.cpu_total_us, a.name))
+    return rows
+
+
+def busy_ns(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of intervals (GPU busy time, overlapping streams counted once)."""
+    if not starts.size:
+        return 0
+    o = np.argsort(starts)
+    s, e = starts[o], ends[o]
+    run_end = np.maximum.accumulate(e)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > run_end[:-1]
+    grp = np.cumsum(new) - 1
+    g_start = s[new]
+    g_end = np.zeros(g_start.size, dtype=np.int64)
+    np.maximum.at(g_end, grp, e)
+    return int((g_end - g_start).sum())

@@ -1,0 +1,279 @@
+"""Linking: one hierarchy per trace, as integer arrays (parent, CSR children), never object per event.
+
+root -> host thread -> ProfilerStep / annotation -> nn.Module -> python frame -> ATen op ->
+runtime call -> GPU activity (by correlation, falling back to External id). Host events nest by
+time containment on their thread (torch.profiler's own rule, so self times match key_averages);
+frames that span several steps are shown beside the steps, so steps stay the top level.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .events import GPU_KINDS, HOST_KINDS, K, EventStore
+
+OVERHANG_NS = 1000
+"""A child may end this much after its parent before it counts as a partial overlap (clock skew)."""
+
+LAUNCH_WORDS = ("Launch", "Memcpy", "Memset", "memcpy", "memset")
+"""Runtime calls whose name has one of these are expected to produce GPU activity."""
+
+
+@dataclass
+class Tree:
+    """The hierarchy: node arrays indexed by node id; node 0 is the root."""
+    store: EventStore
+    names: list[str]
+    name_id: np.ndarray
+    kind: np.ndarray
+    ev: np.ndarray            # event index, -1 for synthetic nodes
+    start: np.ndarray         # ns
+    dur: np.ndarray           # ns (device duration for GPU nodes)
+    parent: np.ndarray        # display parent
+    cparent: np.ndarray       # containment parent (torch.profiler's tree), used for rollups
+    child_off: np.ndarray
+    child_idx: np.ndarray
+    depth: np.ndarray
+    diagnostics: dict = field(default_factory=dict)
+    fwd_of: dict = field(default_factory=dict)   # backward op node -> forward op node
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def children(self, i: int) -> np.ndarray:
+        return self.child_idx[self.child_off[i]:self.child_off[i + 1]]
+
+    def name(self, i: int) -> str:
+        return self.names[self.name_id[i]]
+
+    def kind_name(self, i: int) -> str:
+        from .events import KINDS
+        return KINDS[self.kind[i]]
+
+    def path(self, i: int) -> list[int]:
+        """Node ids from the root to ``i``."""
+        out = []
+        while i >= 0:
+            out.append(int(i))
+            i = self.parent[i]
+        return out[::-1]
+
+
+def _csr(parent: np.ndarray, start: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    nodes = np.nonzero(parent >= 0)[0]
+    order = nodes[np.lexsort((nodes, start[nodes], parent[nodes]))]
+    counts = np.bincount(parent[order], minlength=n)
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=off[1:])
+    return off, order.astype(np.int32)
+
+
+def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    depth = np.zeros(n, dtype=np.int16)
+    frontier = np.array([0])
+    d = 0
+    while frontier.size:
+        d += 1
+        starts, ends = off[frontier], off[frontier + 1]
+        lens = ends - starts
+        if not lens.sum():
+            break
+        kids = idx[np.repeat(ends - lens.cumsum(), lens) + np.arange(lens.sum())]
+        depth[kids] = d
+        frontier = kids
+    return depth
+
+
+def build_tree(store: EventStore, title: str = "trace") -> Tree:
+    n_ev = len(store)
+    names = list(store.names)
+    extra_names: dict[str, int] = {}
+
+    def nid(s: str) -> int:
+        if s not in extra_names:
+            extra_names[s] = len(names)
+            names.append(s)
+        return extra_names[s]
+
+    kind_e = store.kind
+    is_host = np.isin(kind_e, list(HOST_KINDS))
+    host_tracks = sorted(set(store.track[is_host].tolist()))
+    gpu_group_keys: list = []  # filled below
+    # Node layout: 0 root, 1..T threads, then events, then GPU groups for unlinked activity.
+    T = len(host_tracks)
+    base = 1 + T
+    thread_node = {t: 1 + i for i, t in enumerate(host_tracks)}
+    parent_e = np.full(n_ev, -1, dtype=np.int64)   # display parent, in node ids
+    cparent_e = np.full(n_ev, -1, dtype=np.int64)
+    diag = {"partial_overlaps": 0, "launches_without_gpu": 0, "gpu_without_launch": 0,
+            "linked_by_external_id": 0, "flows_without_end": 0, "events_missing_fields": store.missing_fields,
+            "args_wrong_types": store.wrong_types, "skipped_categories": dict(store.skipped),
+            "steps_spanned_by_events": 0}
+
+    # --- host nesting, one stack per thread, in (track, ts, -dur, kind, index) order
+    host = np.nonzero(is_host)[0]
+    ts, dur = store.ts, store.dur
+    order = host[np.lexsort((host, kind_e[host], -dur[host], ts[host], store.track[host]))]
+    o_ts = ts[order].tolist()
+    o_end = (ts[order] + dur[order]).tolist()
+    o_tr = store.track[order].tolist()
+    o_idx = order.tolist()
+    cpar = [-1] * len(o_idx)
+    partial = 0
+    cur = None
+    stack: list[int] = []
+    ends: list[int] = []
+    tnode = 0
+    for j in range(len(o_idx)):
+        t = o_tr[j]
+        if t != cur:
+            cur, stack, ends, tnode = t, [], [], thread_node[t]
+        s, e = o_ts[j], o_end[j]
+        while ends and ends[-1] <= s:
+            ends.pop()
+            stack.pop()
+        if stack:
+            cpar[j] = stack[-1]
+            pe = ends[-1]
+            if e > pe:
+                if e > pe + OVERHANG_NS:
+                    partial += 1
+                e = pe  # clamp so later siblings of the parent do not nest under this event
+        else:
+            cpar[j] = -tnode - 1  # encoded thread node
+        stack.append(base + o_idx[j])
+        ends.append(e)
+    diag["partial_overlaps"] = partial
+    cp = np.asarray(cpar, dtype=np.int64)
+    cp = np.where(cp < 0, -cp - 1, cp)
+    cparent_e[order] = cp
+    parent_e[order] = cp
+
+    # --- steps stay on top: frames spanning a step start are shown beside the steps
+    steps = np.nonzero(kind_e == K["step"])[0]
+    if steps.size:
+        for t in set(store.track[steps].tolist()):
+            st = steps[store.track[steps] == t]
+            st = st[np.argsort(ts[st])]
+            s_start, s_end = ts[st], ts[st] + dur[st]
+            ev = host[(store.track[host] == t) & (kind_e[host] != K["step"])]
+            e_start, e_end = ts[ev], ts[ev] + dur[ev]
+            i_next = np.searchsorted(s_start, e_start, side="right")
+            spans = (i_next < st.size) & (s_start[np.minimum(i_next, st.size - 1)] < e_end)
+            i_eq = np.searchsorted(s_start, e_start, side="left")
+            eq = (i_eq < st.size)
+            eqi = np.minimum(i_eq, st.size - 1)
+            spans |= eq & (s_start[eqi] == e_start) & (e_end > s_end[eqi])
+            spanning = ev[spans]
+            diag["steps_spanned_by_events"] += int(spanning.size)
+            tn = thread_node[t]
+            parent_e[spanning] = tn
+            parent_e[st] = tn
+            span_nodes = set((spanning + base).tolist())
+            if span_nodes:
+                kids = ev[~spans]
+                kids = kids[np.isin(parent_e[kids], list(span_nodes))]
+                k = np.searchsorted(s_start, ts[kids], side="right") - 1
+                inside = (k >= 0) & (ts[kids] < s_end[np.maximum(k, 0)])
+                parent_e[kids[inside]] = st[k[inside]] + base
+
+    # --- GPU activity under its launch: correlation first, External id second
+    is_gpu = np.isin(kind_e, list(GPU_KINDS))
+    gpu = np.nonzero(is_gpu)[0]
+    runtime = np.nonzero(kind_e == K["runtime"])[0]
+    corr_map = {}
+    for r, c in zip(runtime.tolist(), store.corr[runtime].tolist()):
+        if c >= 0:
+            corr_map.setdefault(c, r)
+    op_nodes = np.nonzero(np.isin(kind_e, [K["op"], K["annotation"]]))[0]
+    ext_map = {}
+    for o, x in zip(op_nodes.tolist(), store.ext[op_nodes].tolist()):
+        if x >= 0:
+            ext_map.setdefault(x, o)
+    group_nodes: dict = {}
+    launched = set()
+    by_ext = 0
+    for g, c, x, tr in zip(gpu.tolist(), store.corr[gpu].tolist(), store.ext[gpu].tolist(),
+                           store.track[gpu].tolist()):
+        r = corr_map.get(c) if c >= 0 else None
+        if r is not None:
+            launched.add(r)
+        elif x >= 0 and x in ext_map:
+            r = ext_map[x]
+            by_ext += 1
+        if r is None:
+            key = store.track_keys[tr]
+            node = group_nodes.get(key)
+            if node is None:
+                node = group_nodes[key] = base + n_ev + len(group_nodes)
+                gpu_group_keys.append(key)
+            parent_e[g] = cparent_e[g] = node
+        else:
+            parent_e[g] = cparent_e[g] = base + r
+    diag["linked_by_external_id"] = by_ext
+    diag["gpu_without_launch"] = int((parent_e[gpu] >= base + n_ev).sum()) if gpu.size else 0
+    names_e = store.names
+    diag["launches_without_gpu"] = sum(
+        1 for r in runtime.tolist()
+        if r not in launched and any(w in names_e[store.name_id[r]] for w in LAUNCH_WORDS)) if gpu.size else 0
+    diag["flows_without_end"] = sum(1 for v in store.flows.values() if not v[0] or not v[1])
+
+    # --- assemble node arrays
+    G = len(group_nodes)
+    n = base + n_ev + G
+    kind = np.empty(n, dtype=np.int8)
+    name_id = np.empty(n, dtype=np.int32)
+    ev = np.full(n, -1, dtype=np.int64)
+    start = np.zeros(n, dtype=np.int64)
+    d = np.zeros(n, dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    cparent = np.full(n, -1, dtype=np.int64)
+    kind[0], name_id[0] = K["root"], nid(title)
+    for t, node in thread_node.items():
+        pid, tid = store.track_keys[t]
+        label = store.thread_names.get((pid, tid)) or f"thread {tid}"
+        pname = store.process_names.get(pid) or "pid"
+        kind[node], name_id[node] = K["thread"], nid(f"{label} [{pname} {pid}]")
+        parent[node] = cparent[node] = 0
+    sl = slice(base, base + n_ev)
+    kind[sl], name_id[sl], ev[sl] = kind_e, store.name_id, np.arange(n_ev)
+    start[sl], d[sl] = ts, dur
+    parent[sl], cparent[sl] = parent_e, cparent_e
+    for key, node in group_nodes.items():
+        _, dev, stream = key
+        kind[node], name_id[node] = K["gpu"], nid(f"GPU {dev} stream {stream}: activity with no launch found")
+        parent[node] = cparent[node] = 0
+    orphan = parent[sl] < 0  # host events on tracks with nothing (should not happen) -> root
+    parent[sl][orphan] = 0
+    cparent[sl][orphan] = 0
+    # synthetic nodes start where their first child starts
+    for node in list(thread_node.values()) + list(group_nodes.values()):
+        kids = np.nonzero(parent == node)[0]
+        if kids.size:
+            start[node] = start[kids].min()
+            d[node] = (start[kids] + d[kids]).max() - start[node]
+    if n > 1:
+        start[0] = start[1:].min()
+        d[0] = (start[1:] + d[1:]).max() - start[0]
+    off, idx = _csr(parent, start, n)
+    tree = Tree(store=store, names=names, name_id=name_id, kind=kind, ev=ev, start=start, dur=d,
+                parent=parent, cparent=cparent, child_off=off, child_idx=idx, depth=_depths(off, idx, n),
+                diagnostics=diag)
+    tree.fwd_of = _link_backward(store, base)
+    return tree
+
+
+def _link_backward(store: EventStore, base: int) -> dict:
+    """Backward op -> forward op with the same Sequence number (forward ops have Fwd thread id 0)."""
+    ops = np.nonzero((store.kind == K["op"]) & (store.seq >= 0))[0]
+    if not ops.size:
+        return {}
+    fwd = {}
+    bwd = []
+    for o, s, f in zip(ops.tolist(), store.seq[ops].tolist(), store.fwd_tid[ops].tolist()):
+        if f > 0:
+            bwd.append((o, s))
+        else:
+            fwd.setdefault(s, o)
+    return {base + o: base + fwd[s] for o, s in bwd if s in fwd}
