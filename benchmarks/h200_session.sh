@@ -5,8 +5,10 @@ set -o pipefail
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.version.cuda)"
-python3 -m pip install -q --no-deps --no-build-isolation --no-index --target /tmp/site . 2>&1 | tail -2
-export PYTHONPATH=/tmp/site
+# The image has no network and no msgspec/textual: lay the package out as installed (kernels/ ->
+# tracetui/kernels) and run from outside the checkout so the source tree does not shadow it.
+mkdir -p /tmp/site && cp -r tracetui /tmp/site/ && cp -r kernels /tmp/site/tracetui/kernels
+export PYTHONPATH=/tmp/site; cd /tmp
 mkdir -p /tmp/tr/traces /tmp/tr/tests
 ( timeout 300 python3 -m tracetui gen --all -o /tmp/tr/traces 2>&1 | grep -v "^\[tracetui gen\] step\|warm-up" ;
   python3 -m tracetui gen linear --active 1 -o /tmp/tr/tests/h200_linear_eager.json.gz;

@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # the model raises TraceError for bad input; anything else is ours
-        from tracetui.model.errors import TraceError
-        if isinstance(e, TraceError):
+        errors = sys.modules.get("tracetui.model.errors")  # not loaded -> cannot be a TraceError
+        if errors is not None and isinstance(e, errors.TraceError):
             print(f"tracetui: error: {e}", file=sys.stderr)
             return 2
         raise
@@ -134,11 +134,22 @@ def _gen(args) -> int:
             raise CliError("gen: name a workload (linear, mlp) or pass --all")
         out = args.output or Path(ladder_filename(args.workload, args.impl, args.with_stack))
         jobs.append((ws[args.workload], args.impl, args.with_stack, out))
+    failed = []
     for i, (w, impl, stack, out) in enumerate(jobs):
         print(f"[tracetui gen] ({i + 1}/{len(jobs)}) {w.name}/{impl}{' +stack' if stack else ''}", file=sys.stderr)
         try:
             path = record(w, impl, out, device=device, dtype=dtype, with_stack=stack, active=args.active)
         except ValueError as e:
-            raise CliError(str(e)) from None
+            if len(jobs) == 1:
+                raise CliError(str(e)) from None
+            failed.append(f"{w.name}/{impl}: {e}")
+            continue
+        except Exception as e:  # --all keeps recording the other rungs, then reports this one
+            if len(jobs) == 1:
+                raise
+            failed.append(f"{w.name}/{impl}: {type(e).__name__}: {e}")
+            continue
         print(path)
+    if failed:
+        raise CliError(f"{len(failed)} of {len(jobs)} recordings failed: " + "; ".join(failed))
     return 0
