@@ -1,8 +1,9 @@
 """Dual GEMM with a GeGLU epilogue: ``gelu_tanh(x @ Wg.T) * (x @ Wu.T)`` in one kernel.
 
-One tile of ``x`` feeds two accumulators (gate and up); the epilogue runs in registers and a single
-bf16 store writes the product. Neither projection ever reaches HBM, which is what removes the
-gate GEMM's and up GEMM's outputs (2 x [M, H]) and the pointwise kernel that reads them back.
+Gate and up weights are packed once into one K-major matrix whose columns alternate gate/up, so
+each tile is a single wide MMA (``[BM, 2*BN]``, what Hopper's wgmma runs best) whose accumulator
+splits into the gate and up halves in registers. The epilogue applies gelu*mul there and writes
+one bf16 tile: neither projection reaches HBM, and the pointwise kernel disappears.
 """
 from __future__ import annotations
 
@@ -14,16 +15,16 @@ import triton.language as tl
 
 from .geglu import SUPPORTED_DTYPES, gelu_tanh_f32
 
-# Configs tried by the autotuner on a GPU: (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, stages, warps).
-# Two fp32 accumulators of BLOCK_M x BLOCK_N must fit in registers next to the operand tiles.
+# Autotuner configs on a GPU: (BLOCK_M, BLOCK_N of the output, BLOCK_K, GROUP_M, stages, warps).
+# The MMA is BLOCK_M x 2*BLOCK_N; stages x (BM*BK + BK*2BN) x 2 bytes must fit in shared memory.
 _CONFIGS = [
     (128, 128, 64, 8, 3, 8),
     (128, 128, 64, 8, 4, 8),
-    (128, 64, 64, 8, 4, 4),
-    (64, 128, 64, 8, 4, 4),
     (128, 128, 32, 8, 4, 8),
-    (64, 64, 64, 8, 4, 4),
-    (128, 256, 64, 8, 3, 8),
+    (128, 64, 64, 8, 4, 4),
+    (128, 64, 64, 8, 4, 8),
+    (64, 128, 64, 8, 4, 4),
+    (256, 64, 64, 8, 3, 8),
 ]
 
 INTERPRETER_CONFIG = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2)
@@ -31,10 +32,10 @@ INTERPRETER_CONFIG = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2)
 
 
 @triton.jit
-def geglu_dual_gemm_kernel(x_ptr, wg_ptr, wu_ptr, out_ptr, M, N, K,
-                       sxm, sxk, swn, swk, som,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       GROUP_M: tl.constexpr, UPCAST: tl.constexpr = False):
+def geglu_dual_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, K,
+                           sxm, sxk, swk, swn, som,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           GROUP_M: tl.constexpr, UPCAST: tl.constexpr = False):
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -46,27 +47,23 @@ def geglu_dual_gemm_kernel(x_ptr, wg_ptr, wu_ptr, out_ptr, M, N, K,
     pid_n = (pid % group) // size_m
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_w = pid_n * (2 * BLOCK_N) + tl.arange(0, 2 * BLOCK_N)   # packed gate/up columns
     offs_k = tl.arange(0, BLOCK_K)
     x_ptrs = x_ptr + offs_m[:, None].to(tl.int64) * sxm + offs_k[None, :] * sxk
-    wg_ptrs = wg_ptr + offs_n[None, :].to(tl.int64) * swn + offs_k[:, None] * swk
-    wu_ptrs = wu_ptr + offs_n[None, :].to(tl.int64) * swn + offs_k[:, None] * swk
-    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    w_ptrs = w_ptr + offs_k[:, None].to(tl.int64) * swk + offs_w[None, :] * swn
+    acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         k_left = K - k * BLOCK_K
         a = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
-        w_mask = (offs_k[:, None] < k_left) & (offs_n[None, :] < N)
-        bg = tl.load(wg_ptrs, mask=w_mask, other=0.0)
-        bu = tl.load(wu_ptrs, mask=w_mask, other=0.0)
+        b = tl.load(w_ptrs, mask=(offs_k[:, None] < k_left) & (offs_w[None, :] < 2 * N), other=0.0)
         if UPCAST:  # the CPU interpreter's dot mis-multiplies 16-bit floats; compute in fp32 there
-            a, bg, bu = a.to(tl.float32), bg.to(tl.float32), bu.to(tl.float32)
-        acc_g = tl.dot(a, bg, acc_g)
-        acc_u = tl.dot(a, bu, acc_u)
+            a, b = a.to(tl.float32), b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
         x_ptrs += BLOCK_K * sxk
-        wg_ptrs += BLOCK_K * swk
-        wu_ptrs += BLOCK_K * swk
-    h = gelu_tanh_f32(acc_g) * acc_u
+        w_ptrs += BLOCK_K * swk
+    gate, up = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
+    h = gelu_tanh_f32(gate) * up
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * som + offs_n[None, :]
     tl.store(out_ptrs, h.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -74,34 +71,43 @@ def geglu_dual_gemm_kernel(x_ptr, wg_ptr, wu_ptr, out_ptr, M, N, K,
 _autotuned = triton.autotune(
     configs=[triton.Config(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=g), num_stages=s, num_warps=w)
              for bm, bn, bk, g, s, w in _CONFIGS],
-    key=["M", "N", "K", "swn"],  # the weight layout changes the best tile
+    key=["M", "N", "K"],
 )(geglu_dual_gemm_kernel)
 
 
-def geglu_gemm(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
-               config: dict | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``gelu_tanh(x @ w_gate.T) * (x @ w_up.T)`` for x [..., K] and weights [N, K] (nn.Linear layout).
+def pack_gate_up(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+    """[N, K] gate and up weights (nn.Linear layout) -> one contiguous [K, 2N], columns alternating."""
+    if w_gate.shape != w_up.shape or w_gate.dim() != 2:
+        raise ValueError(f"geglu_gemm: weights {tuple(w_gate.shape)} and {tuple(w_up.shape)} must be equal 2-D")
+    if w_gate.dtype != w_up.dtype:
+        raise ValueError(f"geglu_gemm: weights are {w_gate.dtype} and {w_up.dtype}")
+    n, k = w_gate.shape
+    return torch.stack([w_gate, w_up], dim=1).reshape(2 * n, k).t().contiguous()
+
+
+def geglu_gemm_packed(x: torch.Tensor, w_packed: torch.Tensor, config: dict | None = None,
+                      out: torch.Tensor | None = None) -> torch.Tensor:
+    """``gelu_tanh(x @ Wg.T) * (x @ Wu.T)`` for x [..., K] and ``w_packed = pack_gate_up(Wg, Wu)``.
 
     ``config`` pins the tile sizes (used under the CPU interpreter); None autotunes on the GPU.
     """
-    if x.dtype not in SUPPORTED_DTYPES or w_gate.dtype != x.dtype or w_up.dtype != x.dtype:
-        raise ValueError(f"geglu_gemm: x {x.dtype}, w_gate {w_gate.dtype}, w_up {w_up.dtype}: "
-                         "all must be one of float32, float16, bfloat16")
-    if w_gate.shape != w_up.shape or w_gate.dim() != 2 or x.shape[-1] != w_gate.shape[1]:
-        raise ValueError(f"geglu_gemm: x {tuple(x.shape)} does not match weights "
-                         f"{tuple(w_gate.shape)} / {tuple(w_up.shape)}")
-    if w_gate.stride() != w_up.stride():
-        w_gate, w_up = w_gate.contiguous(), w_up.contiguous()
+    if x.dtype not in SUPPORTED_DTYPES or w_packed.dtype != x.dtype:
+        raise ValueError(f"geglu_gemm: x is {x.dtype}, weights {w_packed.dtype}: both must be one of "
+                         "float32, float16, bfloat16")
     K = x.shape[-1]
+    if w_packed.dim() != 2 or w_packed.shape[0] != K or w_packed.shape[1] % 2:
+        raise ValueError(f"geglu_gemm: x {tuple(x.shape)} does not match packed weights {tuple(w_packed.shape)}")
+    if x.device != w_packed.device:
+        raise ValueError(f"geglu_gemm: x on {x.device} but weights on {w_packed.device}")
     x2 = x.reshape(-1, K)
-    M, N = x2.shape[0], w_gate.shape[0]
+    M, N = x2.shape[0], w_packed.shape[1] // 2
     if out is None:
         out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     elif out.shape != (M, N) or out.dtype != x.dtype or not out.is_contiguous():
         raise ValueError(f"geglu_gemm: out must be contiguous [{M}, {N}] {x.dtype}")
     if M and N:
-        args = (x2, w_gate, w_up, out, M, N, K, x2.stride(0), x2.stride(1),
-                w_gate.stride(0), w_gate.stride(1), out.stride(0))
+        args = (x2, w_packed, out, M, N, K, x2.stride(0), x2.stride(1),
+                w_packed.stride(0), w_packed.stride(1), out.stride(0))
         if config is None:
             grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
             _autotuned[grid](*args)
@@ -110,6 +116,12 @@ def geglu_gemm(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
             upcast = os.environ.get("TRITON_INTERPRET") == "1" and x.dtype != torch.float32
             geglu_dual_gemm_kernel[grid](*args, **config, UPCAST=upcast)
     return out.reshape(*x.shape[:-1], N)
+
+
+def geglu_gemm(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, config: dict | None = None,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+    """Same, from unpacked [N, K] weights (packs them on every call: cache ``pack_gate_up`` instead)."""
+    return geglu_gemm_packed(x, pack_gate_up(w_gate, w_up), config=config, out=out)
 
 
 def geglu_gemm_reference(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:

@@ -20,15 +20,27 @@ class GeGLU(nn.Module):
         self.up_proj = nn.Linear(dim, hidden, bias=False)
         self.down_proj = nn.Linear(hidden, dim, bias=False)
         self.act = act
+        self._packed = None
+        self._packed_key = None
+
+    def packed_gate_up(self) -> torch.Tensor:
+        """Gate/up weights packed for the fused kernel, re-packed only when a weight changes."""
+        from tracetui.kernels.geglu_gemm import pack_gate_up
+        wg, wu = self.gate_proj.weight, self.up_proj.weight
+        key = (wg.data_ptr(), wg._version, wu.data_ptr(), wu._version, wg.dtype)
+        if self._packed_key != key:
+            with torch.no_grad():
+                self._packed = pack_gate_up(wg, wu)
+            self._packed_key = key
+        return self._packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.act == "triton":
             from tracetui.kernels.geglu import geglu
             return self.down_proj(geglu(self.gate_proj(x), self.up_proj(x)))
         if self.act == "fused":
-            from tracetui.kernels.geglu_gemm import geglu_gemm
-            h = geglu_gemm(x, self.gate_proj.weight, self.up_proj.weight)
-            return self.down_proj(h)
+            from tracetui.kernels.geglu_gemm import geglu_gemm_packed
+            return self.down_proj(geglu_gemm_packed(x, self.packed_gate_up()))
         return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
 
 
