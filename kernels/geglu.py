@@ -23,10 +23,10 @@ def gelu_tanh_f32(x):
 
 
 @triton.jit
-def geglu_kernel(gate_ptr, up_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+def geglu_kernel(gate_ptr, up_ptr, out_ptr, n, n_full, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    if EVEN:  # whole blocks: no mask, so loads and stores stay 16-byte vectors at any n
+    if pid < n_full:  # whole blocks: no mask, so loads and stores stay 16-byte vectors at any n
         g = tl.load(gate_ptr + offs).to(tl.float32)
         u = tl.load(up_ptr + offs).to(tl.float32)
         tl.store(out_ptr + offs, (gelu_tanh_f32(g) * u).to(out_ptr.dtype.element_ty))
@@ -74,13 +74,8 @@ def geglu(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None,
     if n == 0:
         return out
     if gate.is_contiguous() and up.is_contiguous():
-        # Bulk of whole blocks unmasked, then one masked launch for the ragged tail (if any).
-        bulk = n - n % block
-        if bulk:
-            geglu_kernel[(bulk // block,)](gate, up, out, bulk, BLOCK=block, EVEN=True, num_warps=num_warps)
-        if bulk < n:
-            g, u, o = gate.view(-1)[bulk:], up.view(-1)[bulk:], out.view(-1)[bulk:]
-            geglu_kernel[(1,)](g, u, o, n - bulk, BLOCK=block, EVEN=False, num_warps=num_warps)
+        # One launch: whole blocks run unmasked, only the ragged last block (if any) is masked.
+        geglu_kernel[(triton.cdiv(n, block),)](gate, up, out, n, n // block, BLOCK=block, num_warps=num_warps)
         return out
     # Strided inputs (e.g. halves of a fused gate/up projection): a 2-D view, no copy when possible.
     cols = gate.shape[-1] if gate.dim() else 1

@@ -48,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--all", action="store_true", help="record the whole ladder into -o DIR")
     gen.add_argument("--device", choices=("cuda", "cpu"), default=None)
     gen.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None)
-    gen.add_argument("--with-stack", action="store_true")
+    gen.add_argument("--no-stack", dest="with_stack", action="store_false",
+                     help="skip Python stacks (eager nn.Module scopes need them on torch <= 2.11)")
     gen.add_argument("--active", type=int, default=3, help="profiled steps")
     for name in ("batch", "seq", "dim", "hidden", "in-features", "out-features"):
         gen.add_argument(f"--{name}", type=int, default=None)

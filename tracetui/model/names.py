@@ -91,15 +91,17 @@ def shorten_cpp(name: str, max_depth: int = 1) -> str:
             continue
         if ch == "<":
             depth += 1
+            if depth <= max_depth + 1:
+                out.append("<")
             if depth == max_depth + 1:
                 out.append("…")
-            if depth > max_depth:
-                continue
-        elif ch == ">":
+            continue
+        if ch == ">":
+            if depth <= max_depth + 1:
+                out.append(">")
             depth -= 1
-            if depth >= max_depth:
-                continue
-        elif depth > max_depth:
+            continue
+        if depth > max_depth:
             continue
         out.append(ch)
     return "".join(out).strip() or name

@@ -48,7 +48,13 @@ def _depth_of(parent: np.ndarray) -> np.ndarray:
     return dist
 
 
-def rollups(tree: Tree) -> Rollups:
+def rollups(tree: Tree, torch_compat: bool = False) -> Rollups:
+    """Roll CPU and GPU time up the containment tree.
+
+    GPU activity launched outside any ATen op (a user ``@triton.jit`` kernel: no External id)
+    still counts for its enclosing module/annotation/step here. ``torch_compat=True`` drops it
+    instead, which is what ``key_averages()`` does; the tests check both.
+    """
     kind = tree.kind
     n = len(kind)
     host = np.isin(kind, list(HOST_KINDS))
@@ -58,19 +64,31 @@ def rollups(tree: Tree) -> Rollups:
     child_host = np.zeros(n, dtype=np.int64)
     hn = np.nonzero(host & (tree.cparent >= 0))[0]
     np.add.at(child_host, tree.cparent[hn], dur[hn])
-    cpu_self = np.where(host, np.maximum(dur - child_host, 0), 0)
+    # not clamped: torch reports a negative self time when children overlap, and so do we
+    cpu_self = np.where(host, dur - child_host, 0)
     # synthetic nodes (threads, root) total their host children
     syn = np.nonzero(~host & ~gpu)[0]
+    counted = gpu.copy()
+    if torch_compat:
+        ev = tree.ev
+        counted[gpu] = tree.store.ext[ev[gpu]] > 0
     device = np.where(gpu, dur, 0).astype(np.int64)
     kernels = (kind == K["kernel"]).astype(np.int64)
-    cdepth = _depth_of(tree.cparent)
+    # GPU time belongs to the op that launched it, as in key_averages(): the runtime call in
+    # between (cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync) reports none itself.
+    up = tree.cparent.copy()
+    g = np.nonzero(gpu & (up >= 0))[0]
+    via_rt = g[kind[up[g]] == K["runtime"]]
+    up[via_rt] = tree.cparent[up[via_rt]]
+    up[gpu & ~counted] = -1  # torch_compat: unattributed GPU activity rolls up nowhere
+    cdepth = _depth_of(up)
     order = np.argsort(-cdepth, kind="stable")
     bounds = np.searchsorted(-cdepth[order], np.arange(-cdepth.max(), 1))
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         lvl = order[lo:hi]
-        lvl = lvl[tree.cparent[lvl] >= 0]
+        lvl = lvl[up[lvl] >= 0]
         if lvl.size:
-            p = tree.cparent[lvl]
+            p = up[lvl]
             np.add.at(device, p, device[lvl])
             np.add.at(kernels, p, kernels[lvl])
             synp = ~host[p] & ~gpu[p]

@@ -80,10 +80,16 @@ class Trace:
         return p if p >= 0 and self.tree.kind[p] == K["runtime"] else (p if p > 0 else None)
 
     def launching_op(self, i: int) -> int | None:
-        """The innermost ATen op (or annotation) above a GPU activity or runtime call."""
+        """The innermost ATen op above a runtime call or GPU activity.
+
+        None for GPU activity with no External id: it was launched outside any op (a user
+        ``@triton.jit`` kernel), even if an annotation or module encloses the launch.
+        """
+        if self.tree.kind[i] in GPU_KINDS and self.tree.ev[i] >= 0 and self.store.ext[self.tree.ev[i]] <= 0:
+            return None
         p = int(self.tree.cparent[i])
         while p > 0:
-            if self.tree.kind[p] in (K["op"], K["annotation"]):
+            if self.tree.kind[p] == K["op"]:
                 return p
             p = int(self.tree.cparent[p])
         return None

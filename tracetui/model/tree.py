@@ -130,18 +130,18 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
         if t != cur:
             cur, stack, ends, tnode = t, [], [], thread_node[t]
         s, e = o_ts[j], o_end[j]
-        while ends and ends[-1] <= s:
-            ends.pop()
-            stack.pop()
-        if stack:
-            cpar[j] = stack[-1]
+        # torch.profiler's rule (EventList._build_tree): an open event that ends before this one
+        # starts, or that this one outlasts, cannot be its parent and is closed for good.
+        while ends:
             pe = ends[-1]
-            if e > pe:
-                if e > pe + OVERHANG_NS:
+            if s >= pe or e > pe:
+                if s < pe and e > pe + OVERHANG_NS:
                     partial += 1
-                e = pe  # clamp so later siblings of the parent do not nest under this event
-        else:
-            cpar[j] = -tnode - 1  # encoded thread node
+                ends.pop()
+                stack.pop()
+            else:
+                break
+        cpar[j] = stack[-1] if stack else -tnode - 1  # negative: encoded thread node
         stack.append(base + o_idx[j])
         ends.append(e)
     diag["partial_overlaps"] = partial

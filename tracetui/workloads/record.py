@@ -114,11 +114,15 @@ def key_averages_path(trace: Path) -> Path:
 
 
 def ladder() -> list[tuple[str, str, bool]]:
-    """(workload, impl, with_stack) of every trace ``gen --all`` records."""
-    return [("linear", "eager", False), ("linear", "compile", False),
-            ("mlp", "eager", False), ("mlp", "compile", False), ("mlp", "triton", False),
-            ("mlp", "fused", False), ("mlp", "eager", True)]
+    """(workload, impl, with_stack) of every trace ``gen --all`` records.
+
+    All with stacks: on torch 2.11 ``with_modules`` alone records no ``nn.Module`` scopes for eager
+    modules (seen in our first H200 recording), and the module scopes are the top of the story.
+    """
+    return [("linear", "eager", True), ("linear", "compile", True),
+            ("mlp", "eager", True), ("mlp", "compile", True), ("mlp", "triton", True),
+            ("mlp", "fused", True)]
 
 
-def ladder_filename(workload: str, impl: str, with_stack: bool) -> str:
-    return f"{workload}_{impl}{'_stack' if with_stack else ''}.json.gz"
+def ladder_filename(workload: str, impl: str, with_stack: bool = True) -> str:
+    return f"{workload}_{impl}.json.gz"

@@ -1,0 +1,96 @@
+"""The CLI on bundled and freshly generated traces: summary/tree JSON schemas, gen on the CPU."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tracetui.cli import main
+from tracetui.model import load_trace
+
+from tests.conftest import TRACES
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_summary_json_schema(capsys):
+    d = run_json(capsys, "summary", str(TRACES / "mlp_eager.json.gz"), "--json")
+    assert d["device"] == "NVIDIA H200" and d["steps"] == 3
+    for k in d["kernels"]:
+        assert {"name", "count", "total_us"} <= set(k)
+    for o in d["ops"]:
+        assert {"name", "count", "cpu_total_us", "cpu_self_us", "device_total_us"} <= set(o)
+    assert d["kernel_classes"]["gemm"]["count"] == 9
+    first = d["first_step_kernels"]
+    gemms = [k for k in first if k["class"] == "gemm"]
+    assert len(gemms) == 3 and all(k["ops"][0] == "aten::linear" for k in gemms)
+    assert sorted(k["ops"][0] for k in first if k["class"] == "pointwise") == ["aten::gelu", "aten::mul"]
+
+
+def test_summary_text_lists_kernels_per_step(capsys):
+    assert main(["summary", str(TRACES / "mlp_eager.json.gz")]) == 0
+    out = capsys.readouterr().out
+    assert "kernels in ProfilerStep#" in out and out.count("<- aten::linear") == 3
+    assert "<- aten::gelu" in out and "<- aten::mul" in out
+
+
+def test_tree_json_and_filter(capsys):
+    d = run_json(capsys, "tree", str(TRACES / "linear_eager.json.gz"), "--json", "--filter", "nvjet")
+    assert {"name", "kind", "cpu_us", "device_us", "children"} <= set(d)
+    node, kinds = d, []
+    while node["children"]:
+        node = node["children"][0]
+        kinds.append(node["kind"])
+    assert kinds[-1] == "kernel" and "op" in kinds and "runtime" in kinds and "step" in kinds
+    assert main(["tree", str(TRACES / "linear_eager.json.gz"), "--depth", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(l) - len(l.lstrip()) for l in lines) <= 4
+
+
+def test_control_characters_never_reach_the_terminal(tmp_path, capsys):
+    evil = "aten::\x1b[31mred\x1b]0;pwned\x07"
+    trace = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": evil, "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}]}
+    p = tmp_path / "evil.json"
+    p.write_text(json.dumps(trace))
+    assert main(["tree", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b[31mred" in out
+
+
+def test_gen_compile_on_cpu_loads_with_modules(tmp_path):
+    """Issue 3's check: gen mlp --impl compile on the CPU, then the model shows modules and ops."""
+    pytest.importorskip("torch")
+    out = tmp_path / "x.json.gz"
+    r = subprocess.run([sys.executable, "-m", "tracetui", "gen", "mlp", "--impl", "compile", "--device", "cpu",
+                        "--batch", "2", "--seq", "8", "--dim", "32", "--hidden", "64", "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert str(out) in r.stdout and "warm-up" in r.stderr
+    t = load_trace(out)
+    assert t.provenance["impl"] == "compile" and t.provenance["workload"] == "mlp"
+    mods = [i for i in range(len(t.tree)) if t.kind(i) == "module"]
+    assert mods
+    names = {t.name(i) for i in mods}
+    assert any(n.startswith("nn.Module: ") for n in names)
+    # ATen ops nest under the module scopes
+    op_under_module = [i for i in range(len(t.tree)) if t.kind(i) == "op" and t.name(i).startswith("aten::")
+                       and t.scope_module(i) is not None]
+    assert op_under_module
+
+
+def test_gen_eager_cpu_has_geglu_and_linear_scopes(cpu_traces):
+    t = load_trace(cpu_traces["mlp_eager_stack"])
+    mods = {t.name(i) for i in range(len(t.tree)) if t.kind(i) == "module"}
+    assert "nn.Module: GeGLU_0" in mods and {"nn.Module: Linear_0", "nn.Module: Linear_1", "nn.Module: Linear_2"} <= mods
+    gelu = [i for i in range(len(t.tree)) if t.name(i) == "aten::gelu"]
+    assert gelu and t.name(t.scope_module(gelu[0])) == "nn.Module: GeGLU_0"
+
+
+def test_gen_rejects_unknown_combination(capsys):
+    assert main(["gen", "linear", "--impl", "triton", "--device", "cpu"]) == 2
+    assert "has no impl" in capsys.readouterr().err

@@ -1,0 +1,39 @@
+"""Shared fixtures: bundled traces, peer traces (skipped when ../shared is absent), CPU recordings."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Triton kernels run on the CPU through the interpreter in CI; must be set before triton is imported.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "traces"
+DATA = ROOT / "tests" / "data"
+PEER = ROOT.parent / "shared" / "peer-traces" / "hta"
+
+
+@pytest.fixture(scope="session")
+def peer_dir() -> Path:
+    if not PEER.is_dir():
+        pytest.skip("../shared/peer-traces is not here (fresh clone elsewhere)")
+    return PEER
+
+
+@pytest.fixture(scope="session")
+def cpu_traces(tmp_path_factory) -> dict:
+    """Small CPU recordings of the ladder made by our own recorder, with key_averages beside them."""
+    pytest.importorskip("torch")
+    from tracetui.workloads.models import workloads
+    from tracetui.workloads.record import record
+    out = tmp_path_factory.mktemp("cpu_traces")
+    ws = workloads(batch=4, seq=16, dim=64, hidden=128, in_features=32, out_features=64)
+    made = {}
+    for wl, impl, stack in [("linear", "eager", False), ("mlp", "eager", True), ("mlp", "eager", False),
+                            ("mlp", "compile", True)]:
+        name = f"{wl}_{impl}{'_stack' if stack else ''}"
+        made[name] = record(ws[wl], impl, out / f"{name}.json.gz", device="cpu", with_stack=stack,
+                            warmup_iters=2, active=3)
+    return made

@@ -1,0 +1,37 @@
+"""Kernel-name decoding on names seen in real traces (Hopper, Ampere, CUTLASS, Inductor, ATen)."""
+from tracetui.model.names import decode_kernel, inductor_ops, shorten_cpp
+
+
+def test_nvjet_hopper():
+    k = decode_kernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT")
+    assert (k.library, k.klass, k.tile, k.layout, k.arch) == ("cuBLAS (nvjet, cuBLASLt)", "gemm", "256x128", "TNT", "sm90")
+
+
+def test_ampere_and_cutlass():
+    k = decode_kernel("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn")
+    assert (k.klass, k.tile, k.layout, k.dtype, k.arch) == ("gemm", "128x128", "tn", "bf16", "ampere")
+    c = decode_kernel("cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x5_tn_align8")
+    assert (c.library, c.tile, c.layout) == ("CUTLASS", "64x64", "tn")
+
+
+def test_inductor_ops():
+    assert inductor_ops("triton_poi_fused__unsafe_view_gelu_mul_0") == (["_unsafe_view", "gelu", "mul"], False)
+    ops, trunc = inductor_ops("triton_per_fused__to_copy_add_native_dropout_native_layer_norm_native_")
+    assert ops[:4] == ["_to_copy", "add", "native_dropout", "native_layer_norm"] and trunc
+    k = decode_kernel("triton_red_fused_sum_1")
+    assert k.klass == "triton" and "reduction" in k.library and k.fused_ops == ["sum"]
+
+
+def test_aten_native_and_shortening():
+    name = ("void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, "
+            "at::native::GeluType)::{lambda()#3}::operator()() const::{lambda()#4}::operator()() const::"
+            "{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, at::native::GeluCUDAKernelImpl, std::array<char*, 2ul>)")
+    k = decode_kernel(name)
+    assert (k.library, k.klass, k.hint_op) == ("ATen native", "pointwise", "gelu")
+    assert k.short.startswith("at::native::vectorized_elementwise_kernel<") and "(int" not in k.short
+    assert shorten_cpp("void f<a<b>>(int)") == "f<a<…>>"
+
+
+def test_user_triton_and_memcpy():
+    assert decode_kernel("geglu_kernel", user_triton=True).library == "Triton (user kernel)"
+    assert decode_kernel("Memcpy HtoD (Pageable -> Device)", "memcpy").klass == "memcpy"

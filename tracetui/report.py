@@ -1,0 +1,166 @@
+"""CLI reports (text and JSON) built from the model: summary, tree, diff. No Textual here."""
+from __future__ import annotations
+
+import sys
+
+import orjson
+
+from .model.events import K, KINDS
+from .model.trace import Trace
+from .textsafe import visible
+
+US = 1e-3  # ns -> µs
+
+
+def _out(s: str = "") -> None:
+    sys.stdout.write(s + "\n")
+
+
+def _dump(obj) -> None:
+    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+
+
+def attribution(t: Trace, node: int) -> dict:
+    """Which module and ATen ops a GPU activity came from: the facts a user asks first."""
+    mod = t.scope_module(node)
+    ops = []
+    p = int(t.tree.cparent[node])
+    while p > 0:
+        if t.tree.kind[p] == K["op"]:
+            ops.append(t.name(p))
+        elif t.tree.kind[p] in (K["module"], K["step"]):
+            break
+        p = int(t.tree.cparent[p])
+    ops.reverse()
+    return {"module": t.name(mod)[len("nn.Module: "):] if mod else None, "ops": ops}
+
+
+def summary_dict(t: Trace, top: int = 15) -> dict:
+    steps = []
+    for s in t.steps:
+        g = t.step_gpu(s)
+        steps.append({"name": t.name(s), "cpu_us": g["cpu_ns"] * US, "gpu_busy_us": g["busy_ns"] * US,
+                      "gpu_idle_us": g["idle_ns"] * US, "launch_cpu_us": g["launch_cpu_ns"] * US,
+                      "kernels": g["kernels"]})
+    classes: dict = {}
+    kernels = []
+    for a in t.kernel_table:
+        info = t.kernel_info(int(a.nodes[0]))
+        c = classes.setdefault(info.klass, {"count": 0, "total_us": 0.0})
+        c["count"] += a.count
+        c["total_us"] += a.device_total_us
+        kernels.append({"name": a.name, "count": a.count, "total_us": a.device_total_us,
+                        "mean_us": a.mean_device_us, "class": info.klass, "library": info.library})
+    ops = [{"name": a.name, "kind": a.kind, "count": a.count, "cpu_total_us": a.cpu_total_us,
+            "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us}
+           for a in t.op_table if a.kind in ("op", "annotation", "step", "runtime")]
+    first_step = []
+    if t.steps:
+        for g in t.gpu_descendants(t.steps[0]).tolist():
+            if t.tree.kind[g] != K["kernel"]:
+                continue  # memcpy/memset are in the kernel table and classes, not this list
+            info = t.kernel_info(g)
+            first_step.append({"name": t.name(g), "class": info.klass, "device_us": t.tree.dur[g] * US,
+                               **attribution(t, g)})
+    return {
+        "file": str(t.path), "device": t.device_name, "steps": t.n_steps, "events": len(t.store),
+        "provenance": t.provenance or None, "per_step": steps, "kernel_classes": classes,
+        "kernels": kernels[:top] if top else kernels, "ops": ops[:top] if top else ops,
+        "first_step_kernels": first_step, "diagnostics": t.tree.diagnostics,
+        "load": {"repairs": t.report.repairs, "truncated_bytes": t.report.truncated_bytes},
+    }
+
+
+def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
+    d = summary_dict(t, top=top)
+    if as_json:
+        _dump(d)
+        return
+    _out(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {d['device'] or 'none (CPU only)'}")
+    prov = d["provenance"]
+    if prov:
+        _out(f"  recorded by tracetui gen: {prov.get('workload')}/{prov.get('impl')} {prov.get('dtype')} "
+             f"torch {prov.get('torch')} on {prov.get('device')}")
+    for r in d["load"]["repairs"]:
+        _out(f"  ! {r}")
+    if d["per_step"]:
+        _out("\nper step            CPU µs   GPU busy µs   GPU idle µs   launch CPU µs  kernels")
+        for s in d["per_step"]:
+            _out(f"  {visible(s['name'])[:16]:16s} {s['cpu_us']:9.1f} {s['gpu_busy_us']:13.1f} {s['gpu_idle_us']:13.1f} "
+                 f"{s['launch_cpu_us']:15.1f} {s['kernels']:8d}")
+    if d["first_step_kernels"]:
+        _out(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
+        for k in d["first_step_kernels"][:40]:
+            src = (" > ".join(k["ops"]) or "(no ATen op)")
+            _out(f"  {k['class']:9s} {k['device_us']:9.1f} µs  {visible(_short(k['name']))[:58]:58s}"
+                 f"  <- {visible(src)}{' in ' + visible(k['module']) if k['module'] else ''}")
+        if len(d["first_step_kernels"]) > 40:
+            _out(f"  … {len(d['first_step_kernels']) - 40} more")
+    if d["kernel_classes"]:
+        _out("\nkernel classes: " + ", ".join(f"{c} {v['count']}× {v['total_us']:.1f} µs"
+                                              for c, v in sorted(d["kernel_classes"].items(), key=lambda x: -x[1]["total_us"])))
+    if d["kernels"]:
+        _out("\ntop kernels by device time        count   total µs    mean µs")
+        for k in d["kernels"]:
+            _out(f"  {visible(_short(k['name']))[:70]:70s} {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}")
+    _out("\ntop ops                                     count  CPU total µs  CPU self µs  device µs")
+    for o in d["ops"]:
+        _out(f"  {visible(o['name'])[:42]:42s} {o['count']:6d} {o['cpu_total_us']:13.1f} {o['cpu_self_us']:12.1f} {o['device_total_us']:10.1f}")
+    diag = {k: v for k, v in d["diagnostics"].items() if v}
+    if diag:
+        _out("\ndiagnostics (nothing is dropped silently):")
+        for k, v in diag.items():
+            _out(f"  {k.replace('_', ' ')}: {v}")
+
+
+def _short(name: str) -> str:
+    from .model.names import shorten_cpp
+    return shorten_cpp(name) if "<" in name or "(" in name else name
+
+
+def tree_dict(t: Trace, node: int, depth: int | None, keep: set | None, level: int = 0) -> dict:
+    r = t.roll
+    d = {"name": t.name(node), "kind": KINDS[t.tree.kind[node]],
+         "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
+         "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
+         "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US, "children": []}
+    if depth is None or level < depth:
+        d["children"] = [tree_dict(t, int(c), depth, keep, level + 1) for c in t.tree.children(node)
+                         if keep is None or int(c) in keep]
+    return d
+
+
+def matching_paths(t: Trace, text: str) -> set:
+    """Nodes whose name contains ``text`` (case-insensitive), and all their ancestors."""
+    low = text.lower()
+    hits = [i for i, n in enumerate(t.tree.names) if low in n.lower()]
+    keep: set = set()
+    if not hits:
+        return keep
+    import numpy as np
+    nodes = np.nonzero(np.isin(t.tree.name_id, hits))[0]
+    for n in nodes.tolist():
+        while n >= 0 and n not in keep:
+            keep.add(n)
+            n = int(t.tree.parent[n])
+    return keep
+
+
+def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = None, as_json: bool = False) -> None:
+    keep = matching_paths(t, text_filter) if text_filter else None
+    if as_json:
+        _dump(tree_dict(t, 0, depth, keep))
+        return
+    stack = [(0, 0)]
+    while stack:
+        node, level = stack.pop()
+        r = t.roll
+        kind = KINDS[t.tree.kind[node]]
+        dev = f" dev {r.device[node] * US:.1f}µs" if r.device[node] else ""
+        ker = f" k={int(r.kernels[node])}" if r.kernels[node] and kind not in ("kernel",) else ""
+        cpu = f" cpu {r.cpu_total[node] * US:.1f}µs" if r.cpu_total[node] else ""
+        _out(f"{'  ' * level}{visible(t.name(node))} [{kind}]{cpu}{dev}{ker}")
+        if depth is not None and level >= depth:
+            continue
+        kids = [int(c) for c in t.tree.children(node) if keep is None or int(c) in keep]
+        stack.extend((c, level + 1) for c in reversed(kids))
