@@ -1,0 +1,1 @@
+"""Textual front end: renders tracetui.model, computes nothing the CLI could not."""

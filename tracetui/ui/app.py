@@ -1,0 +1,462 @@
+"""The explorer app: loading in a worker, then the tree, tables and timeline of one trace
+(or the diff of two). Keys are declared as BINDINGS with descriptions; `?` lists them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import (DataTable, Footer, Input, Label, Markdown, ProgressBar, Static, TabbedContent,
+                             TabPane, Tree)
+from textual.worker import get_current_worker
+
+from tracetui.model import Trace, TraceError, load_trace
+from tracetui.model.events import KINDS, K
+from tracetui.model.names import shorten_cpp
+from tracetui.textsafe import visible
+
+from .details import describe
+from .format import plain
+from .tables import AggTable
+from .timeline import Timeline
+from .tree_view import Row, TraceTree
+
+HELP_MD = (Path(__file__).with_name("help.md")).read_text(encoding="utf-8")
+SEARCH_KINDS = (None, "module", "op", "kernel", "runtime", "annotation", "step", "python")
+
+
+class Cancelled(Exception):
+    """Raised inside the loading worker when the user cancels."""
+
+
+class LoadingScreen(Screen):
+    """Progress while traces load in a thread; Esc cancels. Keys keep answering meanwhile."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel loading"), Binding("q", "app.quit", "Quit")]
+
+    def __init__(self, paths: list[Path], on_done):
+        super().__init__()
+        self.paths, self.on_done = paths, on_done
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="loading-box"):
+            yield Label(Text(f"loading {', '.join(visible(p.name) for p in self.paths)}"), id="loading-title")
+            yield ProgressBar(total=100, show_eta=False, id="progress")
+            yield Label("", id="stage")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, group="load")
+    def load(self) -> None:
+        worker = get_current_worker()
+        traces = []
+        n = len(self.paths)
+
+        for i, p in enumerate(self.paths):
+            def progress(stage: str, frac: float, i=i, p=p) -> None:
+                if worker.is_cancelled:
+                    raise Cancelled()
+                self.app.call_from_thread(self._progress, f"{p.name}: {stage}", 100 * (i + frac) / n)
+
+            try:
+                traces.append(load_trace(p, progress=progress))
+            except Cancelled:
+                return
+            except TraceError as e:
+                self.app.call_from_thread(self._failed, str(e))
+                return
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self.on_done, traces)
+
+    def _progress(self, stage: str, pct: float) -> None:
+        self.query_one("#progress", ProgressBar).update(progress=pct)
+        self.query_one("#stage", Label).update(Text(visible(stage)))
+
+    def _failed(self, msg: str) -> None:
+        self.query_one("#stage", Label).update(Text(visible(msg), style="bold red"))
+        self.app.notify(visible(msg), severity="error", timeout=10)
+
+    def action_cancel(self) -> None:
+        self.workers.cancel_group(self, "load")
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+        else:
+            self.app.exit(message="loading cancelled")
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close help")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box"):
+            yield Markdown(HELP_MD)
+
+
+class OpenScreen(ModalScreen[str]):
+    BINDINGS = [Binding("escape", "app.pop_screen", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="open-box"):
+            yield Label("Open a trace file or folder (Enter to open, Esc to cancel):")
+            yield Input(placeholder="path/to/trace.json.gz", id="open-path")
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+
+class ExplorerScreen(Screen):
+    """Tree + details, kernel and op tables, timeline for one trace."""
+
+    BINDINGS = [
+        Binding("slash", "search", "Search"),
+        Binding("n", "next_match", "Next match"),
+        Binding("N", "prev_match", "Prev match", show=False),
+        Binding("F", "cycle_kind", "Filter kind", show=False),
+        Binding("o", "jump_op", "Launching op"),
+        Binding("x", "jump_kernel", "Kernels"),
+        Binding("f", "full_name", "Full name", show=False),
+        Binding("p", "toggle_python", "Py frames"),
+        Binding("c", "toggle_collapse", "Collapse chains", show=False),
+        Binding("a", "toggle_avg", "Per-step avg", show=False),
+        Binding("d", "toggle_details", "Details", show=False),
+        Binding("1", "tab('tree')", "Tree", show=False),
+        Binding("2", "tab('kernels')", "Kernels", show=False),
+        Binding("3", "tab('ops')", "Ops", show=False),
+        Binding("4", "tab('timeline')", "Timeline", show=False),
+        Binding("plus,equals_sign", "zoom(2)", "Zoom in", show=False),
+        Binding("minus", "zoom(0.5)", "Zoom out", show=False),
+        Binding("left_square_bracket", "pan(-0.25)", "Pan left", show=False),
+        Binding("right_square_bracket", "pan(0.25)", "Pan right", show=False),
+        Binding("escape", "close_search", "Close search", show=False),
+    ]
+
+    def __init__(self, trace: Trace):
+        super().__init__()
+        self.trace = trace
+        self.matches: np.ndarray = np.zeros(0, dtype=np.int64)
+        self.match_i = -1
+        self.kind_filter: str | None = None
+        self.full_names = False
+        self.kernel_cycle = 0
+        self._names_lower = [n.lower() for n in trace.tree.names]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="breadcrumb")
+        with TabbedContent(initial="tree", id="tabs"):
+            with TabPane("Tree", id="tree"):
+                with Horizontal(id="main"):
+                    yield TraceTree(self.trace, id="tree-widget")
+                    with VerticalScroll(id="details"):
+                        yield Static(id="detail-text")
+            with TabPane("Kernels", id="kernels"):
+                yield AggTable(self.trace, kernels=True, id="kernel-table")
+            with TabPane("Ops", id="ops"):
+                yield AggTable(self.trace, kernels=False, id="op-table")
+            with TabPane("Timeline", id="timeline"):
+                with VerticalScroll():
+                    yield Timeline(self.trace, id="timeline-widget")
+        yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
+        yield Static(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        tree = self.tree
+        tree.rows[0] = tree.root
+        tree.fill(tree.root)
+        tree.root.expand()
+        # open the first step (or first thread) so the first screen already says something
+        first = self.trace.steps[0] if self.trace.steps else (int(tree.visible_children(0)[0]) if len(self.trace.tree) > 1 else 0)
+        tree.reveal(first)
+        tree.focus()
+        self._status()
+
+    def on_resize(self, event) -> None:
+        self.query_one("#main").set_class(self.size.width < 110, "narrow")
+
+    @property
+    def tree(self) -> TraceTree:
+        return self.query_one(TraceTree)
+
+    # ---- status line & details
+    def _status(self, extra: str = "") -> None:
+        tr = self.trace
+        d = tr.tree.diagnostics
+        issues = sum(v for k, v in d.items() if isinstance(v, int) and k != "linked_by_external_id")
+        txt = Text()
+        txt.append(visible(tr.path.name), style="bold")
+        txt.append(f" · {tr.device_name or 'CPU only'} · {tr.n_steps} steps · {len(tr.store):,} events")
+        if issues or tr.report.repairs:
+            txt.append(f" · {issues} diagnostics" + (f", {len(tr.report.repairs)} repairs" if tr.report.repairs else ""),
+                       style="yellow")
+        if self.kind_filter:
+            txt.append(f" · filter: {self.kind_filter}", style="cyan")
+        if extra:
+            txt.append(" · " + extra, style="bold cyan")
+        self.query_one("#status", Static).update(txt)
+
+    @on(Tree.NodeHighlighted)
+    def highlighted(self, event: Tree.NodeHighlighted) -> None:
+        row: Row | None = event.node.data
+        if row is None:
+            return
+        self.show_node(row.node)
+
+    def show_node(self, node: int) -> None:
+        self.query_one("#detail-text", Static).update(describe(self.trace, node, self.full_names))
+        path = self.trace.tree.path(node)[1:]
+        crumb = " › ".join(shorten_cpp(self.trace.name(p))[:48] for p in path)
+        width = max(20, self.size.width - 2)
+        if len(crumb) > width:
+            crumb = "…" + crumb[-(width - 1):]
+        self.query_one("#breadcrumb", Static).update(plain(crumb))
+        self.current = node
+
+    @on(Tree.NodeExpanded)
+    def expanded(self, event: Tree.NodeExpanded) -> None:
+        self.tree.fill(event.node)
+
+    @on(Tree.NodeSelected)
+    def selected(self, event: Tree.NodeSelected) -> None:
+        row: Row | None = event.node.data
+        if row is not None and row.more_of >= 0:
+            self.tree.show_more(event.node)
+        else:
+            event.node.toggle()
+
+    # ---- jumping
+    def jump(self, node: int) -> None:
+        self.query_one(TabbedContent).active = "tree"
+        self.tree.reveal(int(node))
+        self.show_node(int(node))
+        self.tree.focus()
+
+    def action_jump_op(self) -> None:
+        node = getattr(self, "current", 0)
+        tr = self.trace
+        target = tr.launching_op(node)
+        if target is None and tr.kind(node) in ("kernel", "memcpy", "memset"):
+            target = tr.launcher(node)
+        if target is None:
+            self.notify("no launching op for this node", severity="warning")
+            return
+        self.jump(target)
+
+    def action_jump_kernel(self) -> None:
+        node = getattr(self, "current", 0)
+        tr = self.trace
+        if tr.kind(node) in ("kernel", "memcpy", "memset"):
+            op = getattr(self, "kernel_origin", None)
+            ks = tr.gpu_descendants(op) if op is not None else np.zeros(0, dtype=np.int64)
+        else:
+            self.kernel_origin = node
+            self.kernel_cycle = 0
+            ks = tr.gpu_descendants(node)
+        if not ks.size:
+            self.notify("this node launched no GPU work", severity="warning")
+            return
+        k = int(ks[self.kernel_cycle % ks.size])
+        self.kernel_cycle += 1
+        self._status(f"kernel {self.kernel_cycle % ks.size or ks.size}/{ks.size}")
+        self.jump(k)
+
+    # ---- search
+    def action_search(self) -> None:
+        box = self.query_one("#search", Input)
+        box.add_class("visible")
+        box.focus()
+
+    def action_close_search(self) -> None:
+        box = self.query_one("#search", Input)
+        box.remove_class("visible")
+        self.tree.focus()
+
+    def find(self, text: str) -> np.ndarray:
+        tr = self.trace.tree
+        q = text.lower()
+        ids = [i for i, n in enumerate(self._names_lower) if q in n] if q else []
+        if not ids:
+            return np.zeros(0, dtype=np.int64)
+        nodes = np.nonzero(np.isin(tr.name_id, ids))[0]
+        nodes = nodes[nodes > 0]
+        if self.kind_filter:
+            nodes = nodes[tr.kind[nodes] == K[self.kind_filter]]
+        return nodes[np.lexsort((tr.depth[nodes], tr.start[nodes]))]
+
+    @on(Input.Changed, "#search")
+    def search_changed(self, event: Input.Changed) -> None:
+        self.matches = self.find(event.value)
+        self.match_i = -1
+        if self.matches.size:
+            self.action_next_match(keep_focus=True)
+        else:
+            self._status("no match" if event.value else "")
+
+    @on(Input.Submitted, "#search")
+    def search_done(self, event: Input.Submitted) -> None:
+        self.action_close_search()
+
+    def action_next_match(self, keep_focus: bool = False, step: int = 1) -> None:
+        if not self.matches.size:
+            self.notify("no matches: / to search", severity="warning")
+            return
+        self.match_i = (self.match_i + step) % self.matches.size
+        node = int(self.matches[self.match_i])
+        self.query_one(TabbedContent).active = "tree"
+        self.tree.reveal(node)
+        self.show_node(node)
+        if not keep_focus:
+            self.tree.focus()
+        self._status(f"match {self.match_i + 1}/{self.matches.size}")
+
+    def action_prev_match(self) -> None:
+        self.action_next_match(step=-1)
+
+    def action_cycle_kind(self) -> None:
+        i = SEARCH_KINDS.index(self.kind_filter)
+        self.kind_filter = SEARCH_KINDS[(i + 1) % len(SEARCH_KINDS)]
+        box = self.query_one("#search", Input)
+        if box.value:
+            self.matches = self.find(box.value)
+            self.match_i = -1
+        self._status()
+
+    # ---- view options
+    def action_full_name(self) -> None:
+        self.full_names = not self.full_names
+        self.show_node(getattr(self, "current", 0))
+
+    def action_toggle_python(self) -> None:
+        self.tree.hide_python = not self.tree.hide_python
+        self.tree.rebuild()
+        self._status("python frames " + ("hidden" if self.tree.hide_python else "shown"))
+
+    def action_toggle_collapse(self) -> None:
+        self.tree.collapse = not self.tree.collapse
+        self.tree.rebuild()
+        self._status("chains " + ("collapsed" if self.tree.collapse else "expanded"))
+
+    def action_toggle_avg(self) -> None:
+        for t in self.query(AggTable):
+            t.per_step = not t.per_step
+            t.refill()
+
+    def action_toggle_details(self) -> None:
+        self.query_one("#details").toggle_class("hidden")
+
+    def action_tab(self, name: str) -> None:
+        self.query_one(TabbedContent).active = name
+        if name == "timeline":
+            tl = self.query_one(Timeline)
+            tl.show(getattr(self, "current", 0))
+        elif name in ("kernels", "ops"):
+            self.query_one("#kernel-table" if name == "kernels" else "#op-table").focus()
+        else:
+            self.tree.focus()
+
+    def action_zoom(self, factor: float) -> None:
+        tl = self.query_one(Timeline)
+        tl.zoom = max(1.0, tl.zoom * factor)
+        tl.pan = min(tl.pan, 1 - 1 / tl.zoom)
+        tl.refresh_lanes()
+
+    def action_pan(self, delta: float) -> None:
+        tl = self.query_one(Timeline)
+        tl.pan = float(np.clip(tl.pan + delta / tl.zoom, 0, 1 - 1 / tl.zoom))
+        tl.refresh_lanes()
+
+    @on(TabbedContent.TabActivated)
+    def tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "timeline":
+            self.query_one(Timeline).show(getattr(self, "current", 0))
+
+    @on(DataTable.RowSelected)
+    def row_selected(self, event: DataTable.RowSelected) -> None:
+        table = event.data_table
+        if not isinstance(table, AggTable):
+            return
+        agg = table.selected()
+        if agg is None:
+            return
+        tr = self.trace.tree
+        nodes = np.asarray(agg.nodes)
+        self.matches = nodes[np.argsort(tr.start[nodes])]
+        self.match_i = -1
+        self.action_next_match()
+        self._status(f"{visible(agg.name)[:40]}: occurrence 1/{self.matches.size} (n/N for more)")
+
+
+class TraceApp(App):
+    """tracetui: PyTorch profiler traces in the terminal."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "tracetui"
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("ctrl+o", "open", "Open file"),
+    ]
+
+    def __init__(self, paths: list[Path], diff: bool = False):
+        super().__init__()
+        self.paths = [Path(p) for p in paths]
+        self.diff = diff and len(self.paths) == 2
+        self.traces: list[Trace] = []
+
+    def on_mount(self) -> None:
+        self.push_screen(LoadingScreen(self.paths[:2] if self.diff else self.paths[:1], self._loaded))
+
+    def _loaded(self, traces: list[Trace]) -> None:
+        self.traces = traces
+        if self.diff and len(traces) == 2:
+            from .diff_view import DiffScreen
+            self.switch_screen(DiffScreen(traces[0], traces[1]))
+        else:
+            self.switch_screen(ExplorerScreen(traces[0]))
+        self.sub_title = " vs ".join(visible(t.path.name) for t in traces)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_open(self) -> None:
+        def opened(path: str | None) -> None:
+            if not path:
+                return
+            from tracetui.model.load import resolve_input
+            try:
+                p = resolve_input(Path(path).expanduser())
+            except TraceError as e:
+                self.notify(visible(str(e)), severity="error")
+                return
+            self.diff = False
+            self.push_screen(LoadingScreen([p], self._loaded))
+
+        self.push_screen(OpenScreen(), opened)
+
+    def get_system_commands(self, screen: Screen):
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Help: key map", "Every key tracetui answers", self.action_help)
+        yield SystemCommand("Open trace file", "Load another trace (ctrl+o)", self.action_open)
+        if isinstance(screen, ExplorerScreen):
+            for title, help_, action in [
+                ("Show tree", "Hierarchy and details (1)", lambda: screen.action_tab("tree")),
+                ("Show kernel table", "Kernels aggregated by name (2)", lambda: screen.action_tab("kernels")),
+                ("Show op table", "Ops aggregated by name (3)", lambda: screen.action_tab("ops")),
+                ("Show timeline", "CPU and GPU lanes of the step (4)", lambda: screen.action_tab("timeline")),
+                ("Toggle Python frames", "Hide/show python_function events (p)", screen.action_toggle_python),
+                ("Toggle chain collapsing", "Merge single-child chains (c)", screen.action_toggle_collapse),
+                ("Toggle per-step averages", "Tables per ProfilerStep (a)", screen.action_toggle_avg),
+                ("Search names", "Incremental search (/)", screen.action_search),
+                ("Jump to launching op", "From a kernel (o)", screen.action_jump_op),
+                ("Jump to launched kernels", "From an op (x)", screen.action_jump_kernel),
+                ("Cycle search kind filter", "module/op/kernel/... (F)", screen.action_cycle_kind),
+            ]:
+                yield SystemCommand(title, help_, action)

@@ -1,0 +1,148 @@
+"""The detail pane's text for one node: names, timings, shapes, launch config, decoded kernel name,
+roofline, and (for steps) GPU busy/idle. Built from the model only; every name is plain text."""
+from __future__ import annotations
+
+from rich.text import Text
+
+from tracetui.model.events import GPU_KINDS, K
+from tracetui.model.names import shorten_cpp
+from tracetui.model.perf import estimate, peak_for
+from tracetui.model.trace import Trace
+
+from .format import KIND_STYLE, fmt_us, plain
+
+LAUNCH_KEYS = ("grid", "block", "registers per thread", "shared memory", "blocks per SM", "warps per SM",
+               "est. achieved occupancy %", "stream", "device", "queued", "bytes", "memory bandwidth (GB/s)")
+
+
+def _line(t: Text, label: str, value: str | Text, style: str = "") -> None:
+    t.append(f"{label:>14} ", style="dim")
+    t.append(value if isinstance(value, Text) else Text(value, style=style))
+    t.append("\n")
+
+
+def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
+    kind = tr.kind(node)
+    name = tr.name(node)
+    glyph, style = KIND_STYLE.get(kind, ("?", ""))
+    t = Text()
+    t.append(f"{glyph} {kind}\n", style=style)
+    shown = name if full_name or len(name) < 160 else shorten_cpp(name)
+    t.append(plain(shown, "bold"))
+    if shown != name:
+        t.append("  (shortened: press f for the full name)", style="dim italic")
+    t.append("\n\n")
+    r = tr.roll
+    if kind in ("kernel", "memcpy", "memset"):
+        _line(t, "device time", fmt_us(tr.tree.dur[node]))
+    else:
+        if r.cpu_total[node]:
+            _line(t, "CPU total", fmt_us(r.cpu_total[node]))
+            _line(t, "CPU self", fmt_us(r.cpu_self[node]))
+        _line(t, "device time", fmt_us(r.device[node]))
+        _line(t, "kernels", str(int(r.kernels[node])))
+        if tr.is_cpu_only(node):
+            _line(t, "", "launches no GPU work (CPU-only op, e.g. a view)", "yellow")
+    step = int(r.step_of[node])
+    if step >= 0 and step != node:
+        base = r.cpu_total[step] if kind not in ("kernel", "memcpy", "memset") else r.device[step]
+        val = r.cpu_total[node] if kind not in ("kernel", "memcpy", "memset") else tr.tree.dur[node]
+        if base:
+            _line(t, "share of step", f"{100 * val / base:.1f}% of {tr.name(step)}")
+    if tr.n_steps > 1 and kind in ("op", "module", "annotation", "kernel"):
+        same = [a for a in (tr.kernel_table if kind == "kernel" else tr.op_table) if a.name == name]
+        if same:
+            a = same[0]
+            per = a.device_total_us if kind == "kernel" else a.cpu_total_us
+            _line(t, "per step avg", f"{per / tr.n_steps:,.1f}µs over {tr.n_steps} steps ({a.count} calls)")
+    args = tr.args(node)
+    if kind == "step":
+        g = tr.step_gpu(node)
+        _line(t, "GPU busy", f"{fmt_us(g['busy_ns'])} of {fmt_us(g['window_ns'])} "
+                             f"({100 * g['busy_ns'] / max(g['window_ns'], 1):.0f}%)")
+        _line(t, "GPU idle", fmt_us(g["idle_ns"]))
+        _line(t, "launch CPU", fmt_us(g["launch_cpu_ns"]))
+        if g["busy_ns"] and g["idle_ns"] > g["busy_ns"]:
+            _line(t, "", "GPU idle more than busy: overhead/launch bound", "bold yellow")
+    if "Input Dims" in args:
+        t.append("\ninputs\n", style="bold")
+        dims, types, strides = args.get("Input Dims") or [], args.get("Input type") or [], args.get("Input Strides") or []
+        for i, d in enumerate(dims):
+            ty = types[i] if i < len(types) else ""
+            st = strides[i] if i < len(strides) else ""
+            t.append(plain(f"  [{i}] {ty} {d} strides {st}\n"))
+    if kind in ("kernel", "memcpy", "memset"):
+        _kernel_section(tr, node, args, t)
+    elif kind == "op" and args.get("kernel_backend") == "triton":
+        t.append("\nInductor kernel launch\n", style="bold")
+        from tracetui.model.names import inductor_ops
+        ops, trunc = inductor_ops(name)
+        if ops:
+            _line(t, "fused ops", ", ".join(ops) + (" (name truncated)" if trunc else ""))
+        for k in ("kernel_file", "kernel_kwargs", "num_warps", "num_stages"):
+            if k in args:
+                _line(t, k, plain(str(args[k])))
+    if kind in ("op", "runtime", "module", "annotation"):
+        ks = tr.gpu_descendants(node)
+        if ks.size:
+            t.append(f"\nlaunched GPU work ({ks.size}; x jumps to them)\n", style="bold")
+            for k in ks[:8].tolist():
+                t.append(plain(f"  {fmt_us(tr.tree.dur[k]):>10}  {shorten_cpp(tr.name(k))[:90]}\n"))
+            if ks.size > 8:
+                t.append(f"  … {ks.size - 8} more\n", style="dim")
+    if node in tr.tree.fwd_of:
+        _line(t, "forward op", plain(tr.name(tr.tree.fwd_of[node])))
+    other = {k: v for k, v in args.items() if k not in LAUNCH_KEYS and k not in
+             ("Input Dims", "Input type", "Input Strides", "kernel_file", "kernel_kwargs", "num_warps", "num_stages")}
+    if other:
+        t.append("\nargs\n", style="bold")
+        for k, v in list(other.items())[:20]:
+            _line(t, str(k)[:14], plain(str(v)[:200]))
+    t.append("\npath\n", style="bold")
+    for i, p in enumerate(tr.tree.path(node)[1:]):
+        t.append("  " * i + "└ ", style="dim")
+        t.append(plain(shorten_cpp(tr.name(p))[:100]))
+        t.append("\n")
+    return t
+
+
+def _kernel_section(tr: Trace, node: int, args: dict, t: Text) -> None:
+    info = tr.kernel_info(node)
+    t.append("\nkernel\n", style="bold")
+    _line(t, "library", info.library)
+    _line(t, "class", info.klass)
+    for label, v in (("tile", info.tile), ("layout", info.layout), ("dtype", info.dtype), ("arch", info.arch)):
+        if v:
+            _line(t, label, v)
+    if info.fused_ops:
+        _line(t, "fused ops", ", ".join(info.fused_ops) + (" (name truncated)" if info.truncated else ""))
+    if info.hint_op:
+        _line(t, "functor", info.hint_op)
+    t.append("\nlaunch\n", style="bold")
+    for k in LAUNCH_KEYS:
+        if k in args:
+            _line(t, k.replace("est. achieved occupancy %", "occupancy %")[:14], plain(str(args[k])))
+    launcher = tr.launcher(node)
+    op = tr.launching_op(node)
+    t.append("\nlaunched by (o jumps there)\n", style="bold")
+    if launcher is not None:
+        _line(t, "runtime call", plain(tr.name(launcher)))
+    _line(t, "ATen op", plain(tr.name(op)) if op is not None else Text("none: launched outside any op", style="yellow"))
+    mod = tr.scope_module(node)
+    if mod is not None:
+        _line(t, "module", plain(tr.name(mod)))
+    if op is not None:
+        roof = estimate(tr.name(op), tr.args(op), tr.tree.dur[node] / 1e9)
+        if roof:
+            t.append(f"\nroofline ({roof.what})\n", style="bold")
+            peak = peak_for(tr.device_name)
+            if roof.flops:
+                _line(t, "FLOPs", f"{roof.flops / 1e9:,.2f} GFLOP → {roof.tflops:,.1f} TFLOP/s"
+                      + (f" ({100 * roof.tflops / peak[0]:.0f}% of {peak[0]:.0f} peak bf16)" if peak else ""))
+            if roof.bytes:
+                _line(t, "bytes", f"{roof.bytes / 1e6:,.1f} MB → {roof.tbps:,.2f} TB/s"
+                      + (f" ({100 * roof.tbps / peak[1]:.0f}% of {peak[1]:.2f} TB/s peak)" if peak else ""))
+            if roof.flops and roof.bytes and peak:
+                ai = roof.flops / roof.bytes
+                ridge = peak[0] * 1e12 / (peak[1] * 1e12)
+                _line(t, "bound", f"{'compute' if ai > ridge else 'memory'} ({ai:,.0f} FLOP/B vs ridge {ridge:,.0f})")

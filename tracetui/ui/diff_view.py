@@ -1,0 +1,1 @@
+"""Placeholder replaced by the diff screen (issue 5)."""

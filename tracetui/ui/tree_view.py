@@ -1,0 +1,168 @@
+"""The hierarchy pane: a Textual Tree filled lazily from the model, capped per expansion."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from tracetui.model.events import K
+from tracetui.model.names import shorten_cpp
+from tracetui.model.trace import Trace
+
+from .format import KIND_STYLE, fmt_us, plain
+
+CHILD_CAP = 200
+"""Children added per expansion; the rest wait behind a '… N more' row (memray-style)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    node: int                 # model node id shown by this row (the last of a collapsed chain)
+    chain: tuple = ()         # collapsed single-child chain above ``node`` (model ids)
+    more_of: int = -1         # for a '… N more' row: the model parent whose children continue
+    offset: int = 0
+
+
+class TraceTree(Tree[Row]):
+    """Tree of one Trace. ``hide_python`` flattens Python frames; ``collapse`` merges single-child chains."""
+
+    def __init__(self, trace: Trace, **kw):
+        self.trace = trace
+        self.hide_python = False
+        self.collapse = False
+        self.rows: dict[int, TreeNode] = {}
+        super().__init__(plain(trace.name(0), "bold"), data=Row(0), **kw)
+        self.show_root = True
+        self.auto_expand = False
+        self.guide_depth = 2
+
+    def process_label(self, label) -> Text:  # names are data: never parse them as markup
+        return label if isinstance(label, Text) else Text(str(label))
+
+    # ---- model -> visible children
+    def visible_children(self, node: int) -> list[int]:
+        t = self.trace.tree
+        kids = t.children(node).tolist()
+        if not self.hide_python:
+            return kids
+        out: list[int] = []
+        stack = kids[::-1]
+        while stack:
+            c = stack.pop()
+            if t.kind[c] == K["python"]:
+                stack.extend(t.children(c).tolist()[::-1])
+            else:
+                out.append(c)
+        return out
+
+    def label_for(self, node: int, chain: tuple = ()) -> Text:
+        tr = self.trace
+        kind = tr.kind(node)
+        glyph, style = KIND_STYLE.get(kind, ("?", ""))
+        t = Text()
+        t.append(glyph + " ", style=style)
+        for c in chain:
+            t.append(plain(shorten_cpp(tr.name(c))[:40], "dim"))
+            t.append(" › ", style="dim")
+        name = tr.name(node)
+        t.append(plain(shorten_cpp(name) if len(name) > 100 else name))
+        r = tr.roll
+        metrics = []
+        if r.cpu_total[node]:
+            metrics.append(f"cpu {fmt_us(r.cpu_total[node])}")
+        dev = tr.tree.dur[node] if kind in ("kernel", "memcpy", "memset") else r.device[node]
+        if dev:
+            metrics.append(f"dev {fmt_us(dev)}")
+        step = int(r.step_of[node])
+        if step >= 0 and step != node and r.cpu_total[step] and r.cpu_total[node]:
+            metrics.append(f"{100 * r.cpu_total[node] / r.cpu_total[step]:.0f}%")
+        if r.kernels[node] and kind not in ("kernel",):
+            metrics.append(f"k{int(r.kernels[node])}")
+        if metrics:
+            t.append("  " + " · ".join(metrics), style="dim")
+        if tr.is_cpu_only(node):
+            t.append("  [CPU only]", style="yellow")
+        return t
+
+    # ---- lazy filling
+    def fill(self, tnode: TreeNode) -> None:
+        row: Row = tnode.data
+        if tnode.children:
+            return
+        self._add_children(tnode, row.node, 0)
+
+    def _add_children(self, tnode: TreeNode, parent: int, offset: int) -> None:
+        kids = self.visible_children(parent)
+        for c in kids[offset:offset + CHILD_CAP]:
+            chain: list[int] = []
+            node = c
+            if self.collapse:
+                while True:
+                    vk = self.visible_children(node)
+                    if len(vk) != 1:
+                        break
+                    chain.append(node)
+                    node = vk[0]
+            has_kids = bool(self.visible_children(node))
+            child = tnode.add(self.label_for(node, tuple(chain)), data=Row(node, tuple(chain)), allow_expand=has_kids)
+            self.rows[node] = child
+            for ch in chain:
+                self.rows.setdefault(ch, child)
+        rest = len(kids) - (offset + CHILD_CAP)
+        if rest > 0:
+            tnode.add(Text(f"… {rest:,} more (Enter to show)", style="dim italic"),
+                      data=Row(parent, more_of=parent, offset=offset + CHILD_CAP), allow_expand=False)
+
+    def show_more(self, tnode: TreeNode) -> None:
+        row: Row = tnode.data
+        parent = tnode.parent
+        tnode.remove()
+        self._add_children(parent, row.more_of, row.offset)
+
+    def rebuild(self) -> None:
+        """Re-create the tree after a view option changed, keeping the cursor's node."""
+        keep = self.cursor_node.data.node if self.cursor_node and self.cursor_node.data else 0
+        self.rows.clear()
+        self.root.remove_children()
+        self.root.data = Row(0)
+        self.rows[0] = self.root
+        self.fill(self.root)
+        self.root.expand()
+        self.reveal(keep)
+
+    def reveal(self, node: int) -> TreeNode | None:
+        """Expand the path to model node ``node`` (creating rows as needed) and put the cursor on it."""
+        path = self.trace.tree.path(node)
+        tnode = self.root
+        for p in path[1:]:
+            if p in self.rows:
+                tnode = self.rows[p]
+                continue
+            if self.hide_python and self.trace.tree.kind[p] == K["python"]:
+                continue
+            self.fill(tnode)
+            tnode.expand()
+            while p not in self.rows:
+                more = [c for c in tnode.children if c.data and c.data.more_of >= 0]
+                if not more:
+                    break
+                self.show_more(more[0])
+            if p not in self.rows:
+                break
+            tnode = self.rows[p]
+        for a in _ancestors(tnode):
+            a.expand()
+        self.move_cursor(tnode)
+        self.call_after_refresh(self.move_cursor, tnode)
+        return tnode
+
+
+def _ancestors(tnode: TreeNode) -> list[TreeNode]:
+    out = []
+    p = tnode.parent
+    while p is not None:
+        out.append(p)
+        p = p.parent
+    return out[::-1]
