@@ -48,12 +48,16 @@ def _depth_of(parent: np.ndarray) -> np.ndarray:
     return dist
 
 
-def rollups(tree: Tree, torch_compat: bool = False) -> Rollups:
+def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = False) -> Rollups:
     """Roll CPU and GPU time up the containment tree.
 
     GPU activity launched outside any ATen op (a user ``@triton.jit`` kernel: no External id)
     still counts for its enclosing module/annotation/step here. ``torch_compat=True`` drops it
     instead, which is what ``key_averages()`` does; the tests check both.
+
+    Python frames (``with_stack``) are call-stack context: an op's self time excludes its ATen and
+    runtime children only, as torch <= 2.11 computes it (python frames are not in its tree).
+    ``python_owns_time=True`` nests ops under frames for self time, as torch 2.13 does.
     """
     kind = tree.kind
     n = len(kind)
@@ -62,8 +66,21 @@ def rollups(tree: Tree, torch_compat: bool = False) -> Rollups:
     dur = tree.dur
     cpu_total = np.where(host, dur, 0).astype(np.int64)
     child_host = np.zeros(n, dtype=np.int64)
+    pyish = np.isin(kind, [K["python"], K["module"]])
     hn = np.nonzero(host & (tree.cparent >= 0))[0]
-    np.add.at(child_host, tree.cparent[hn], dur[hn])
+    np.add.at(child_host, tree.cparent[hn], dur[hn])  # right for frames themselves
+    if not python_owns_time:
+        # non-frame events: subtract only non-frame descendants reached through frames
+        owner = tree.cparent.copy()
+        for _ in range(512):
+            m = np.nonzero((owner > 0) & pyish[np.maximum(owner, 0)])[0]
+            if not m.size:
+                break
+            owner[m] = tree.cparent[owner[m]]
+        hn2 = np.nonzero(host & ~pyish & (owner >= 0))[0]
+        child_ops = np.zeros(n, dtype=np.int64)
+        np.add.at(child_ops, owner[hn2], dur[hn2])
+        child_host = np.where(pyish, child_host, child_ops)
     # not clamped: torch reports a negative self time when children overlap, and so do we
     cpu_self = np.where(host, dur - child_host, 0)
     # synthetic nodes (threads, root) total their host children
