@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-INDUCTOR_RE = re.compile(r"^triton_(poi|red|per|tem|for|mm|bmm|spl)_(.*)$")
+INDUCTOR_RE = re.compile(r"^(?:graph_\d+_)?(?:triton_(poi|red|per|tem|for|mm|bmm|spl)|(cpp))_(.*)$")
+"""Inductor kernel names: Triton (GPU) ``triton_poi_fused_…_0`` and C++ (CPU, with
+``cpp.enable_kernel_profile``) ``graph_0_cpp_fused_…_3``."""
 _TILE_RE = re.compile(r"(?<![\dx])(\d{1,4}x\d{1,4}(?:x\d{1,4})?)(?![\dx])")
 _LAYOUT_RE = re.compile(r"(?:^|_)([TN]{2,3}|tn|nn|nt|tt)(?:_|$)")
 _DTYPES = ("bf16", "fp16", "f16", "tf32", "fp32", "f32", "fp8", "e4m3", "e5m2", "s8", "i8", "f64", "fp64")
@@ -20,6 +22,8 @@ KNOWN_OPS = (
     "rsqrt", "sum", "mean", "amax", "max", "min", "softmax", "clone", "cat", "permute", "transpose",
     "expand", "view", "where", "neg", "addmm", "mm", "bmm", "copy", "fill", "zeros", "ones", "erf",
     "layer_norm", "rms_norm", "dropout", "split", "slice", "select", "index", "gather", "scatter",
+    "squeeze", "unsqueeze", "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
 )
 """ATen op names (without ``aten::``) that Inductor writes into fused kernel names."""
 
@@ -47,7 +51,7 @@ def inductor_ops(name: str, vocab: set[str] | None = None) -> tuple[list[str], b
     m = INDUCTOR_RE.match(name)
     if not m:
         return [], False
-    rest = m.group(2)
+    rest = m.group(3)
     if not rest.startswith("fused_"):
         return [], False
     body = rest[len("fused_"):]
@@ -121,6 +125,8 @@ def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False) ->
     m = INDUCTOR_RE.match(name)
     if m:
         ops, trunc = inductor_ops(name)
+        if m.group(2):
+            return KernelName(library="Inductor (C++)", klass="triton", short=name, fused_ops=ops, truncated=trunc)
         sub = INDUCTOR_KIND.get(m.group(1), m.group(1))
         return KernelName(library=f"Inductor (Triton, {sub})", klass="triton", short=name, fused_ops=ops,
                           truncated=trunc)
@@ -139,6 +145,8 @@ def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False) ->
             kn.layout = lay[-1] if lay else None
     elif "cutlass" in low:
         kn.library, kn.klass = "CUTLASS", "gemm"
+    elif user_triton:  # launched by cuLaunchKernel outside any op: a @triton.jit kernel, whatever its name says
+        kn.library, kn.klass = "Triton (user kernel)", "triton"
     elif any(w in low for w in ("gemm", "xmma", "cublas", "gemv", "splitkreduce")):
         kn.library, kn.klass = "cuBLAS", "gemm"
     elif "nccl" in low:
@@ -152,8 +160,6 @@ def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False) ->
         elif "elementwise" in low or "functor" in low or "fill" in low:
             kn.klass = "pointwise"
         kn.hint_op = next((op for key, op in _FUNCTOR_HINTS if key in name), None)
-    elif user_triton:
-        kn.library, kn.klass = "Triton (user kernel)", "triton"
     return kn
 
 

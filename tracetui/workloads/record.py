@@ -67,6 +67,10 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
         raise ValueError(f"impl {impl!r} needs a CUDA device (or TRITON_INTERPRET=1 for the CPU interpreter)")
     dtype = dtype or (torch.bfloat16 if device == "cuda" else torch.float32)
     torch.manual_seed(0)
+    if impl == "compile" and device == "cpu":
+        # Inductor's C++ kernels are invisible to the profiler unless asked to record themselves
+        import torch._inductor.config as inductor_config
+        inductor_config.cpp.enable_kernel_profile = True
     _say(f"[tracetui gen] building {w.name}/{impl} on {device} ({dtype}) sizes={w.sizes}")
     model, x = w.build(impl, device, dtype)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
