@@ -100,7 +100,9 @@ def _dispatch(args) -> int:
             print_diff(diff_traces(load_trace(args.a), load_trace(args.b)), as_json=args.json)
             return 0
         return _open([args.a, args.b], diff=True)
-    return _open(args.traces or bundled_default(), diff=len(args.traces) == 2)
+    if not args.traces:  # the bundled story: eager vs torch.compile MLP on an H200
+        return _open(bundled_default(), diff=True)
+    return _open(args.traces, diff=len(args.traces) == 2)
 
 
 def _open(paths: list[Path], diff: bool = False) -> int:

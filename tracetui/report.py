@@ -166,7 +166,9 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
         stack.extend((c, level + 1) for c in reversed(kids))
 
 
-def print_diff(d, as_json: bool = False) -> None:
+def print_diff(d, as_json: bool = False, write=None) -> None:
+    """Print the diff report (or hand each line to ``write``, as the app does)."""
+    _out = write or globals()["_out"]
     from .model.diff import diff_dict
     j = diff_dict(d)
     if as_json:

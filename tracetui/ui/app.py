@@ -175,6 +175,7 @@ class ExplorerScreen(Screen):
         # open the first step (or first thread) so the first screen already says something
         first = self.trace.steps[0] if self.trace.steps else (int(tree.visible_children(0)[0]) if len(self.trace.tree) > 1 else 0)
         tree.reveal(first)
+        self.show_node(first)
         tree.focus()
         self._status()
 
@@ -189,7 +190,8 @@ class ExplorerScreen(Screen):
     def _status(self, extra: str = "") -> None:
         tr = self.trace
         d = tr.tree.diagnostics
-        issues = sum(v for k, v in d.items() if isinstance(v, int) and k != "linked_by_external_id")
+        issues = sum(v for k, v in d.items() if isinstance(v, int)
+                     and k not in ("linked_by_external_id", "steps_spanned_by_events"))
         txt = Text()
         txt.append(visible(tr.path.name), style="bold")
         txt.append(f" · {tr.device_name or 'CPU only'} · {tr.n_steps} steps · {len(tr.store):,} events")
@@ -212,6 +214,8 @@ class ExplorerScreen(Screen):
     def show_node(self, node: int) -> None:
         self.query_one("#detail-text", Static).update(describe(self.trace, node, self.full_names))
         path = self.trace.tree.path(node)[1:]
+        if self.tree.hide_python:  # the breadcrumb follows the tree: frames hidden there, hidden here
+            path = [p for p in path if self.trace.tree.kind[p] != K["python"] or p == node]
         crumb = " › ".join(shorten_cpp(self.trace.name(p))[:48] for p in path)
         width = max(20, self.size.width - 2)
         if len(crumb) > width:

@@ -6,7 +6,7 @@ from rich.text import Text
 from tracetui.textsafe import visible
 
 KIND_STYLE = {
-    "root": ("◆", "bold"), "thread": ("≡", "bold cyan"), "step": ("▶", "bold magenta"),
+    "root": ("⌂", "bold"), "thread": ("≡", "bold cyan"), "step": ("◆", "bold magenta"),
     "annotation": ("✎", "yellow"), "module": ("▣", "bold green"), "python": ("λ", "dim"),
     "op": ("●", "cyan"), "runtime": ("→", "blue"), "kernel": ("■", "bold red"),
     "memcpy": ("⇄", "red"), "memset": ("▭", "red"), "gpu": ("▲", "bold red"),

@@ -30,7 +30,7 @@ class TraceTree(Tree[Row]):
 
     def __init__(self, trace: Trace, **kw):
         self.trace = trace
-        self.hide_python = False
+        self.hide_python = True  # frames are context; `p` shows them
         self.collapse = False
         self.rows: dict[int, TreeNode] = {}
         super().__init__(plain(trace.name(0), "bold"), data=Row(0), **kw)

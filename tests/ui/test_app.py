@@ -1,0 +1,162 @@
+"""The real app driven by Pilot on the bundled H200 traces."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tracetui.ui.app import ExplorerScreen, LoadingScreen, TraceApp
+from tracetui.ui.diff_view import DiffScreen
+from tracetui.ui.tables import AggTable
+
+from tests.conftest import TRACES
+
+
+async def wait_for(pilot, cond, timeout=10.0):
+    """Wait for the loading worker instead of sleeping a fixed time."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("timed out waiting for the app")
+        await pilot.pause(0.02)
+
+
+async def explorer(pilot) -> ExplorerScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ExplorerScreen))
+    await pilot.pause()
+    return pilot.app.screen
+
+
+def detail_text(s: ExplorerScreen) -> str:
+    return str(s.query_one("#detail-text").render())
+
+
+def test_drill_to_down_proj_gemm_and_read_launch_config():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 40)) as pilot:
+            s = await explorer(pilot)
+            tr = s.trace
+            await pilot.press("slash", *"Linear_2")
+            await pilot.press("enter")
+            await pilot.pause()
+            assert tr.name(s.current) == "nn.Module: Linear_2"
+            await pilot.press("x")  # the kernels it launched
+            await pilot.pause()
+            assert tr.kind(s.current) == "kernel" and tr.name(s.current).startswith("nvjet")
+            text = detail_text(s)
+            args = tr.args(s.current)
+            assert f"{args['grid']}" in text and f"{args['registers per thread']}" in text
+            assert "registers per" in text and "grid" in text and "TFLOP/s" in text
+            await pilot.press("o")  # back to the launching op
+            await pilot.pause()
+            assert tr.name(s.current) == "aten::mm"
+            assert "nn.Module: Linear_2" in str(s.query_one("#breadcrumb").render())
+    asyncio.run(run())
+
+
+def test_search_gelu_lands_on_gelu_kernel_and_keys_navigate():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(100, 30)) as pilot:
+            s = await explorer(pilot)
+            tr = s.trace
+            await pilot.press("F", "F", "F")  # kind filter: module -> op -> kernel
+            assert s.kind_filter == "kernel"
+            await pilot.press("slash", *"gelu", "enter")
+            await pilot.pause()
+            assert tr.kind(s.current) == "kernel" and "Gelu" in tr.name(s.current)
+            first = s.current
+            await pilot.press("n")
+            await pilot.pause()
+            assert s.current != first and "Gelu" in tr.name(s.current)
+            await pilot.press("N")
+            assert s.current == first
+            await pilot.press("o")
+            await pilot.pause()
+            assert tr.name(s.current) == "aten::gelu"
+            await pilot.press("k", "j", "h", "l", "g", "G")
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert type(app.screen).__name__ == "HelpScreen"
+            await pilot.press("escape")
+    asyncio.run(run())
+
+
+def test_kernel_table_sort_and_jump():
+    async def run():
+        app = TraceApp([TRACES / "mlp_compile.json.gz"])
+        async with app.run_test(size=(120, 30)) as pilot:
+            s = await explorer(pilot)
+            await pilot.press("2")
+            table = s.query_one("#kernel-table", AggTable)
+            assert table.sort_by == "total µs"
+            totals = [a.device_total_us for a in table.rows_data]
+            assert totals == sorted(totals, reverse=True)
+            await pilot.press("s")
+            assert table.sort_by == "count"
+            await pilot.press("S")
+            assert not table.descending
+            await pilot.press("s", "s", "s", "s", "s")  # cycle back to total
+            assert table.sort_by == "total µs"
+            await pilot.press("enter")
+            await pilot.pause()
+            assert s.trace.kind(s.current) == "kernel"
+            assert s.trace.name(s.current) == table.rows_data[0].name
+    asyncio.run(run())
+
+
+def test_names_are_plain_text(tmp_path):
+    import json
+    evil = "aten::[bold red]x[/] \x1b[2J"
+    p = tmp_path / "evil.json"
+    p.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": evil, "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}]}))
+
+    async def run():
+        app = TraceApp([p])
+        async with app.run_test(size=(100, 30)) as pilot:
+            s = await explorer(pilot)
+            await pilot.press("slash", *"aten", "enter")
+            await pilot.pause()
+            text = detail_text(s)
+            assert "[bold red]x[/]" in text and "\\x1b[2J" in text and "\x1b" not in text
+    asyncio.run(run())
+
+
+def test_loading_shows_progress_and_cancel_keeps_keys_alive(tmp_path):
+    from benchmarks.make_large_trace import replicate
+    big = tmp_path / "big.json"
+    replicate(TRACES / "mlp_eager.json.gz", big, 60_000)
+
+    async def run():
+        app = TraceApp([big])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, LoadingScreen))
+            await pilot.press("question_mark")  # keys answer while the worker runs
+            await pilot.pause()
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, ExplorerScreen), timeout=30)
+    asyncio.run(run())
+
+
+def test_diff_screen_one_cursor_and_next_difference():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz", TRACES / "mlp_compile.json.gz"], diff=True)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.result is not None)
+            s = app.screen
+            await pilot.pause()
+            await pilot.press("n")
+            assert s.result.rows[s.row].status != "same"
+            assert s.query_one("#pane-b").cursor_row == s.query_one("#pane-a").cursor_row
+            await pilot.press("down")
+            await pilot.pause()
+            assert s.query_one("#pane-b").cursor_row == s.query_one("#pane-a").cursor_row
+            summary = str(s.query_one("#diffsummary").render())
+            assert "kernels/step 5 → 4" in summary and "fused 1" in summary
+            await pilot.press("u")
+            assert "triton_poi_fused__unsafe_view_gelu_mul_0" in str(s.query_one("#fusion-text").render())
+    asyncio.run(run())

@@ -1,0 +1,46 @@
+"""Layout snapshots of the main screens at 80x24 and 160x48 (pytest-textual-snapshot).
+
+Regenerate deliberately with `pytest tests/ui/test_snapshots.py --snapshot-update` and review the SVGs.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.diff_view import DiffScreen
+
+from tests.conftest import TRACES
+
+SIZES = [(80, 24), (160, 48)]
+
+
+async def _loaded(pilot):
+    for _ in range(500):
+        s = pilot.app.screen
+        if isinstance(s, ExplorerScreen) or (isinstance(s, DiffScreen) and s.result is not None):
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_explorer(snap_compare, size):
+    app = TraceApp([TRACES / "mlp_eager.json.gz"])
+    assert snap_compare(app, terminal_size=size, run_before=_loaded, press=["down", "right", "down", "right"])
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_kernel_table(snap_compare, size):
+    app = TraceApp([TRACES / "mlp_compile.json.gz"])
+    assert snap_compare(app, terminal_size=size, run_before=_loaded, press=["2"])
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_diff(snap_compare, size):
+    app = TraceApp([TRACES / "mlp_eager.json.gz", TRACES / "mlp_compile.json.gz"], diff=True)
+    assert snap_compare(app, terminal_size=size, run_before=_loaded, press=["n"])
+
+
+def test_timeline(snap_compare):
+    app = TraceApp([TRACES / "mlp_eager.json.gz"])
+    assert snap_compare(app, terminal_size=(120, 30), run_before=_loaded, press=["4"])
