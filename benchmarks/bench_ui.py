@@ -1,0 +1,78 @@
+"""UI latency benchmark driven by Pilot: first screen, cursor moves, expands, search keystrokes.
+
+    python benchmarks/bench_ui.py [--events 270000]
+
+Each key is timed two ways: wall time from press until Pilot finds the app idle again (an upper
+bound: Pilot polls for idleness in 20 ms sleeps), and the CPU time the process spent on the key
+(handler + layout + render: what a user waits for, since the app is otherwise idle). The input is
+a replicated real recording generated here. Reported as median and worst case.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+async def run(path: Path) -> dict:
+    from tracetui.ui.app import ExplorerScreen, TraceApp
+    t0 = time.perf_counter()
+    app = TraceApp([path])
+    out: dict = {}
+    async with app.run_test(size=(120, 40)) as pilot:
+        while not isinstance(app.screen, ExplorerScreen):
+            await pilot.pause(0.005)
+        await pilot.pause()
+        out["first_screen_s"] = time.perf_counter() - t0
+
+        async def timed(*keys) -> list[float]:
+            res = []
+            for k in keys:
+                a, c = time.perf_counter(), time.process_time()
+                await pilot.press(k)
+                await pilot.pause()
+                res.append(((time.perf_counter() - a) * 1e3, (time.process_time() - c) * 1e3))
+            return res
+
+        out["cursor_ms"] = await timed(*(["down"] * 30 + ["up"] * 10))
+        out["expand_ms"] = []
+        for _ in range(10):
+            out["expand_ms"] += await timed("right")
+            out["expand_ms"] += await timed("down")
+        await pilot.press("slash")
+        out["search_ms"] = await timed(*"aten::mm")
+        await pilot.press("enter")
+        out["next_match_ms"] = await timed(*(["n"] * 10))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--events", type=int, default=270_000)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "big.json"
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_large_trace.py"),
+                        str(ROOT / "traces" / "mlp_eager.json.gz"), str(p), "--events", str(args.events)],
+                       check=True, capture_output=True)
+        size = p.stat().st_size / 1e6
+        r = asyncio.run(run(p))
+    print(f"input: {args.events:,} events, {size:.1f} MB")
+    print(f"first screen (app start -> explorer shown): {r['first_screen_s']:.2f} s")
+    for k in ("cursor_ms", "expand_ms", "search_ms", "next_match_ms"):
+        wall = [w for w, _ in r[k]]
+        cpu = [c for _, c in r[k]]
+        print(f"{k[:-3]:11s} CPU per key: median {statistics.median(cpu):6.1f} ms, worst {max(cpu):6.1f} ms | "
+              f"Pilot wall: median {statistics.median(wall):6.1f} ms, worst {max(wall):6.1f} ms  (n={len(cpu)})")
+
+
+if __name__ == "__main__":
+    main()
