@@ -130,9 +130,23 @@ def mlp_table(shapes) -> list[dict]:
                 "down_only": lambda: F.linear(h_in, wd),
             }
             errs = {k: rel_err(fns[k](), ref.double()) for k in ("compile", "triton", "fused")}
+            # launch overhead removed for everyone: CUDA graphs (compile: its own reduce-overhead mode)
+            graphs = {}
+            for k in ("eager", "triton", "fused"):
+                fns[k]()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    fns[k]()
+                graphs[k] = g
+            comp_ro = torch.compile(base, mode="reduce-overhead", dynamic=False)
+            for _ in range(3):
+                comp_ro(x)
             res = {"shape": (m, d, h), "flop": 6 * m * d * h}
             for k, fn in fns.items():
                 res[f"{k}_us"] = bench(fn)
+            for k, g in graphs.items():
+                res[f"{k}_graph_us"] = bench(g.replay)
+            res["compile_graph_us"] = bench(lambda: comp_ro(x))
             res["errs"] = errs
             res["best_config"] = str(getattr(_autotuned, "best_config", None))
         rows.append(res)
@@ -176,6 +190,11 @@ def main() -> int:
     for r in out["mlp"]:
         log(f"{str(r['shape']):>20s} {r['eager_us']:8.1f} {r['compile_us']:8.1f} {r['triton_us']:8.1f} "
             f"{r['fused_us']:8.1f} {r['flop'] / r['fused_us'] / 1e6:8.1f} {r['compile_us'] / r['fused_us']:9.3f}")
+    log("\n== MLP forward under CUDA graphs (µs, median; compile = mode='reduce-overhead') ==")
+    for r in out["mlp"]:
+        log(f"{str(r['shape']):>20s} eager {r['eager_graph_us']:8.1f} compile {r['compile_graph_us']:8.1f} "
+            f"triton {r['triton_graph_us']:8.1f} fused {r['fused_graph_us']:8.1f} "
+            f"x vs comp {r['compile_graph_us'] / r['fused_graph_us']:6.3f}")
     log(f"\n== GeGLU pointwise bf16 (µs, median) ==")
     log(f"{'shape':>14s} {'eager':>7s} {'inductor':>8s} {'triton':>7s} {'copy=B':>7s} {'% floor':>7s} {'TB/s':>6s}")
     for r in out["pointwise"]:

@@ -25,6 +25,10 @@ _CONFIGS = [
     (128, 64, 64, 8, 4, 8),
     (64, 128, 64, 8, 4, 4),
     (256, 64, 64, 8, 3, 8),
+    (128, 128, 128, 8, 2, 8),   # K=768 gives only 12 k-steps at BK=64: fewer, larger ones
+    (128, 64, 128, 8, 3, 4),
+    (128, 128, 64, 4, 4, 8),
+    (128, 128, 64, 16, 4, 8),
 ]
 
 INTERPRETER_CONFIG = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2)
