@@ -79,7 +79,21 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
+def _announce_folder(path: Path) -> None:
+    """A tensorboard_trace_handler folder holds one trace per file: say which one we open."""
+    if Path(path).is_dir():
+        from tracetui.model.load import folder_traces, resolve_input
+        found = folder_traces(path)
+        chosen = resolve_input(path)
+        if len(found) > 1:
+            print(f"tracetui: {path}: opening the newest of {len(found)} traces, {chosen.name} "
+                  f"(pass a file to choose another)", file=sys.stderr)
+
+
 def _dispatch(args) -> int:
+    for p in [getattr(args, k, None) for k in ("trace", "a", "b")] + list(getattr(args, "traces", None) or []):
+        if p is not None:
+            _announce_folder(p)
     if args.cmd == "gen":
         return _gen(args)
     if args.cmd == "summary":

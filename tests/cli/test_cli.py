@@ -94,3 +94,17 @@ def test_gen_eager_cpu_has_geglu_and_linear_scopes(cpu_traces):
 def test_gen_rejects_unknown_combination(capsys):
     assert main(["gen", "linear", "--impl", "triton", "--device", "cpu"]) == 2
     assert "has no impl" in capsys.readouterr().err
+
+
+def test_folder_opens_newest_and_says_so(tmp_path, capsys):
+    import os
+    import shutil
+    for i, name in enumerate(("w.1.pt.trace.json.gz", "w.2.pt.trace.json.gz")):
+        dst = tmp_path / name
+        shutil.copy(TRACES / ("linear_eager.json.gz" if i == 0 else "mlp_eager.json.gz"), dst)
+        os.utime(dst, (1_000_000 + i, 1_000_000 + i))
+    d = run_json(capsys, "summary", str(tmp_path), "--json")
+    assert d["file"].endswith("w.2.pt.trace.json.gz")
+    assert main(["summary", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "newest of 2" in err and "w.2.pt.trace.json.gz" in err

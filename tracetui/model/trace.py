@@ -155,6 +155,18 @@ class Trace:
     def kernel_table(self) -> list[Agg]:
         return aggregate(self.tree, self.roll, GPU_KINDS)
 
+    @cached_property
+    def agg_by_name(self) -> dict:
+        """(kind class, name) -> aggregate row: 'gpu' for GPU activity, 'host' for the rest."""
+        out = {("host", a.name): a for a in self.op_table}
+        out.update({("gpu", a.name): a for a in self.kernel_table})
+        return out
+
+    def warm(self) -> "Trace":
+        """Compute the lazy tables and indexes now (the app does this in its loading worker)."""
+        self.op_table, self.kernel_table, self._gpu_ancestors, self.agg_by_name  # noqa: B018
+        return self
+
     def step_gpu(self, step: int) -> dict:
         """GPU busy/idle inside a step's window, and the CPU time spent launching."""
         t = self.tree

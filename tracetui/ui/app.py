@@ -66,7 +66,7 @@ class LoadingScreen(Screen):
                 self.app.call_from_thread(self._progress, f"{p.name}: {stage}", 100 * (i + frac) / n)
 
             try:
-                traces.append(load_trace(p, progress=progress))
+                traces.append(load_trace(p, progress=progress).warm())
             except Cancelled:
                 return
             except TraceError as e:
@@ -237,10 +237,11 @@ class ExplorerScreen(Screen):
 
     # ---- jumping
     def jump(self, node: int) -> None:
-        self.query_one(TabbedContent).active = "tree"
-        self.tree.reveal(int(node))
-        self.show_node(int(node))
-        self.tree.focus()
+        with self.app.batch_update():
+            self.query_one(TabbedContent).active = "tree"
+            self.tree.reveal(int(node))
+            self.show_node(int(node))
+            self.tree.focus()
 
     def action_jump_op(self) -> None:
         node = getattr(self, "current", 0)
@@ -313,12 +314,13 @@ class ExplorerScreen(Screen):
             return
         self.match_i = (self.match_i + step) % self.matches.size
         node = int(self.matches[self.match_i])
-        self.query_one(TabbedContent).active = "tree"
-        self.tree.reveal(node)
-        self.show_node(node)
-        if not keep_focus:
-            self.tree.focus()
-        self._status(f"match {self.match_i + 1}/{self.matches.size}")
+        with self.app.batch_update():  # one repaint for tree, details, breadcrumb and status
+            self.query_one(TabbedContent).active = "tree"
+            self.tree.reveal(node)
+            self.show_node(node)
+            if not keep_focus:
+                self.tree.focus()
+            self._status(f"match {self.match_i + 1}/{self.matches.size}")
 
     def action_prev_match(self) -> None:
         self.action_next_match(step=-1)

@@ -50,9 +50,9 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         if base:
             _line(t, "share of step", f"{100 * val / base:.1f}% of {tr.name(step)}")
     if tr.n_steps > 1 and kind in ("op", "module", "annotation", "kernel"):
-        same = [a for a in (tr.kernel_table if kind == "kernel" else tr.op_table) if a.name == name]
-        if same:
-            a = same[0]
+        from tracetui.model.stats import agg_key
+        a = tr.agg_by_name.get(("gpu" if kind == "kernel" else "host", agg_key(name)))
+        if a is not None:
             per = a.device_total_us if kind == "kernel" else a.cpu_total_us
             _line(t, "per step avg", f"{per / tr.n_steps:,.1f}µs over {tr.n_steps} steps ({a.count} calls)")
     args = tr.args(node)

@@ -93,9 +93,9 @@ class TraceTree(Tree[Row]):
             return
         self._add_children(tnode, row.node, 0)
 
-    def _add_children(self, tnode: TreeNode, parent: int, offset: int) -> None:
+    def _add_children(self, tnode: TreeNode, parent: int, offset: int, count: int = CHILD_CAP) -> None:
         kids = self.visible_children(parent)
-        for c in kids[offset:offset + CHILD_CAP]:
+        for c in kids[offset:offset + count]:
             chain: list[int] = []
             node = c
             if self.collapse:
@@ -110,16 +110,22 @@ class TraceTree(Tree[Row]):
             self.rows[node] = child
             for ch in chain:
                 self.rows.setdefault(ch, child)
-        rest = len(kids) - (offset + CHILD_CAP)
+        rest = len(kids) - (offset + count)
         if rest > 0:
             tnode.add(Text(f"… {rest:,} more (Enter to show)", style="dim italic"),
-                      data=Row(parent, more_of=parent, offset=offset + CHILD_CAP), allow_expand=False)
+                      data=Row(parent, more_of=parent, offset=offset + count), allow_expand=False)
 
-    def show_more(self, tnode: TreeNode) -> None:
+    def show_more(self, tnode: TreeNode, until: int | None = None) -> None:
+        """Replace a '… N more' row by the next batch (or, for a jump, up to model node ``until``)."""
         row: Row = tnode.data
         parent = tnode.parent
+        count = CHILD_CAP
+        if until is not None:
+            kids = self.visible_children(row.more_of)
+            if until in kids:
+                count = max(CHILD_CAP, kids.index(until) - row.offset + CHILD_CAP // 2)
         tnode.remove()
-        self._add_children(parent, row.more_of, row.offset)
+        self._add_children(parent, row.more_of, row.offset, count)
 
     def rebuild(self) -> None:
         """Re-create the tree after a view option changed, keeping the cursor's node."""
@@ -148,7 +154,7 @@ class TraceTree(Tree[Row]):
                 more = [c for c in tnode.children if c.data and c.data.more_of >= 0]
                 if not more:
                     break
-                self.show_more(more[0])
+                self.show_more(more[0], until=p)
             if p not in self.rows:
                 break
             tnode = self.rows[p]
