@@ -21,18 +21,12 @@ CHILD = r"""
 import gc, json, resource, sys, time, gzip
 path, what = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
-if what == "orjson":
-    import orjson
+if what in ("orjson", "json"):
+    loads = __import__(what).loads
     raw = open(path, "rb").read()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
-    doc = orjson.loads(raw)
-    n = len(doc["traceEvents"])
-elif what == "json":
-    raw = open(path, "rb").read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    doc = json.loads(raw)
+    doc = loads(raw)
     n = len(doc["traceEvents"])
 else:
     from tracetui.model import load_trace

@@ -57,15 +57,8 @@ class Event(msgspec.Struct, gc=False):
     args: LinkArgs = msgspec.field(default_factory=LinkArgs)
 
 
-class LenientEvent(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
-    ts: float = NAN
-    dur: float = NAN
-    id: Union[int, str, None] = None
+class LenientEvent(Event):
+    """The same event with link fields of any JSON type."""
     args: LenientLinkArgs = msgspec.field(default_factory=LenientLinkArgs)
 
 
