@@ -103,9 +103,8 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     process_names: dict = {}
     flows: dict = {}
     phs = list(map(_ph, events))
-    is_x = np.array(list(map("X".__eq__, phs)), dtype=bool)
-    xi = np.nonzero(is_x)[0]
-    xs = list(map(events.__getitem__, xi.tolist()))
+    xi = [i for i, p in enumerate(phs) if p == "X"]
+    xs = list(map(events.__getitem__, xi))
     # kinds by category, refined by name (steps, module scopes)
     cats = list(map(_cat, xs))
     cmap = {c: K.get(CATEGORY_KIND.get(c.lower(), ""), -1) for c in set(cats)}
@@ -139,35 +138,17 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     fwd = _ints(list(map(_fwd, args)))
     stream = _ints(list(map(_stream, args)))
     gpu = np.isin(kind, list(GPU_KINDS))
-    # tracks: (pid, tid) for host events, ("gpu", device, stream) for GPU ones, interned as integers
     pids, tids = list(map(_pid, xs)), list(map(_tid, xs))
-    pid_vals = list(dict.fromkeys(pids))
-    tid_vals = list(dict.fromkeys(tids))
-    pid_ix = {v: i for i, v in enumerate(pid_vals)}
-    tid_ix = {v: i for i, v in enumerate(tid_vals)}
-    p_id = np.array(list(map(pid_ix.__getitem__, pids)), dtype=np.int64)
-    t_id = np.array(list(map(tid_ix.__getitem__, tids)), dtype=np.int64)
-    use_stream = gpu & (stream >= 0)
-    second = np.where(use_stream, stream, t_id)
-    combo = np.stack([gpu.astype(np.int64), use_stream.astype(np.int64), p_id, second], axis=1)
-    if len(combo):
-        uniq, first, inv = np.unique(combo, axis=0, return_index=True, return_inverse=True)
-        order = np.argsort(first)  # number tracks in order of first appearance
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        track = rank[inv.reshape(-1)].astype(np.int32)
-        track_keys = [None] * len(uniq)
-        for u, (g, us, pi, sec) in enumerate(uniq.tolist()):
-            sec_val = sec if us else tid_vals[sec]
-            track_keys[rank[u]] = ("gpu", pid_vals[pi], sec_val) if g else (pid_vals[pi], sec_val)
-    else:
-        track = np.zeros(0, dtype=np.int32)
-        track_keys = []
+    keys = list(zip(pids, tids))
+    for j in np.nonzero(gpu)[0].tolist():
+        keys[j] = ("gpu", pids[j], int(stream[j]) if stream[j] >= 0 else tids[j])
+    track_ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    track = np.array(list(map(track_ids.__getitem__, keys)), dtype=np.int32)
     wrong = 0
     if args and not isinstance(args[0].correlation, int):  # the lenient schema was needed
         wrong = sum(1 for a in args for v in (a.correlation, a.external_id)
                     if v is not None and not isinstance(v, int))
-    others = list(map(events.__getitem__, np.nonzero(~is_x)[0].tolist()))
+    others = [events[i] for i, p in enumerate(phs) if p != "X"]
     flow_counts = Counter((e.cat, e.id, e.ph) for e in others if e.ph in ("s", "f", "t"))
     for (cat, fid, p), c in flow_counts.items():
         flows.setdefault((cat, fid), [0, 0])[0 if p == "s" else 1] += c
@@ -183,9 +164,9 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
             label = f"{e.cat or '(none)'} ({e.ph or '?'})"
             skipped[label] = skipped.get(label, 0) + 1
     store = EventStore(
-        names=names, name_id=nid, kind=kind, track=track, track_keys=track_keys, ts=ts,
+        names=names, name_id=nid, kind=kind, track=track, track_keys=list(track_ids), ts=ts,
         dur=np.maximum(dur, 0), corr=corr, ext=ext, seq=seq, fwd_tid=fwd,
-        file_index=xi.astype(np.int64)[sel], source=source,
+        file_index=np.asarray(xi, dtype=np.int64)[sel], source=source,
         thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
         missing_fields=missing, wrong_types=wrong,
     )
