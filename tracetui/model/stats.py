@@ -150,8 +150,12 @@ def aggregate(tree: Tree, r: Rollups, kinds: frozenset) -> list[Agg]:
     sel = np.nonzero(np.isin(tree.kind, list(kinds)))[0]
     if not sel.size:
         return []
-    keys = np.array([agg_key(tree.names[i]) for i in tree.name_id[sel].tolist()], dtype=object)
-    uniq, inv = np.unique(keys, return_inverse=True)
+    # group by interned name id (integers), then map the few distinct names to their key
+    name_ids, nid_inv = np.unique(tree.name_id[sel], return_inverse=True)
+    key_of = [agg_key(tree.names[i]) for i in name_ids.tolist()]
+    uniq = list(dict.fromkeys(key_of))
+    key_ix = {k: i for i, k in enumerate(uniq)}
+    inv = np.array([key_ix[k] for k in key_of], dtype=np.int64)[nid_inv.reshape(-1)]
     m = len(uniq)
     count = np.bincount(inv, minlength=m)
     ct = np.bincount(inv, weights=r.cpu_total[sel], minlength=m) / 1e3
@@ -159,9 +163,7 @@ def aggregate(tree: Tree, r: Rollups, kinds: frozenset) -> list[Agg]:
     dv = np.bincount(inv, weights=r.device[sel], minlength=m) / 1e3
     order = np.argsort(inv, kind="stable")
     splits = np.split(sel[order], np.cumsum(count)[:-1])
-    first_kind = {}
-    for k, node in zip(inv[order].tolist(), sel[order].tolist()):
-        first_kind.setdefault(k, KINDS[tree.kind[node]])
+    first_kind = {i: KINDS[tree.kind[splits[i][0]]] for i in range(m)}
     rows = [Agg(str(uniq[i]), first_kind[i], int(count[i]), float(ct[i]), float(cs[i]), float(dv[i]), splits[i])
             for i in range(m)]
     rows.sort(key=lambda a: (-a.device_total_us, -a.cpu_total_us, a.name))
