@@ -1,0 +1,39 @@
+"""The detail pane's facts for kernels of each kind (rendered text, from the model only)."""
+from tracetui.model import load_trace
+from tracetui.ui.details import describe
+
+from tests.conftest import TRACES
+
+
+def _first(t, pred):
+    return next(i for i in range(len(t.tree)) if pred(i))
+
+
+def test_inductor_kernel_shows_fused_ops_and_source():
+    t = load_trace(TRACES / "mlp_compile.json.gz")
+    k = _first(t, lambda i: t.kind(i) == "kernel" and t.name(i).startswith("triton_poi"))
+    text = str(describe(t, k))
+    assert "Inductor (Triton, pointwise)" in text and "_unsafe_view, gelu, mul" in text
+    assert "source" in text and ".py" in text and "bytes" in text and "TB/s" in text
+
+
+def test_gemm_roofline_and_decoded_name():
+    t = load_trace(TRACES / "mlp_eager.json.gz")
+    k = _first(t, lambda i: t.kind(i) == "kernel" and t.name(i).startswith("nvjet"))
+    text = str(describe(t, k))
+    assert "tile" in text and "256x128" in text and "TNT" in text
+    assert "GFLOP" in text and "% of 989 peak bf16" in text and "compute (" in text
+
+
+def test_view_op_marked_cpu_only_and_step_busy_idle():
+    t = load_trace(TRACES / "linear_eager.json.gz")
+    v = _first(t, lambda i: t.name(i) == "aten::t")
+    assert "launches no GPU work" in str(describe(t, v))
+    assert "GPU busy" in str(describe(t, t.steps[0])) and "launch CPU" in str(describe(t, t.steps[0]))
+
+
+def test_user_triton_kernel_has_no_op():
+    t = load_trace(TRACES / "mlp_triton.json.gz")
+    k = _first(t, lambda i: t.name(i) == "geglu_kernel")
+    text = str(describe(t, k))
+    assert "Triton (user kernel)" in text and "launched outside any op" in text
