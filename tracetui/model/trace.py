@@ -73,11 +73,12 @@ class Trace:
         return self.store.args(e) if e >= 0 else {}
 
     def launcher(self, i: int) -> int | None:
-        """For GPU activity: the runtime call that launched it (its tree parent), else None."""
+        """For GPU activity: what launched it (its tree parent), else None."""
         if self.tree.kind[i] not in GPU_KINDS:
             return None
         p = int(self.tree.parent[i])
-        return p if p >= 0 and self.tree.kind[p] == K["runtime"] else (p if p > 0 else None)
+        # the runtime call; an op when linked by External id only; None under a "no launch" group
+        return p if p > 0 and self.tree.kind[p] in (K["runtime"], K["op"], K["annotation"]) else None
 
     def launching_op(self, i: int) -> int | None:
         """The innermost ATen op above a runtime call or GPU activity.
