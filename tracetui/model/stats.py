@@ -83,8 +83,6 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
         child_host = np.where(pyish, child_host, child_ops)
     # not clamped: torch reports a negative self time when children overlap, and so do we
     cpu_self = np.where(host, dur - child_host, 0)
-    # synthetic nodes (threads, root) total their host children
-    syn = np.nonzero(~host & ~gpu)[0]
     counted = gpu.copy()
     if torch_compat:
         ev = tree.ev
@@ -111,7 +109,6 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
             synp = ~host[p] & ~gpu[p]
             if synp.any():
                 np.add.at(cpu_total, p[synp], np.where(host[lvl[synp]], cpu_total[lvl[synp]], 0))
-    cpu_total[syn] = np.maximum(cpu_total[syn], 0)
     # step of every node in the display tree, top-down
     step_of = np.full(n, -1, dtype=np.int64)
     d_order = np.argsort(tree.depth, kind="stable")
