@@ -35,10 +35,24 @@ def test_kernel_table(snap_compare, size):
     assert snap_compare(app, terminal_size=size, run_before=_loaded, press=["2"])
 
 
+async def _diff_next(pilot):
+    """Load, jump to the first difference, and wait until both panes' cursors have settled."""
+    await _loaded(pilot)
+    await pilot.press("n")
+    s = pilot.app.screen
+    for _ in range(200):
+        await pilot.pause()
+        a, b = s.query_one("#pane-a"), s.query_one("#pane-b")
+        if a.cursor_row == b.cursor_row == s.row and a.cursor_row > 0:
+            break
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_diff(snap_compare, size):
     app = TraceApp([TRACES / "mlp_eager.json.gz", TRACES / "mlp_compile.json.gz"], diff=True)
-    assert snap_compare(app, terminal_size=size, run_before=_loaded, press=["n"])
+    assert snap_compare(app, terminal_size=size, run_before=_diff_next)
 
 
 def test_timeline(snap_compare):

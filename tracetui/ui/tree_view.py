@@ -160,8 +160,8 @@ class TraceTree(Tree[Row]):
             tnode = self.rows[p]
         for a in _ancestors(tnode):
             a.expand()
+        self._tree_lines  # noqa: B018 (build the lines now so new rows know their line numbers)
         self.move_cursor(tnode)
-        self.call_after_refresh(self.move_cursor, tnode)
         return tnode
 
 
