@@ -27,6 +27,8 @@ from .timeline import Timeline
 from .tree_view import Row, TraceTree
 
 HELP_MD = (Path(__file__).with_name("help.md")).read_text(encoding="utf-8")
+SEARCH_SETTLE_S = 0.15
+"""Typing pause after which incremental search moves the cursor to the first match."""
 SEARCH_KINDS = (None, "module", "op", "kernel", "runtime", "annotation", "step", "python")
 
 
@@ -146,6 +148,7 @@ class ExplorerScreen(Screen):
         self.kind_filter: str | None = None
         self.full_names = False
         self.kernel_cycle = 0
+        self._search_timer = None
         self._names_lower = [n.lower() for n in trace.tree.names]
 
     def compose(self) -> ComposeResult:
@@ -297,15 +300,31 @@ class ExplorerScreen(Screen):
 
     @on(Input.Changed, "#search")
     def search_changed(self, event: Input.Changed) -> None:
+        # Each keystroke updates the match count at once; the tree jumps to the first match when
+        # typing pauses, so a fast "aten::mm" does not expand eight places on the way.
         self.matches = self.find(event.value)
         self.match_i = -1
+        if self._search_timer is not None:
+            self._search_timer.stop()
+            self._search_timer = None
         if self.matches.size:
-            self.action_next_match(keep_focus=True)
+            self._status(f"{self.matches.size:,} matches")
+            self._search_timer = self.set_timer(SEARCH_SETTLE_S, self._search_settled)
         else:
             self._status("no match" if event.value else "")
 
+    def _search_settled(self) -> None:
+        self._search_timer = None
+        if self.matches.size and self.match_i < 0:
+            self.action_next_match(keep_focus=True)
+
     @on(Input.Submitted, "#search")
     def search_done(self, event: Input.Submitted) -> None:
+        if self._search_timer is not None:
+            self._search_timer.stop()
+            self._search_timer = None
+        if self.matches.size and self.match_i < 0:
+            self.action_next_match(keep_focus=True)
         self.action_close_search()
 
     def action_next_match(self, keep_focus: bool = False, step: int = 1) -> None:
