@@ -93,9 +93,8 @@ class DiffResult:
     def per_step(self, t: Trace) -> dict:
         steps = max(t.n_steps, 1)
         items = _items(t)
-        gpu = [i for i in items]
         return {"file": str(t.path), "device": t.device_name, "steps": t.n_steps,
-                "kernels_per_step": len(gpu), "device_us_per_step": sum(i.dur_ns for i in gpu) / 1e3,
+                "kernels_per_step": len(items), "device_us_per_step": sum(i.dur_ns for i in items) / 1e3,
                 "cpu_us_per_step": float(sum(t.tree.dur[s] for s in t.steps) / steps / 1e3) if t.steps else 0.0}
 
 

@@ -135,7 +135,7 @@ def _kernel_section(tr: Trace, node: int, args: dict, t: Text) -> None:
         op_args = tr.args(op)
         if "kernel_file" in op_args:  # Inductor records the generated source on the launching cpu_op
             _line(t, "source", plain(str(op_args["kernel_file"])))
-        roof = estimate(tr.name(op), tr.args(op), tr.tree.dur[node] / 1e9)
+        roof = estimate(tr.name(op), op_args, tr.tree.dur[node] / 1e9)
         if roof:
             t.append(f"\nroofline ({roof.what})\n", style="bold")
             peak = peak_for(tr.device_name)
