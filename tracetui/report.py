@@ -23,15 +23,7 @@ def _dump(obj) -> None:
 def attribution(t: Trace, node: int) -> dict:
     """Which module and ATen ops a GPU activity came from: the facts a user asks first."""
     mod = t.scope_module(node)
-    ops = []
-    p = int(t.tree.cparent[node])
-    while p > 0:
-        if t.tree.kind[p] == K["op"]:
-            ops.append(t.name(p))
-        elif t.tree.kind[p] in (K["module"], K["step"]):
-            break
-        p = int(t.tree.cparent[p])
-    ops.reverse()
+    ops = t.op_chain(node, stop=(K["module"], K["step"]))
     return {"module": t.name(mod)[len("nn.Module: "):] if mod else None, "ops": ops}
 
 

@@ -121,16 +121,6 @@ def _out_bytes(t: Trace, op: int | None) -> float | None:
     return float(max(np.prod(s) for s in shapes) * elem)
 
 
-def _chain(t: Trace, node: int) -> list[str]:
-    ops = []
-    p = int(t.tree.cparent[node])
-    while p > 0 and t.tree.kind[p] not in (K["module"], K["step"], K["annotation"]):
-        if t.tree.kind[p] == K["op"]:
-            ops.append(t.name(p))
-        p = int(t.tree.cparent[p])
-    return ops[::-1]
-
-
 def _step_units(t: Trace, scope: int) -> list[int]:
     """Work units of one step, in launch order."""
     tree = t.tree
@@ -187,7 +177,7 @@ def _items(t: Trace) -> list[Item]:
         mod = t.scope_module(n)
         mpath = tuple(t.name(p) for p in t.tree.path(n) if t.tree.kind[p] == K["module"])
         items.append(Item(node=n, name=t.name(n), klass=klass, dur_ns=float(durs[j]),
-                          op=t.name(op) if op is not None else None, chain=_chain(t, n) + ([t.name(n)] if kind == "op" else []),
+                          op=t.name(op) if op is not None else None, chain=t.op_chain(n, stop=(K["module"], K["step"], K["annotation"])) + ([t.name(n)] if kind == "op" else []),
                           module=t.name(mod)[len("nn.Module: "):] if mod else None, out_bytes=_out_bytes(t, op),
                           module_path=mpath))
     t._diff_items = items

@@ -88,21 +88,30 @@ class Trace:
         """
         if self.tree.kind[i] in GPU_KINDS and self.tree.ev[i] >= 0 and self.store.ext[self.tree.ev[i]] <= 0:
             return None
-        p = int(self.tree.cparent[i])
-        while p > 0:
-            if self.tree.kind[p] == K["op"]:
-                return p
-            p = int(self.tree.cparent[p])
-        return None
+        return self._nearest(i, self.tree.cparent, K["op"])
 
     def scope_module(self, i: int) -> int | None:
         """The innermost nn.Module scope above node ``i``."""
-        p = int(self.tree.parent[i])
+        return self._nearest(i, self.tree.parent, K["module"])
+
+    def _nearest(self, i: int, parents: np.ndarray, kind: int) -> int | None:
+        """The closest ancestor of ``i`` of ``kind`` along ``parents`` (display or containment)."""
+        p = int(parents[i])
         while p > 0:
-            if self.tree.kind[p] == K["module"]:
+            if self.tree.kind[p] == kind:
                 return p
-            p = int(self.tree.parent[p])
+            p = int(parents[p])
         return None
+
+    def op_chain(self, i: int, stop: tuple) -> list[str]:
+        """Names of the ops above ``i``, outermost first, up to the first ancestor of a ``stop`` kind."""
+        ops = []
+        p = int(self.tree.cparent[i])
+        while p > 0 and self.tree.kind[p] not in stop:
+            if self.tree.kind[p] == K["op"]:
+                ops.append(self.name(p))
+            p = int(self.tree.cparent[p])
+        return ops[::-1]
 
     def gpu_descendants(self, i: int) -> np.ndarray:
         """GPU activity launched under node ``i`` (its containment subtree), in time order."""

@@ -47,10 +47,6 @@ class Tree:
     def name(self, i: int) -> str:
         return self.names[self.name_id[i]]
 
-    def kind_name(self, i: int) -> str:
-        from .events import KINDS
-        return KINDS[self.kind[i]]
-
     def path(self, i: int) -> list[int]:
         """Node ids from the root to ``i``."""
         out = []
@@ -99,7 +95,6 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     kind_e = store.kind
     is_host = np.isin(kind_e, list(HOST_KINDS))
     host_tracks = sorted(set(store.track[is_host].tolist()))
-    gpu_group_keys: list = []  # filled below
     # Node layout: 0 root, 1..T threads, then events, then GPU groups for unlinked activity.
     T = len(host_tracks)
     base = 1 + T
@@ -207,7 +202,6 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
             node = group_nodes.get(key)
             if node is None:
                 node = group_nodes[key] = base + n_ev + len(group_nodes)
-                gpu_group_keys.append(key)
             parent_e[g] = cparent_e[g] = node
         else:
             parent_e[g] = cparent_e[g] = base + r
@@ -247,12 +241,18 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     orphan = parent[sl] < 0  # host events on tracks with nothing (should not happen) -> root
     parent[sl][orphan] = 0
     cparent[sl][orphan] = 0
-    # synthetic nodes start where their first child starts
-    for node in list(thread_node.values()) + list(group_nodes.values()):
-        kids = np.nonzero(parent == node)[0]
-        if kids.size:
-            start[node] = start[kids].min()
-            d[node] = (start[kids] + d[kids]).max() - start[node]
+    # synthetic nodes (threads, GPU groups) span their children: one pass, not a scan per node
+    synthetic = np.zeros(n, dtype=bool)
+    synthetic[list(thread_node.values()) + list(group_nodes.values())] = True
+    kids = np.nonzero((parent > 0) & synthetic[np.maximum(parent, 0)])[0]
+    if kids.size:
+        lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(lo, parent[kids], start[kids])
+        np.maximum.at(hi, parent[kids], start[kids] + d[kids])
+        has = synthetic & (hi > np.iinfo(np.int64).min)
+        start[has] = lo[has]
+        d[has] = hi[has] - lo[has]
     if n > 1:
         start[0] = start[1:].min()
         d[0] = (start[1:] + d[1:]).max() - start[0]
