@@ -118,7 +118,7 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     if len(nid):
         kind[(kind == K_ANNOTATION) & is_step[nid]] = K_STEP
         kind[(kind == K_PYTHON) & is_mod[nid]] = K_MODULE
-    for c, k in cmap.items():
+    for c, k in sorted(cmap.items()):
         if k < 0:
             skipped[c or "(none)"] = cats.count(c)
     ts_f = np.array(list(map(_ts, xs)), dtype=np.float64)
