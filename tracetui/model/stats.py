@@ -72,11 +72,10 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     if not python_owns_time:
         # non-frame events: subtract only non-frame descendants reached through frames
         owner = tree.cparent.copy()
-        for _ in range(512):
-            m = np.nonzero((owner > 0) & pyish[np.maximum(owner, 0)])[0]
-            if not m.size:
-                break
+        m = np.nonzero((owner > 0) & pyish[np.maximum(owner, 0)])[0]
+        while m.size:  # climb only the events still under a frame, not the whole array each time
             owner[m] = tree.cparent[owner[m]]
+            m = m[(owner[m] > 0) & pyish[np.maximum(owner[m], 0)]]
         hn2 = np.nonzero(host & ~pyish & (owner >= 0))[0]
         child_ops = np.zeros(n, dtype=np.int64)
         np.add.at(child_ops, owner[hn2], dur[hn2])
