@@ -239,12 +239,14 @@ class ExplorerScreen(Screen):
             event.node.toggle()
 
     # ---- jumping
-    def jump(self, node: int) -> None:
+    def jump(self, node: int, focus: bool = True) -> None:
+        """Show ``node`` in the tree (expanding its path) and the detail pane, in one repaint."""
         with self.app.batch_update():
             self.query_one(TabbedContent).active = "tree"
             self.tree.reveal(int(node))
             self.show_node(int(node))
-            self.tree.focus()
+            if focus:
+                self.tree.focus()
 
     def action_jump_op(self) -> None:
         node = getattr(self, "current", 0)
@@ -334,11 +336,7 @@ class ExplorerScreen(Screen):
         self.match_i = (self.match_i + step) % self.matches.size
         node = int(self.matches[self.match_i])
         with self.app.batch_update():  # one repaint for tree, details, breadcrumb and status
-            self.query_one(TabbedContent).active = "tree"
-            self.tree.reveal(node)
-            self.show_node(node)
-            if not keep_focus:
-                self.tree.focus()
+            self.jump(node, focus=not keep_focus)
             self._status(f"match {self.match_i + 1}/{self.matches.size}")
 
     def action_prev_match(self) -> None:
