@@ -160,49 +160,49 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
 
 def print_diff(d, as_json: bool = False, write=None) -> None:
     """Print the diff report (or hand each line to ``write``, as the app does)."""
-    _out = write or globals()["_out"]
+    emit = write or _out
     from .model.diff import diff_dict
     j = diff_dict(d)
     if as_json:
         _dump(j)
         return
     a, b = j["a"], j["b"]
-    _out(f"A: {visible(a['file'])}  ({a['device'] or 'CPU'}, {a['steps']} steps)")
-    _out(f"B: {visible(b['file'])}  ({b['device'] or 'CPU'}, {b['steps']} steps)")
-    _out(f"per step: kernels {a['kernels_per_step']} → {b['kernels_per_step']}, "
+    emit(f"A: {visible(a['file'])}  ({a['device'] or 'CPU'}, {a['steps']} steps)")
+    emit(f"B: {visible(b['file'])}  ({b['device'] or 'CPU'}, {b['steps']} steps)")
+    emit(f"per step: kernels {a['kernels_per_step']} → {b['kernels_per_step']}, "
          f"device {a['device_us_per_step']:.1f} → {b['device_us_per_step']:.1f} µs, "
          f"CPU {a['cpu_us_per_step']:.1f} → {b['cpu_us_per_step']:.1f} µs")
-    _out("\nkernels per step (aligned)                                     A µs      B µs  status")
+    emit("\nkernels per step (aligned)                                     A µs      B µs  status")
     for k in j["kernels"]:
         au = f"{k['a_us']:9.1f}" if k["a_us"] is not None else " " * 9
         bu = f"{k['b_us']:9.1f}" if k["b_us"] is not None else " " * 9
         extra = f"  ({visible(k['detail'])})" if k["detail"] else ""
-        _out(f"  {visible(_short(k['name']))[:58]:58s} {au} {bu}  {k['status']}{extra}")
+        emit(f"  {visible(_short(k['name']))[:58]:58s} {au} {bu}  {k['status']}{extra}")
     if j["fused"]:
-        _out("\nfusion:")
+        emit("\nfusion:")
         for f in j["fused"]:
-            _out(f"  {visible(f['kernel'])} replaces {len(f['replaces'])} kernels "
+            emit(f"  {visible(f['kernel'])} replaces {len(f['replaces'])} kernels "
                  f"(ops {', '.join(f['ops'])}; matched by {f['matched_by']}):")
             for r in f["replaces"]:
-                _out(f"    - {visible(_short(r))[:90]}")
-            _out(f"    saves {f['saved_us']:.1f} µs and {f['launches_saved']} launch(es) per step"
+                emit(f"    - {visible(_short(r))[:90]}")
+            emit(f"    saves {f['saved_us']:.1f} µs and {f['launches_saved']} launch(es) per step"
                  + (f"; intermediate no longer in HBM: {f['intermediate_bytes'] / 1e6:.1f} MB "
                     f"({f['hbm_traffic_saved_bytes'] / 1e6:.1f} MB of traffic)" if f["intermediate_bytes"] else ""))
     if j["chains"]:
-        _out("\ndispatch chains that changed:")
+        emit("\ndispatch chains that changed:")
         seen = set()
         for c in j["chains"]:
             key = (tuple(c["a"]), tuple(c["b"]))
             if key in seen:
                 continue
             seen.add(key)
-            _out(f"  {' → '.join(c['a']) or '∅'}  ⇒  {' → '.join(c['b']) or '∅'}")
+            emit(f"  {' → '.join(c['a']) or '∅'}  ⇒  {' → '.join(c['b']) or '∅'}")
     if j["removed_ops"]:
-        _out("\nCPU ops removed (per step: A → B, A's CPU µs):")
+        emit("\nCPU ops removed (per step: A → B, A's CPU µs):")
         for o in j["removed_ops"][:25]:
-            _out(f"  {visible(o['name'])[:50]:50s} {o['a_per_step']:g} → {o['b_per_step']:g}   {o['a_cpu_us']:.1f} µs")
+            emit(f"  {visible(o['name'])[:50]:50s} {o['a_per_step']:g} → {o['b_per_step']:g}   {o['a_cpu_us']:.1f} µs")
     if j["added_ops"]:
-        _out("\nCPU ops added (per step: A → B, B's CPU µs):")
+        emit("\nCPU ops added (per step: A → B, B's CPU µs):")
         for o in j["added_ops"][:25]:
             tag = "  [compile pre-op]" if o["compile_preop"] else ""
-            _out(f"  {visible(o['name'])[:50]:50s} {o['a_per_step']:g} → {o['b_per_step']:g}   {o['b_cpu_us']:.1f} µs{tag}")
+            emit(f"  {visible(o['name'])[:50]:50s} {o['a_per_step']:g} → {o['b_per_step']:g}   {o['b_cpu_us']:.1f} µs{tag}")
