@@ -23,6 +23,17 @@ def gelu_tanh_f32(x):
 
 
 @triton.jit
+def gelu_tanh_fast_f32(x):
+    """Same, with the GPU's one-instruction ``tanh.approx.f32`` (max rel. error ~2^-11, under
+    bf16's 2^-8): the exact form's exp + IEEE divide cost ~3x the instructions in a GEMM epilogue.
+    Not for the CPU interpreter, which cannot run inline PTX."""
+    z = 0.7978845608028654 * x * (1.0 + 0.044715 * x * x)
+    t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z], dtype=tl.float32,
+                                  is_pure=True, pack=1)
+    return 0.5 * x * (1.0 + t)
+
+
+@triton.jit
 def geglu_kernel(gate_ptr, up_ptr, out_ptr, n, n_full, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)

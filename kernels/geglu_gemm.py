@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .geglu import SUPPORTED_DTYPES, gelu_tanh_f32
+from .geglu import SUPPORTED_DTYPES, gelu_tanh_f32, gelu_tanh_fast_f32
 
 # Autotuner configs on a GPU: (BLOCK_M, BLOCK_N of the output, BLOCK_K, GROUP_M, stages, warps).
 # The MMA is BLOCK_M x 2*BLOCK_N; stages x (BM*BK + BK*2BN) x 2 bytes must fit in shared memory.
@@ -39,7 +39,8 @@ INTERPRETER_CONFIG = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2)
 def geglu_dual_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, K,
                            sxm, sxk, swk, swn, som,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                           GROUP_M: tl.constexpr, UPCAST: tl.constexpr = False):
+                           GROUP_M: tl.constexpr, UPCAST: tl.constexpr = False,
+                           FAST_TANH: tl.constexpr = False):
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -66,10 +67,48 @@ def geglu_dual_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, K,
         x_ptrs += BLOCK_K * sxk
         w_ptrs += BLOCK_K * swk
     gate, up = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
-    h = gelu_tanh_f32(gate) * up
+    if FAST_TANH:
+        h = gelu_tanh_fast_f32(gate) * up
+    else:
+        h = gelu_tanh_f32(gate) * up
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * som + offs_n[None, :]
     tl.store(out_ptrs, h.to(out_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
+def geglu_dual_gemm_tma_kernel(x_desc, w_desc, o_desc, M, N, K,
+                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                               GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, FAST_TANH: tl.constexpr,
+                               FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr):
+    """Hopper variant: persistent (one program per SM walks the tiles), operands and result moved
+    by TMA descriptors (out-of-bounds rows/columns zero-filled on load, clipped on store), and the
+    tile loop flattened with the k loop so the next tile's loads are in flight during the epilogue.
+    At K=768 a tile has only 12 k-steps, so the per-tile prologue/epilogue is a large share."""
+    start = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_m * num_n
+    group = GROUP_M * num_n
+    for tile in tl.range(start, num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPEC):
+        first_m = (tile // group) * GROUP_M
+        size_m = min(num_m - first_m, GROUP_M)
+        pid_m = first_m + (tile % group) % size_m
+        pid_n = (tile % group) // size_m
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            a = x_desc.load([off_m, ki * BLOCK_K])
+            b = w_desc.load([ki * BLOCK_K, 2 * off_n])
+            acc = tl.dot(a, b, acc)
+        gate, up = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
+        if FAST_TANH:
+            h = gelu_tanh_fast_f32(gate) * up
+        else:
+            h = gelu_tanh_f32(gate) * up
+        o_desc.store([off_m, off_n], h.to(o_desc.dtype))
 
 
 _autotuned = triton.autotune(
