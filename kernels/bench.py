@@ -16,7 +16,7 @@ import torch.nn.functional as F
 import triton
 
 from tracetui.kernels.geglu import geglu, geglu_reference
-from tracetui.kernels.geglu_gemm import _autotuned, geglu_gemm, geglu_gemm_packed, geglu_gemm_reference, pack_gate_up
+from tracetui.kernels.geglu_gemm import TMA_CONFIG, _autotuned, _tma_ok, geglu_gemm, geglu_gemm_packed, geglu_gemm_reference, pack_gate_up
 from tracetui.workloads.models import GeGLU
 
 torch._dynamo.config.cache_size_limit = 256
@@ -126,6 +126,7 @@ def mlp_table(shapes) -> list[dict]:
                 "triton": lambda: F.linear(geglu(F.linear(x, wg), F.linear(x, wu)), wd),
                 "fused": lambda: F.linear(geglu_gemm_packed(x, wp), wd),
                 "dual_gemm_only": lambda: geglu_gemm_packed(x, wp),
+                "dual_gemm_ptr_kernel": lambda: geglu_gemm_packed(x, wp, tma=False),
                 "gate_up_cublas": lambda: (F.linear(x, wg), F.linear(x, wu)),
                 "down_only": lambda: F.linear(h_in, wd),
             }
@@ -148,7 +149,8 @@ def mlp_table(shapes) -> list[dict]:
                 res[f"{k}_graph_us"] = bench(g.replay)
             res["compile_graph_us"] = bench(lambda: comp_ro(x))
             res["errs"] = errs
-            res["best_config"] = str(getattr(_autotuned, "best_config", None))
+            res["best_config"] = ("TMA " + str(TMA_CONFIG) if _tma_ok(x, wp, torch.empty_like(h_in))
+                                  else str(getattr(_autotuned, "best_config", None)))
         rows.append(res)
         log(f"mlp {(m, d, h)}: " + ", ".join(f"{k}={v:.1f}" for k, v in res.items() if k.endswith("_us"))
             + f" errs={ {k: round(v, 5) for k, v in errs.items()} } cfg={res['best_config']}")

@@ -71,7 +71,7 @@ def _check(gate: torch.Tensor, up: torch.Tensor) -> None:
 
 
 def geglu(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None,
-          block: int = 2048, num_warps: int = 8) -> torch.Tensor:
+          block: int = 1024, num_warps: int = 4) -> torch.Tensor:
     """Return ``gelu(gate, approximate='tanh') * up`` as a contiguous tensor of gate's dtype.
 
     ``out`` (contiguous, same shape and dtype) is written in place when given.
