@@ -121,8 +121,9 @@ Warp specialisation measured no gain (and fails to compile for some tiles), so i
 
 
 def _tma_ok(x2: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> bool:
-    """TMA needs a Hopper-class GPU, unit inner strides and 16-byte aligned rows and bases."""
-    if not x2.is_cuda or torch.cuda.get_device_capability(x2.device)[0] < 9:
+    """TMA needs a Hopper-class GPU, unit inner strides and 16-byte aligned rows and bases; the
+    tiles are sized for 16-bit operands (fp32 would need twice the shared memory)."""
+    if x2.element_size() != 2 or not x2.is_cuda or torch.cuda.get_device_capability(x2.device)[0] < 9:
         return False
     es = x2.element_size()
     return all(t.stride(-1) == 1 and (t.stride(0) * es) % 16 == 0 and t.data_ptr() % 16 == 0
