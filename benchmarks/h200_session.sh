@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 # The image has no network and no msgspec/textual: lay the package out as installed (kernels/ ->
 # tracetui/kernels) and run from outside the checkout so the source tree does not shadow it.
-mkdir -p /tmp/site && cp -r tracetui /tmp/site/ && cp -r kernels /tmp/site/tracetui/kernels
+rm -rf /tmp/site && mkdir -p /tmp/site && cp -r tracetui /tmp/site/ && cp -r kernels /tmp/site/tracetui/kernels
 export PYTHONPATH=/tmp/site; cd /tmp
 mkdir -p /tmp/tr/traces /tmp/tr/tests
 ( timeout 300 python3 -m tracetui gen --all -o /tmp/tr/traces

@@ -57,7 +57,7 @@ def test_eager_vs_triton_kernel_no_dynamo_preops():
 def test_eager_vs_fused_dual_gemm():
     r = d("mlp_eager", "mlp_fused")
     f = r["fused"][0]
-    assert f["kernel"] == "geglu_dual_gemm_kernel" and len(f["replaces"]) == 4
+    assert f["kernel"] == "geglu_dual_gemm_tma_kernel" and len(f["replaces"]) == 4
     assert f["ops"] == ["aten::gelu", "aten::mm", "aten::mul"]
     assert sum(n.startswith("nvjet") for n in f["replaces"]) == 2  # gate and up GEMMs
     assert [k["status"] for k in r["kernels"]].count("same") == 1  # the down projection

@@ -67,7 +67,7 @@ def test_user_triton_kernel_counts_for_its_scope():
     """The one place we differ from key_averages(): an op-less kernel still counts for its step."""
     t = load_trace(TRACES / "mlp_fused.json.gz")
     compat = rollups(t.tree, torch_compat=True)
-    fused = [a for a in t.kernel_table if a.name == "geglu_dual_gemm_kernel"]
+    fused = [a for a in t.kernel_table if a.name == "geglu_dual_gemm_tma_kernel"]
     assert fused and all(t.launching_op(int(n)) is None for n in fused[0].nodes)
     for s in t.steps:
         extra = sum(int(t.tree.dur[n]) for n in fused[0].nodes if t.roll.step_of[n] == s)

@@ -66,7 +66,7 @@ def test_mlp_triton_three_gemms_and_our_kernel():
 def test_mlp_fused_two_kernels():
     for step in per_step_kernels("mlp_fused.json.gz"):
         names = [n for n, _, _ in step]
-        assert len(names) == 2 and names[0] == "geglu_dual_gemm_kernel" and names[1].startswith("nvjet")
+        assert len(names) == 2 and names[0] == "geglu_dual_gemm_tma_kernel" and names[1].startswith("nvjet")
 
 
 @pytest.mark.parametrize("name", ["mlp_eager.json.gz", "mlp_triton.json.gz"])
