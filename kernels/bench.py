@@ -149,7 +149,7 @@ def mlp_table(shapes) -> list[dict]:
                 res[f"{k}_graph_us"] = bench(g.replay)
             res["compile_graph_us"] = bench(lambda: comp_ro(x))
             res["errs"] = errs
-            res["best_config"] = ("TMA " + str(TMA_CONFIG) if _tma_ok(x, wp, torch.empty_like(h_in))
+            res["best_config"] = ("TMA " + str(TMA_CONFIG) if _tma_ok(x, wp, h_in)
                                   else str(getattr(_autotuned, "best_config", None)))
         rows.append(res)
         log(f"mlp {(m, d, h)}: " + ", ".join(f"{k}={v:.1f}" for k, v in res.items() if k.endswith("_us"))

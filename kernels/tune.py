@@ -16,11 +16,9 @@ import time
 import torch
 import torch.nn.functional as F
 import triton
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 from tracetui.kernels.geglu import geglu
-from tracetui.kernels.geglu_gemm import (geglu_dual_gemm_kernel, geglu_dual_gemm_tma_kernel, geglu_gemm_reference,
-                                         pack_gate_up)
+from tracetui.kernels.geglu_gemm import _launch_tma, geglu_dual_gemm_kernel, geglu_gemm_reference, pack_gate_up
 
 
 def bench(fn, rep=200) -> float:
@@ -41,18 +39,14 @@ def ptr_launcher(x, wp, out, cfg, fast):
                                                 GROUP_M=g, FAST_TANH=fast, num_stages=s, num_warps=w)
 
 
-def tma_launcher(x, wp, out, cfg, fast, flatten, ws, sms):
+def tma_launcher(x, wp, out, cfg, fast, flatten, ws):
+    """The shipped launch path (descriptors built per call), with this variant's constexprs."""
     bm, bn, bk, g, s, w = cfg
     M, K = x.shape
     N = wp.shape[1] // 2
-    xd = TensorDescriptor.from_tensor(x, [bm, bk])
-    wd = TensorDescriptor.from_tensor(wp, [bk, 2 * bn])
-    od = TensorDescriptor.from_tensor(out, [bm, bn])
-    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    grid = (min(sms, tiles),)
-    return lambda: geglu_dual_gemm_tma_kernel[grid](xd, wd, od, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                                    GROUP_M=g, NUM_SMS=grid[0], FAST_TANH=fast, FLATTEN=flatten,
-                                                    WARP_SPEC=ws, num_stages=s, num_warps=w)
+    kcfg = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=g, FLATTEN=flatten, WARP_SPEC=ws,
+                num_stages=s, num_warps=w)
+    return lambda: _launch_tma(x, wp, out, M, N, K, kcfg, fast=fast, upcast=False)
 
 
 PTR_CONFIGS = [(128, 128, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8)]
@@ -78,7 +72,7 @@ def top(res, n=6) -> list[tuple]:
     return picked
 
 
-def gemm_sweep(m, k, n, sms, budget_s, cands) -> dict:
+def gemm_sweep(m, k, n, budget_s, cands) -> dict:
     torch.manual_seed(0)
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     wg = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
@@ -101,7 +95,7 @@ def gemm_sweep(m, k, n, sms, budget_s, cands) -> dict:
         row = {"kind": kind, "cfg": cfg, "fast_tanh": fast, "flatten": fl, "warp_spec": ws}
         try:
             fn = (ptr_launcher(x, wp, out, cfg, fast) if kind == "ptr"
-                  else tma_launcher(x, wp, out, cfg, fast, fl, ws, sms))
+                  else tma_launcher(x, wp, out, cfg, fast, fl, ws))
             fn()
             torch.cuda.synchronize()
             err = ((out.double() - ref).norm() / ref.norm()).item()
@@ -146,10 +140,10 @@ def main() -> int:
     out = {"device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
            "sms": sms}
     log(out)
-    out["gemm"] = [gemm_sweep(8192, 768, 3072, sms, args.budget, all_candidates())]
+    out["gemm"] = [gemm_sweep(8192, 768, 3072, args.budget, all_candidates())]
     best = top(out["gemm"][0])
     for shp in [(2048, 768, 3072), (16384, 768, 8192), (512, 768, 2048), (4096, 1024, 4096)]:
-        out["gemm"].append(gemm_sweep(*shp, sms, args.budget / 3, best))
+        out["gemm"].append(gemm_sweep(*shp, args.budget / 3, best))
         if args.json:
             json.dump(out, open(args.json, "w"), indent=1)
     out["pointwise"] = pointwise_sweep()
