@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from collections import Counter
+from itertools import compress
 from operator import attrgetter
 
 import msgspec
 import numpy as np
+
+from .load import LenientLinkArgs
 
 # Node kinds. Host kinds come first: their order is also the tie-break when two events start
 # and end together (the step encloses the annotation, which encloses the module, ...).
@@ -71,7 +74,7 @@ class EventStore:
     def args(self, i: int) -> dict:
         """All args of event ``i``, decoded on demand (the first call scans the file once more)."""
         if self._raw is None:
-            from .load import raw_args
+            from .load import raw_args  # noqa: PLC0415
             self._raw = raw_args(self.source) if self.source is not None else []
         j = int(self.file_index[i])
         if j >= len(self._raw):
@@ -88,12 +91,16 @@ _ph, _cat, _name, _ts, _dur, _args, _pid, _tid = (attrgetter(a) for a in
 _corr, _ext, _seq, _fwd, _stream = (attrgetter(a) for a in ("correlation", "external_id", "seq", "fwd_tid", "stream"))
 
 
-def _ints(values: list) -> np.ndarray:
-    """int64 column from a lenient field: ints kept, numeric strings parsed, anything else -1."""
+def _ints(get, items: list) -> np.ndarray:
+    """int64 column of one field: ints kept, numeric strings parsed, anything else -1 (lenient files)."""
     try:
-        return np.asarray(values, dtype=np.int64)
+        return np.fromiter(map(get, items), dtype=np.int64, count=len(items))
     except (TypeError, ValueError, OverflowError):
-        return np.asarray([_int(v) for v in values], dtype=np.int64)
+        return np.asarray([_int(v) for v in map(get, items)], dtype=np.int64)
+
+
+def _floats(get, items: list) -> np.ndarray:
+    return np.fromiter(map(get, items), dtype=np.float64, count=len(items))
 
 
 def build_store(events: list, source: bytes | None = None) -> EventStore:
@@ -103,15 +110,16 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     process_names: dict = {}
     flows: dict = {}
     phs = list(map(_ph, events))
-    xi = [i for i, p in enumerate(phs) if p == "X"]
-    xs = list(map(events.__getitem__, xi))
+    is_x = np.fromiter(map("X".__eq__, phs), dtype=bool, count=len(phs))
+    xi = np.flatnonzero(is_x)
+    xs = list(compress(events, is_x.tolist()))
     # kinds by category, refined by name (steps, module scopes)
     cats = list(map(_cat, xs))
     cmap = {c: K.get(CATEGORY_KIND.get(c.lower(), ""), -1) for c in set(cats)}
-    kind = np.array(list(map(cmap.__getitem__, cats)), dtype=np.int8)
+    kind = np.fromiter(map(cmap.__getitem__, cats), dtype=np.int8, count=len(cats))
     all_names = list(map(_name, xs))
     name_ids = {n: i for i, n in enumerate(dict.fromkeys(all_names))}
-    nid = np.array(list(map(name_ids.__getitem__, all_names)), dtype=np.int32)
+    nid = np.fromiter(map(name_ids.__getitem__, all_names), dtype=np.int32, count=len(all_names))
     names = list(name_ids)
     is_step = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
     is_mod = np.array([n.startswith("nn.Module: ") for n in names], dtype=bool)
@@ -121,8 +129,8 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     for c, k in sorted(cmap.items()):
         if k < 0:
             skipped[c or "(none)"] = cats.count(c)
-    ts_f = np.array(list(map(_ts, xs)), dtype=np.float64)
-    dur_f = np.array(list(map(_dur, xs)), dtype=np.float64)
+    ts_f = _floats(_ts, xs)
+    dur_f = _floats(_dur, xs)
     keep = (kind >= 0) & ~np.isnan(ts_f)
     missing = int(((kind >= 0) & (np.isnan(ts_f) | np.isnan(dur_f))).sum())
     sel = np.nonzero(keep)[0]
@@ -132,23 +140,23 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     ts = np.rint(ts_f[sel] * 1000).astype(np.int64)
     dur = np.rint(np.nan_to_num(dur_f[sel], nan=0.0) * 1000).astype(np.int64)
     args = list(map(_args, xs))
-    corr = _ints(list(map(_corr, args)))
-    ext = _ints(list(map(_ext, args)))
-    seq = _ints(list(map(_seq, args)))
-    fwd = _ints(list(map(_fwd, args)))
-    stream = _ints(list(map(_stream, args)))
+    corr = _ints(_corr, args)
+    ext = _ints(_ext, args)
+    seq = _ints(_seq, args)
+    fwd = _ints(_fwd, args)
+    stream = _ints(_stream, args)
     gpu = np.isin(kind, list(GPU_KINDS))
     pids, tids = list(map(_pid, xs)), list(map(_tid, xs))
     keys = list(zip(pids, tids))
     for j in np.nonzero(gpu)[0].tolist():
         keys[j] = ("gpu", pids[j], int(stream[j]) if stream[j] >= 0 else tids[j])
     track_ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    track = np.array(list(map(track_ids.__getitem__, keys)), dtype=np.int32)
+    track = np.fromiter(map(track_ids.__getitem__, keys), dtype=np.int32, count=len(keys))
     wrong = 0
-    if args and not isinstance(args[0].correlation, int):  # the lenient schema was needed
+    if args and isinstance(args[0], LenientLinkArgs):  # the lenient schema was needed
         wrong = sum(1 for a in args for v in (a.correlation, a.external_id)
                     if v is not None and not isinstance(v, int))
-    others = [events[i] for i, p in enumerate(phs) if p != "X"]
+    others = list(compress(events, (~is_x).tolist()))
     flow_counts = Counter((e.cat, e.id, e.ph) for e in others if e.ph in ("s", "f", "t"))
     for (cat, fid, p), c in flow_counts.items():
         flows.setdefault((cat, fid), [0, 0])[0 if p == "s" else 1] += c
@@ -166,8 +174,47 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     store = EventStore(
         names=names, name_id=nid, kind=kind, track=track, track_keys=list(track_ids), ts=ts,
         dur=np.maximum(dur, 0), corr=corr, ext=ext, seq=seq, fwd_tid=fwd,
-        file_index=np.asarray(xi, dtype=np.int64)[sel], source=source,
+        file_index=xi.astype(np.int64)[sel], source=source,
         thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
         missing_fields=missing, wrong_types=wrong,
     )
     return store
+
+
+def concat_stores(a: EventStore, b: EventStore, offset: int) -> EventStore:
+    """The store of a file's events when ``a`` holds its first ``offset`` events and ``b`` the rest.
+
+    Ids are assigned in first-seen order, so the result equals what one pass would build.
+    """
+    def remap(a_keys: list, b_keys: list) -> tuple[list, np.ndarray]:
+        keys = list(a_keys)
+        ids = {k: i for i, k in enumerate(keys)}
+        out = np.empty(len(b_keys), dtype=np.int32)
+        for j, k in enumerate(b_keys):
+            i = ids.get(k)
+            if i is None:
+                i = ids[k] = len(keys)
+                keys.append(k)
+            out[j] = i
+        return keys, out
+
+    names, nmap = remap(a.names, b.names)
+    tracks, tmap = remap(a.track_keys, b.track_keys)
+    flows = {k: list(v) for k, v in a.flows.items()}
+    for k, (s, f) in b.flows.items():
+        v = flows.setdefault(k, [0, 0])
+        v[0] += s
+        v[1] += f
+    skipped = dict(a.skipped)
+    for k, c in b.skipped.items():
+        skipped[k] = skipped.get(k, 0) + c
+    cat = np.concatenate
+    return EventStore(
+        names=names, name_id=cat([a.name_id, nmap[b.name_id]]), kind=cat([a.kind, b.kind]),
+        track=cat([a.track, tmap[b.track]]), track_keys=tracks, ts=cat([a.ts, b.ts]), dur=cat([a.dur, b.dur]),
+        corr=cat([a.corr, b.corr]), ext=cat([a.ext, b.ext]), seq=cat([a.seq, b.seq]),
+        fwd_tid=cat([a.fwd_tid, b.fwd_tid]), file_index=cat([a.file_index, b.file_index + offset]),
+        source=a.source, thread_names={**a.thread_names, **b.thread_names},
+        process_names={**a.process_names, **b.process_names}, flows=flows, skipped=skipped,
+        missing_fields=a.missing_fields + b.missing_fields, wrong_types=a.wrong_types + b.wrong_types,
+    )

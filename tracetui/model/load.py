@@ -23,6 +23,8 @@ TRACE_GLOBS = ("*.pt.trace.json.gz", "*.pt.trace.json", "*.json.gz", "*.json")
 
 NAN = float("nan")
 
+LENIENT_NOTE = "some link fields have unexpected types (read leniently)"
+
 
 class LinkArgs(msgspec.Struct, gc=False):
     """The args that link events, typed: decoded for every event in C; the rest stay undecoded."""
@@ -196,7 +198,7 @@ def _decode_fast(path: Path, data: bytes, report: LoadReport) -> Document:
                 raise TraceError(path, f"not a PyTorch profiler trace ({_short(e)})") from None
             continue
         if lenient:
-            report.repairs.append("some link fields have unexpected types (read leniently)")
+            report.repairs.append(LENIENT_NOTE)
         return doc
 
 

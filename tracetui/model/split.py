@@ -1,0 +1,208 @@
+"""Decode and index a large trace on two cores: the second half of ``traceEvents`` in a forked child.
+
+Decoding and indexing are per-event Python work that holds the GIL, so threads cannot share it;
+a forked child can, and it sees the file's bytes without a copy. This is only an optimisation:
+anything unexpected (no fork, a file that is not valid JSON, a split that lands inside a value,
+a child that fails or hangs) returns None and the caller takes the one-process path, which is
+also the one that repairs broken files. The result is the same store the one-process path builds.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import select
+import signal
+import sys
+import time
+from typing import Union
+
+import msgspec
+
+from .events import EventStore, build_store, concat_stores
+from .load import LENIENT_NOTE, Document, Event, LenientEvent
+
+MIN_BYTES = 16 << 20
+"""Below this the fork and the envelope pass cost more than they save (measured ~60 ms/61 MB)."""
+
+CHILD_TIMEOUT_S = 120.0
+"""How long the parent waits for the child beyond its own half before giving up on it."""
+
+
+class _Envelope(msgspec.Struct):
+    """The document with traceEvents left undecoded: validates the whole file and locates the array."""
+    traceEvents: msgspec.Raw
+    deviceProperties: Union[list, None] = None
+    distributedInfo: Union[dict, None] = None
+    tracetui: Union[dict, None] = None
+    schemaVersion: Union[int, str, None] = None
+    baseTimeNanoseconds: Union[int, float, None] = None
+
+
+_envelope = msgspec.json.Decoder(_Envelope)
+_lists = (msgspec.json.Decoder(list[Event]), msgspec.json.Decoder(list[LenientEvent]))
+_SEP = re.compile(rb"\}\s*,")
+TIMES: dict = {}
+"""Stage times of the last split load, both processes (for benchmarks)."""
+
+
+def enabled(data: bytes, min_bytes: int | None = None) -> bool:
+    return (len(data) >= (MIN_BYTES if min_bytes is None else min_bytes) and hasattr(os, "fork") and sys.platform.startswith("linux")
+            and (os.cpu_count() or 1) > 1 and os.environ.get("TRACETUI_PARALLEL", "1") != "0")
+
+
+def _decode_list(buf) -> tuple[list, bool]:
+    """A JSON array of events: strict schema first, then the lenient one (like load._decode_fast)."""
+    try:
+        return _lists[0].decode(buf), False
+    except msgspec.ValidationError:
+        return _lists[1].decode(buf), True
+
+
+def _split_point(arr: memoryview, tries: int = 64) -> int | None:
+    """A comma near the middle that looks like it separates two events (the next one decodes as one).
+
+    Only a guess: the parent's decode of the first half is what proves the comma is between events.
+    """
+    pos = len(arr) // 2
+    for _ in range(tries):
+        m = _SEP.search(arr, pos)
+        if m is None:
+            return None
+        c = m.end() - 1
+        n = _SEP.search(arr, c + 1)
+        end = n.start() + 1 if n else len(arr) - 1
+        try:
+            evs = _lists[1].decode(b"[" + bytes(arr[c + 1:end]) + b"]")
+            if evs and evs[0].ph:
+                return c
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass
+        pos = c + 1
+    return None
+
+
+def decode_index(data: bytes, min_bytes: int | None = None) -> tuple[Document, EventStore, bool] | None:
+    """(document without its events, the full event store, needed the lenient schema) or None."""
+    if not enabled(data, min_bytes) or data.lstrip()[:1] != b"{":
+        return None
+    try:
+        env = _envelope.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    arr = memoryview(env.traceEvents)
+    c = _split_point(arr)
+    if c is None:
+        return None
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:  # child: decode + index the second half, send the store back, never return
+        code = 1
+        try:
+            os.close(r)
+            _quiet_child()
+            c0 = time.perf_counter()
+            second = bytearray(len(arr) - c)
+            second[0:1] = b"["
+            second[1:] = arr[c + 1:]
+            events, lenient = _decode_list(second)
+            del second
+            c1 = time.perf_counter()
+            store = build_store(events)
+            c2 = time.perf_counter()
+            payload = pickle.dumps((store, lenient, {"copy+decode": c1 - c0, "index": c2 - c1,
+                                                     "pickle": time.perf_counter() - c2}), protocol=5)
+            with os.fdopen(w, "wb") as f:
+                f.write(payload)
+            code = 0
+        except BaseException:  # noqa: BLE001 - any failure means "parent, do it yourself"
+            pass
+        finally:
+            os._exit(code)
+    os.close(w)
+    t0 = time.perf_counter()
+    try:
+        first = bytearray(c + 1)
+        first[:c] = arr[:c]
+        first[c:] = b"]"
+        p0 = time.perf_counter()
+        events, lenient1 = _decode_list(first)
+        del first
+        p1 = time.perf_counter()
+        store1 = build_store(events, source=data)
+        p2 = time.perf_counter()
+        offset = len(events)
+        del events
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        _reap(pid, r, kill=True)
+        return None
+    got = _receive(r, pid, timeout=CHILD_TIMEOUT_S + 4 * (time.perf_counter() - t0))
+    p3 = time.perf_counter()
+    if got is None:
+        return None
+    store2, lenient2, child = got
+    TIMES.clear()
+    TIMES.update({"parent copy": p0 - t0, "parent decode": p1 - p0, "parent index": p2 - p1, "wait": p3 - p2,
+                  **{f"child {k}": v for k, v in child.items()}})
+    doc = Document(traceEvents=[], deviceProperties=env.deviceProperties, distributedInfo=env.distributedInfo,
+                   tracetui=env.tracetui, schemaVersion=env.schemaVersion,
+                   baseTimeNanoseconds=env.baseTimeNanoseconds)
+    return doc, concat_stores(store1, store2, offset), lenient1 or lenient2
+
+
+def _quiet_child() -> None:
+    """The child must not touch the parent's event loop (signal wake-up fd) or catch Ctrl-C."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGWINCH, signal.SIG_DFL)
+    except (ValueError, OSError, AttributeError):
+        pass
+
+
+def _receive(r: int, pid: int, timeout: float):
+    chunks = []
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                _reap(pid, r, kill=True)
+                return None
+            b = os.read(r, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+    except OSError:
+        _reap(pid, r, kill=True)
+        return None
+    ok = _reap(pid, r, kill=False)
+    if not ok or not chunks:
+        return None
+    try:
+        return pickle.loads(b"".join(chunks))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _reap(pid: int, r: int, kill: bool) -> bool:
+    """Close the pipe and wait for the child; True when it exited cleanly."""
+    try:
+        os.close(r)
+    except OSError:
+        pass
+    if kill:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return False
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
