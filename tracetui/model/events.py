@@ -4,6 +4,7 @@ Memory per event stays at a few dozen bytes plus the raw ``args`` slice, so a GB
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from collections import Counter
 from itertools import compress
@@ -33,6 +34,7 @@ CATEGORY_KIND = {
 
 
 _any_decoder = msgspec.json.Decoder()
+_RAW_LOCK = threading.Lock()  # the app's worker and its UI thread may both ask for args first
 
 
 def _int(v, default=-1) -> int:
@@ -71,11 +73,21 @@ class EventStore:
     def __len__(self) -> int:
         return len(self.kind)
 
+    @property
+    def args_loaded(self) -> bool:
+        return self._raw is not None
+
+    def load_args(self) -> None:
+        """The lazy second pass over the file (~0.3 s per 60 MB); the app runs it in a worker."""
+        with _RAW_LOCK:
+            if self._raw is None:
+                from .load import raw_args  # noqa: PLC0415
+                self._raw = raw_args(self.source) if self.source is not None else []
+
     def args(self, i: int) -> dict:
         """All args of event ``i``, decoded on demand (the first call scans the file once more)."""
         if self._raw is None:
-            from .load import raw_args  # noqa: PLC0415
-            self._raw = raw_args(self.source) if self.source is not None else []
+            self.load_args()
         j = int(self.file_index[i])
         if j >= len(self._raw):
             return {}

@@ -47,6 +47,25 @@ class Tree:
     def name(self, i: int) -> str:
         return self.names[self.name_id[i]]
 
+    def children_without(self, hidden_kind: int) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (offsets, children) of the display tree with nodes of ``hidden_kind`` spliced out.
+
+        A hidden node's children move up to its nearest shown ancestor, in start-time order;
+        the UI hides Python frames this way. Cached: one vectorised pass per kind.
+        """
+        cache = self.__dict__.setdefault("_without", {})
+        if hidden_kind not in cache:
+            kind, parent = self.kind, self.parent
+            hidden = kind == hidden_kind
+            vp = parent.copy()
+            m = np.nonzero((vp > 0) & hidden[np.maximum(vp, 0)])[0]
+            while m.size:
+                vp[m] = parent[vp[m]]
+                m = m[(vp[m] > 0) & hidden[np.maximum(vp[m], 0)]]
+            vp[hidden] = -1
+            cache[hidden_kind] = _csr(vp, self.start, len(kind))
+        return cache[hidden_kind]
+
     def path(self, i: int) -> list[int]:
         """Node ids from the root to ``i``."""
         out = []

@@ -181,6 +181,21 @@ class ExplorerScreen(Screen):
         self.show_node(first)
         tree.focus()
         self._status()
+        self.prefetch_args()
+
+    @work(thread=True, group="args")
+    def prefetch_args(self) -> None:
+        """Decode every event's args after the first screen, so the detail pane never waits for it."""
+        if not self.trace.store.args_loaded:
+            self.trace.store.load_args()
+            try:
+                self.app.call_from_thread(self._args_ready)
+            except RuntimeError:  # the app closed meanwhile
+                pass
+
+    def _args_ready(self) -> None:
+        if self.is_attached and self.app.screen is self:
+            self.show_node(self.current)
 
     def on_resize(self, event) -> None:
         self.query_one("#main").set_class(self.size.width < 110, "narrow")

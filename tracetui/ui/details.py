@@ -21,6 +21,9 @@ def _line(t: Text, label: str, value: str | Text, style: str = "") -> None:
     t.append("\n")
 
 
+ARGLESS = frozenset({"root", "thread", "step", "gpu"})
+
+
 def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
     kind = tr.kind(node)
     name = tr.name(node)
@@ -55,7 +58,8 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         if a is not None:
             per = a.device_total_us if kind == "kernel" else a.cpu_total_us
             _line(t, "per step avg", f"{per / tr.n_steps:,.1f}µs over {tr.n_steps} steps ({a.count} calls)")
-    args = tr.args(node)
+    # steps, threads and groups show no args of note: don't wait for the args pass for them
+    args = tr.args(node) if tr.store.args_loaded or kind not in ARGLESS else {}
     if kind == "step":
         g = tr.step_gpu(node)
         _line(t, "GPU busy", f"{fmt_us(g['busy_ns'])} of {fmt_us(g['window_ns'])} "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -43,19 +44,17 @@ class TraceTree(Tree[Row]):
 
     # ---- model -> visible children
     def visible_children(self, node: int) -> list[int]:
+        return self._visible(node).tolist()
+
+    def _visible(self, node: int) -> np.ndarray:
         t = self.trace.tree
-        kids = t.children(node).tolist()
         if not self.hide_python:
-            return kids
-        out: list[int] = []
-        stack = kids[::-1]
-        while stack:
-            c = stack.pop()
-            if t.kind[c] == K["python"]:
-                stack.extend(t.children(c).tolist()[::-1])
-            else:
-                out.append(c)
-        return out
+            return t.children(node)
+        off, idx = t.children_without(K["python"])
+        return idx[off[node]:off[node + 1]]
+
+    def has_visible_children(self, node: int) -> bool:
+        return bool(self._visible(node).size)
 
     def label_for(self, node: int, chain: tuple = ()) -> Text:
         tr = self.trace
@@ -100,12 +99,12 @@ class TraceTree(Tree[Row]):
             node = c
             if self.collapse:
                 while True:
-                    vk = self.visible_children(node)
-                    if len(vk) != 1:
+                    vk = self._visible(node)
+                    if vk.size != 1:
                         break
                     chain.append(node)
-                    node = vk[0]
-            has_kids = bool(self.visible_children(node))
+                    node = int(vk[0])
+            has_kids = self.has_visible_children(node)
             child = tnode.add(self.label_for(node, tuple(chain)), data=Row(node, tuple(chain)), allow_expand=has_kids)
             self.rows[node] = child
             for ch in chain:
