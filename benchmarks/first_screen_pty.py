@@ -1,11 +1,16 @@
 """Time from launching ``tracetui TRACE`` in a real pseudo-terminal to the explorer's first screen.
 
-    python benchmarks/first_screen_pty.py TRACE [--repeat 3] [--size 120x40]
+    python benchmarks/first_screen_pty.py TRACE [--repeat 3] [--size 120x40] [--src DIR ...]
 
 This is what a user waits for: Python start-up, imports, loading in the worker, mounting and the
 first paint, measured from outside the app (no Pilot polling in the same process). The explorer
 is taken as shown once the terminal output contains the first step's row ("ProfilerStep#") and
 the status line's event count; the loading screen prints neither.
+
+This machine's speed drifts by up to 2x within minutes, so each run is interleaved with a
+baseline measured the same way: a fresh interpreter that imports Textual and merely parses the
+file with ``orjson`` (gunzipping it first if needed). The ratio first screen / baseline is the
+comparable number. ``--src`` runs the app from other checkouts (PYTHONPATH) for interleaved A/B.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import select
 import signal
 import statistics
 import struct
+import subprocess
 import sys
 import termios
 import time
@@ -24,11 +30,23 @@ import time
 MARKS = (b"ProfilerStep#", b" events")
 
 
-def once(trace: str, cols: int, rows: int, timeout: float = 60.0) -> float:
+BASELINE = ("import sys, gzip, orjson, textual.app; b = open(sys.argv[1], 'rb').read(); "
+            "orjson.loads(gzip.decompress(b) if b[:2] == b'\\x1f\\x8b' else b)")
+
+
+def baseline(trace: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", BASELINE, trace], check=True)
+    return time.perf_counter() - t0
+
+
+def once(trace: str, cols: int, rows: int, src: str | None = None, timeout: float = 60.0) -> float:
     t0 = time.perf_counter()
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["TERM"] = "xterm-256color"
+        if src:
+            os.environ["PYTHONPATH"] = os.path.abspath(src)
         os.execv(sys.executable, [sys.executable, "-m", "tracetui", trace])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     seen = b""
@@ -60,11 +78,24 @@ def main() -> None:
     ap.add_argument("trace")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--size", default="120x40")
+    ap.add_argument("--src", action="append", default=[],
+                    help="checkout to run the app from (repeatable: interleaved A/B); default: installed")
     a = ap.parse_args()
     cols, rows = (int(x) for x in a.size.split("x"))
-    times = [once(a.trace, cols, rows) for _ in range(a.repeat)]
-    print(f"first screen in a pty ({a.size}): median {statistics.median(times):.2f} s, "
-          f"best {min(times):.2f} s, worst {max(times):.2f} s (n={len(times)})")
+    srcs = a.src or [None]
+    base, times = [], {s: [] for s in srcs}
+    for _ in range(a.repeat):
+        base.append(baseline(a.trace))
+        for s in srcs:
+            times[s].append(once(a.trace, cols, rows, s))
+    med = statistics.median
+    print(f"baseline (python + import textual + orjson parse): median {med(base):.2f} s, "
+          f"best {min(base):.2f} s, worst {max(base):.2f} s")
+    for s, ts in times.items():
+        ratios = [t / b for t, b in zip(ts, base)]
+        print(f"first screen in a pty ({a.size}){' [' + s + ']' if s else ''}: median {med(ts):.2f} s, "
+              f"best {min(ts):.2f} s, worst {max(ts):.2f} s; ratio to baseline median {med(ratios):.2f} "
+              f"(n={len(ts)})")
 
 
 if __name__ == "__main__":
