@@ -129,3 +129,15 @@ def test_orphan_gpu_activity_is_shown_not_dropped(tmp_path):
     assert t.tree.diagnostics["gpu_without_launch"] == 1
     assert t.tree.diagnostics["launches_without_gpu"] == 1
     assert any(t.kind(int(c)) == "gpu" for c in t.tree.children(0))
+
+
+def test_gpu_only_trace_has_no_host_events_to_nest(tmp_path):
+    """A trace of GPU activity alone (no host thread at all) still loads, its kernels grouped."""
+    evs = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 2,
+            "args": {"correlation": i, "stream": 7}} for i in range(3)]
+    p = _write(tmp_path, "gpu_only.json", json.dumps({"traceEvents": evs}).encode())
+    t = load_trace(p)
+    assert t.tree.diagnostics["gpu_without_launch"] == 3
+    assert sum(a.count for a in t.kernel_table) == 3
+    group = t.tree.parent[[i for i in range(len(t.tree)) if t.kind(i) == "kernel"]]
+    assert {t.kind(int(g)) for g in group} == {"gpu"}

@@ -129,35 +129,33 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     host = np.nonzero(is_host)[0]
     ts, dur = store.ts, store.dur
     order = host[np.lexsort((host, kind_e[host], -dur[host], ts[host], store.track[host]))]
+    o_tr = store.track[order]
+    cuts = (np.flatnonzero(np.diff(o_tr)) + 1).tolist()
     o_ts = ts[order].tolist()
     o_end = (ts[order] + dur[order]).tolist()
-    o_tr = store.track[order].tolist()
-    o_idx = order.tolist()
-    cpar = [-1] * len(o_idx)
+    o_node = (order + base).tolist()
+    cpar: list[int] = []
+    out = cpar.append
     partial = 0
-    cur = None
-    stack: list[int] = []
-    ends: list[int] = []
-    tnode = 0
-    for j in range(len(o_idx)):
-        t = o_tr[j]
-        if t != cur:
-            cur, stack, ends, tnode = t, [], [], thread_node[t]
-        s, e = o_ts[j], o_end[j]
-        # torch.profiler's rule (EventList._build_tree): an open event that ends before this one
-        # starts, or that this one outlasts, cannot be its parent and is closed for good.
-        while ends:
-            pe = ends[-1]
-            if s >= pe or e > pe:
+    runs = list(zip([0] + cuts, cuts + [len(o_node)])) if o_node else []  # one run per thread
+    for a, b in runs:
+        # the thread sits at the bottom of the stack as a sentinel that nothing outlasts
+        stack, ends = [-thread_node[int(o_tr[a])] - 1], [1 << 80]  # negative: encoded thread node
+        push_n, push_e, pop_n, pop_e = stack.append, ends.append, stack.pop, ends.pop
+        pe = ends[-1]
+        for s, e, node in zip(o_ts[a:b], o_end[a:b], o_node[a:b]):
+            # torch.profiler's rule (EventList._build_tree): an open event that ends before this
+            # one starts, or that this one outlasts, cannot be its parent and is closed for good.
+            while s >= pe or e > pe:
                 if s < pe and e > pe + OVERHANG_NS:
                     partial += 1
-                ends.pop()
-                stack.pop()
-            else:
-                break
-        cpar[j] = stack[-1] if stack else -tnode - 1  # negative: encoded thread node
-        stack.append(base + o_idx[j])
-        ends.append(e)
+                pop_e()
+                pop_n()
+                pe = ends[-1]
+            out(stack[-1])
+            push_n(node)
+            push_e(e)
+            pe = e
     diag["partial_overlaps"] = partial
     cp = np.asarray(cpar, dtype=np.int64)
     cp = np.where(cp < 0, -cp - 1, cp)
