@@ -220,13 +220,13 @@ class ExplorerScreen(Screen):
             txt.append(f" · filter: {self.kind_filter}", style="cyan")
         if extra:
             txt.append(" · " + extra, style="bold cyan")
-        self.query_one("#status", Static).update(txt)
+        self.query_one("#status", Static).update(txt, layout=False)  # one line, always
 
     @on(Tree.NodeHighlighted)
     def highlighted(self, event: Tree.NodeHighlighted) -> None:
         row: Row | None = event.node.data
-        if row is None:
-            return
+        if row is None or row.node == getattr(self, "current", None):
+            return  # a jump already showed it: a second detail update would cost a second layout
         self.show_node(row.node)
 
     def show_node(self, node: int) -> None:
@@ -238,7 +238,7 @@ class ExplorerScreen(Screen):
         width = max(20, self.size.width - 2)
         if len(crumb) > width:
             crumb = "…" + crumb[-(width - 1):]
-        self.query_one("#breadcrumb", Static).update(plain(crumb))
+        self.query_one("#breadcrumb", Static).update(plain(crumb), layout=False)  # one line, always
         self.current = node
 
     @on(Tree.NodeExpanded)
