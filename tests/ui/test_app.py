@@ -160,3 +160,28 @@ def test_diff_screen_one_cursor_and_next_difference():
             await pilot.press("u")
             assert "triton_poi_fused__unsafe_view_gelu_mul_0" in str(s.query_one("#fusion-text").render())
     asyncio.run(run())
+
+
+def test_toggling_python_frames_updates_the_breadcrumb():
+    """`p` rebuilds the tree on the same node; the breadcrumb must then show (or hide) its frames."""
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(160, 48)) as pilot:
+            s = await explorer(pilot)
+            tr = s.trace
+            await pilot.press("slash", *"Linear_2")
+            await pilot.press("enter")
+            await pilot.pause()
+            node = s.current
+            frames = [p for p in tr.tree.path(node) if tr.kind(p) == "python"]
+            assert frames, "the module sits under Python frames in this trace"
+            marker = tr.name(frames[-1])[:20]
+            crumb = lambda: str(s.query_one("#breadcrumb").render())  # noqa: E731
+            assert marker not in crumb()
+            await pilot.press("p")
+            await pilot.pause()
+            assert s.current == node and marker in crumb()
+            await pilot.press("p")
+            await pilot.pause()
+            assert s.current == node and marker not in crumb()
+    asyncio.run(run())

@@ -373,13 +373,19 @@ class ExplorerScreen(Screen):
 
     def action_toggle_python(self) -> None:
         self.tree.hide_python = not self.tree.hide_python
-        self.tree.rebuild()
-        self._status("python frames " + ("hidden" if self.tree.hide_python else "shown"))
+        self._rebuild("python frames " + ("hidden" if self.tree.hide_python else "shown"))
 
     def action_toggle_collapse(self) -> None:
         self.tree.collapse = not self.tree.collapse
+        self._rebuild("chains " + ("collapsed" if self.tree.collapse else "expanded"))
+
+    def _rebuild(self, status: str) -> None:
+        """Re-create the tree after a view option changed, and show its cursor's node again: the
+        highlight handler skips a node already shown, but the breadcrumb follows the options."""
         self.tree.rebuild()
-        self._status("chains " + ("collapsed" if self.tree.collapse else "expanded"))
+        row = self.tree.cursor_node.data if self.tree.cursor_node else None
+        self.show_node(row.node if row is not None else self.current)
+        self._status(status)
 
     def action_toggle_avg(self) -> None:
         for t in self.query(AggTable):
