@@ -73,7 +73,8 @@ def main() -> None:
         size = p.stat().st_size / 1e6
         r = asyncio.run(run(p))
     print(f"input: {args.events:,} events, {size:.1f} MB")
-    if "-v" in sys.argv: print({k: [round(c, 1) for _, c in v] for k, v in r.items() if k.endswith("_ms")})
+    if args.v:
+        print({k: [round(c, 1) for _, c in v] for k, v in r.items() if k.endswith("_ms")})
     print(f"first screen (app start -> explorer shown): {r['first_screen_s']:.2f} s")
     for k in ("cursor_ms", "expand_ms", "search_ms", "search_settle_ms", "next_match_ms"):
         wall = [w for w, _ in r[k]]

@@ -37,6 +37,7 @@ class Tree:
     depth: np.ndarray
     diagnostics: dict = field(default_factory=dict)
     fwd_of: dict = field(default_factory=dict)   # backward op node -> forward op node
+    _without: dict = field(default_factory=dict, repr=False)  # children_without's cache, by kind
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -53,7 +54,7 @@ class Tree:
         A hidden node's children move up to its nearest shown ancestor, in start-time order;
         the UI hides Python frames this way. Cached: one vectorised pass per kind.
         """
-        cache = self.__dict__.setdefault("_without", {})
+        cache = self._without
         if hidden_kind not in cache:
             kind, parent = self.kind, self.parent
             hidden = kind == hidden_kind
@@ -140,9 +141,9 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     runs = list(zip([0] + cuts, cuts + [len(o_node)])) if o_node else []  # one run per thread
     for a, b in runs:
         # the thread sits at the bottom of the stack as a sentinel that nothing outlasts
-        stack, ends = [-thread_node[int(o_tr[a])] - 1], [1 << 80]  # negative: encoded thread node
+        pe = 1 << 80
+        stack, ends = [-thread_node[int(o_tr[a])] - 1], [pe]  # negative: encoded thread node
         push_n, push_e, pop_n, pop_e = stack.append, ends.append, stack.pop, ends.pop
-        pe = ends[-1]
         for s, e, node in zip(o_ts[a:b], o_end[a:b], o_node[a:b]):
             # torch.profiler's rule (EventList._build_tree): an open event that ends before this
             # one starts, or that this one outlasts, cannot be its parent and is closed for good.
