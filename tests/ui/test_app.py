@@ -29,6 +29,12 @@ async def explorer(pilot) -> ExplorerScreen:
     return pilot.app.screen
 
 
+async def search(pilot, text: str) -> None:
+    """Type ``/text`` and Enter: the cursor lands on the first match."""
+    await pilot.press("slash", *text, "enter")
+    await pilot.pause()
+
+
 def detail_text(s: ExplorerScreen) -> str:
     return str(s.query_one("#detail-text").render())
 
@@ -39,9 +45,7 @@ def test_drill_to_down_proj_gemm_and_read_launch_config():
         async with app.run_test(size=(120, 40)) as pilot:
             s = await explorer(pilot)
             tr = s.trace
-            await pilot.press("slash", *"Linear_2")
-            await pilot.press("enter")
-            await pilot.pause()
+            await search(pilot, "Linear_2")
             assert tr.name(s.current) == "nn.Module: Linear_2"
             await pilot.press("x")  # the kernels it launched
             await pilot.pause()
@@ -65,8 +69,7 @@ def test_search_gelu_lands_on_gelu_kernel_and_keys_navigate():
             tr = s.trace
             await pilot.press("F", "F", "F")  # kind filter: module -> op -> kernel
             assert s.kind_filter == "kernel"
-            await pilot.press("slash", *"gelu", "enter")
-            await pilot.pause()
+            await search(pilot, "gelu")
             assert tr.kind(s.current) == "kernel" and "Gelu" in tr.name(s.current)
             first = s.current
             await pilot.press("n")
@@ -119,8 +122,7 @@ def test_names_are_plain_text(tmp_path):
         app = TraceApp([p])
         async with app.run_test(size=(100, 30)) as pilot:
             s = await explorer(pilot)
-            await pilot.press("slash", *"aten", "enter")
-            await pilot.pause()
+            await search(pilot, "aten")
             text = detail_text(s)
             assert "[bold red]x[/]" in text and "\\x1b[2J" in text and "\x1b" not in text
     asyncio.run(run())
@@ -169,9 +171,7 @@ def test_toggling_python_frames_updates_the_breadcrumb():
         async with app.run_test(size=(160, 48)) as pilot:
             s = await explorer(pilot)
             tr = s.trace
-            await pilot.press("slash", *"Linear_2")
-            await pilot.press("enter")
-            await pilot.pause()
+            await search(pilot, "Linear_2")
             node = s.current
             frames = [p for p in tr.tree.path(node) if tr.kind(p) == "python"]
             assert frames, "the module sits under Python frames in this trace"
