@@ -118,3 +118,19 @@ def test_load_trace_is_the_same_either_way(tmp_path, monkeypatch):
         assert np.array_equal(getattr(serial.roll, f), getattr(both.roll, f)), f
     assert serial.tree.diagnostics == both.tree.diagnostics
     assert serial.device_name == both.device_name
+
+
+@pytest.mark.parametrize("tail", [
+    {"logs": ["Profiler.cpp:1232] Traces Recorded:", "x]"]},   # brackets in strings after the events
+    {"extra": [{"a": 1}, {"b": [2]}]},                          # a list of objects after the events
+    {"traceEvents_like": "\"traceEvents\": ["},
+])
+def test_keys_after_the_events_do_not_change_the_store(tail):
+    doc = {"schemaVersion": 1, "traceEvents": _ops(300), **tail, "traceName": "t"}
+    data = json.dumps(doc).encode()
+    got = split.decode_index(data, min_bytes=0)
+    assert got is not None
+    report = LoadReport()
+    want = build_store(decode(None, data, report)[0].traceEvents)
+    _assert_same(want, got[1])
+    assert len(got[1]) == 300
