@@ -98,9 +98,18 @@ class EventStore:
         return v if isinstance(v, dict) else {}
 
 
-_ph, _cat, _name, _ts, _dur, _args, _pid, _tid = (attrgetter(a) for a in
-                                                  ("ph", "cat", "name", "ts", "dur", "args", "pid", "tid"))
+_ph, _cat, _name, _ts, _dur, _args = (attrgetter(a) for a in ("ph", "cat", "name", "ts", "dur", "args"))
+_pid_tid = attrgetter("pid", "tid")
 _corr, _ext, _seq, _fwd, _stream = (attrgetter(a) for a in ("correlation", "external_id", "seq", "fwd_tid", "stream"))
+
+
+class _Ids(dict):
+    """Interns keys in first-seen order (``ids[key]`` -> its id) in one C-level pass."""
+    __slots__ = ()
+
+    def __missing__(self, key) -> int:
+        i = self[key] = len(self)
+        return i
 
 
 def _ints(get, items: list) -> np.ndarray:
@@ -121,26 +130,26 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     thread_names: dict = {}
     process_names: dict = {}
     flows: dict = {}
-    phs = list(map(_ph, events))
-    is_x = np.fromiter(map("X".__eq__, phs), dtype=bool, count=len(phs))
+    is_x = np.fromiter(map("X".__eq__, map(_ph, events)), dtype=bool, count=len(events))
     xi = np.flatnonzero(is_x)
     xs = list(compress(events, is_x.tolist()))
     # kinds by category, refined by name (steps, module scopes)
-    cats = list(map(_cat, xs))
-    cmap = {c: K.get(CATEGORY_KIND.get(c.lower(), ""), -1) for c in set(cats)}
-    kind = np.fromiter(map(cmap.__getitem__, cats), dtype=np.int8, count=len(cats))
-    all_names = list(map(_name, xs))
-    name_ids = {n: i for i, n in enumerate(dict.fromkeys(all_names))}
-    nid = np.fromiter(map(name_ids.__getitem__, all_names), dtype=np.int32, count=len(all_names))
+    cat_ids = _Ids()
+    cid = np.fromiter(map(cat_ids.__getitem__, map(_cat, xs)), dtype=np.int32, count=len(xs))
+    cat_kind = np.array([K.get(CATEGORY_KIND.get(c.lower(), ""), -1) for c in cat_ids], dtype=np.int8)
+    kind = cat_kind[cid] if len(xs) else np.zeros(0, dtype=np.int8)
+    name_ids = _Ids()
+    nid = np.fromiter(map(name_ids.__getitem__, map(_name, xs)), dtype=np.int32, count=len(xs))
     names = list(name_ids)
     is_step = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
     is_mod = np.array([n.startswith("nn.Module: ") for n in names], dtype=bool)
     if len(nid):
         kind[(kind == K_ANNOTATION) & is_step[nid]] = K_STEP
         kind[(kind == K_PYTHON) & is_mod[nid]] = K_MODULE
-    for c, k in sorted(cmap.items()):
-        if k < 0:
-            skipped[c or "(none)"] = cats.count(c)
+    per_cat = np.bincount(cid, minlength=len(cat_ids))
+    for c, i in sorted(cat_ids.items()):
+        if cat_kind[i] < 0:
+            skipped[c or "(none)"] = int(per_cat[i])
     ts_f = _floats(_ts, xs)
     dur_f = _floats(_dur, xs)
     keep = (kind >= 0) & ~np.isnan(ts_f)
@@ -158,11 +167,11 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     fwd = _ints(_fwd, args)
     stream = _ints(_stream, args)
     gpu = np.isin(kind, list(GPU_KINDS))
-    pids, tids = list(map(_pid, xs)), list(map(_tid, xs))
-    keys = list(zip(pids, tids))
+    keys = list(map(_pid_tid, xs))
     for j in np.nonzero(gpu)[0].tolist():
-        keys[j] = ("gpu", pids[j], int(stream[j]) if stream[j] >= 0 else tids[j])
-    track_ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        pid, tid = keys[j]
+        keys[j] = ("gpu", pid, int(stream[j]) if stream[j] >= 0 else tid)
+    track_ids = _Ids()
     track = np.fromiter(map(track_ids.__getitem__, keys), dtype=np.int32, count=len(keys))
     wrong = 0
     if args and isinstance(args[0], LenientLinkArgs):  # the lenient schema was needed
