@@ -7,6 +7,7 @@ path repairs invalid UTF-8, raw control characters, unescaped quotes in names an
 """
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -121,10 +122,30 @@ def folder_traces(path: Path) -> list[Path]:
     return []
 
 
-def read_bytes(path: Path, report: LoadReport) -> bytes:
-    """File contents, gunzipped when it starts with the gzip magic; a damaged gzip keeps its prefix."""
+def first_byte(data) -> bytes:
+    """The first non-blank byte, without copying a GB-sized buffer (``lstrip`` of a bytearray would)."""
+    head = data[:4096].lstrip()
+    return bytes(head[:1]) if head else bytes(data).lstrip()[:1]
+
+
+def read_bytes(path: Path, report: LoadReport) -> bytes | bytearray:
+    """File contents, gunzipped when it starts with the gzip magic; a damaged gzip keeps its prefix.
+
+    A plain file comes back as a bytearray, so the two-process decode can close each half of
+    traceEvents in place instead of copying half a file (the file itself is never written).
+    """
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            magic = f.read(2)
+            f.seek(0)
+            if magic == b"\x1f\x8b":
+                data = f.read()
+            else:
+                data = bytearray(os.fstat(f.fileno()).st_size)
+                n = f.readinto(data)
+                if n < len(data):  # the file shrank meanwhile
+                    del data[n:]
+                data += f.read()   # or grew
     except OSError as e:
         raise TraceError(path, f"cannot read: {e.strerror or e}") from None
     report.raw_size = len(data)
@@ -167,7 +188,7 @@ _raw_decoders = (msgspec.json.Decoder(RawDocument), msgspec.json.Decoder(list[Ra
 
 def raw_args(data: bytes) -> list:
     """Every event's raw args, in file order (the lazy second pass over the same bytes)."""
-    if data.lstrip()[:1] == b"[":
+    if first_byte(data) == b"[":
         return [e.args for e in _raw_decoders[1].decode(data)]
     return [e.args for e in _raw_decoders[0].decode(data).traceEvents]
 
@@ -180,7 +201,7 @@ def decode(path: Path, data: bytes, report: LoadReport) -> tuple[Document, bytes
     try:
         return _decode_fast(path, data, report), data
     except msgspec.DecodeError as e:
-        first = data.lstrip()[:1]
+        first = first_byte(data)
         if first not in (b"{", b"["):
             raise TraceError(path, f"not JSON (starts with {first!r})") from None
         return _decode_tolerant(path, data, report, e)
@@ -188,7 +209,7 @@ def decode(path: Path, data: bytes, report: LoadReport) -> tuple[Document, bytes
 
 def _decode_fast(path: Path, data: bytes, report: LoadReport) -> Document:
     """Strict schema first (ints where Kineto writes ints); a lenient one if a file disagrees."""
-    bare = data.lstrip()[:1] == b"["  # Chrome's bare array form
+    bare = first_byte(data) == b"["  # Chrome's bare array form
     for lenient in (False, True):
         doc_dec, list_dec = _decoders[lenient]
         try:
@@ -237,7 +258,7 @@ def _decode_tolerant(path: Path, data: bytes, report: LoadReport, first_error: E
     report.truncated_bytes = len(text) - cut
     report.repairs.append(f"trace ends early: kept {len(doc.traceEvents):,} complete events, "
                           f"dropped the last {report.truncated_bytes:,} bytes")
-    closed = text[:cut] + (b"]" if text.lstrip()[:1] == b"[" else b"]}")
+    closed = text[:cut] + (b"]" if first_byte(text) == b"[" else b"]}")
     return doc, closed
 
 
@@ -248,7 +269,7 @@ _MAX_CUT_TRIES = 64
 def _decode_truncated(path: Path, text: bytes, report: LoadReport) -> tuple[Document | None, int]:
     """Close the traceEvents list after the last complete event that makes the file decode."""
     start = text.find(b'"traceEvents"')
-    bare = text.lstrip()[:1] == b"["
+    bare = first_byte(text) == b"["
     if start < 0 and not bare:
         return None, 0
     end = len(text)

@@ -20,7 +20,7 @@ from typing import Union
 import msgspec
 
 from .events import EventStore, build_store, concat_stores
-from .load import LENIENT_NOTE, Document, Event, LenientEvent
+from .load import LENIENT_NOTE, Document, Event, LenientEvent, first_byte
 
 MIN_BYTES = 16 << 20
 """Below this the fork and the envelope pass cost more than they save (measured ~60 ms/61 MB)."""
@@ -83,7 +83,7 @@ def _split_point(arr: memoryview, tries: int = 64) -> int | None:
     return None
 
 
-def _quick_envelope(data: bytes, tries: int = 16, brackets: int = 4096) -> tuple[_Envelope, memoryview] | None:
+def _quick_envelope(data: bytes, tries: int = 16, brackets: int = 4096) -> tuple[_Envelope, memoryview, int] | None:
     """The document's other keys and its traceEvents array, without scanning the array (~1.5 s/GB).
 
     The head before the array and the tail after its closing bracket (a ``]`` right after an
@@ -111,22 +111,22 @@ def _quick_envelope(data: bytes, tries: int = 16, brackets: int = 4096) -> tuple
             if not tries:
                 return None
             continue
-        return (env, memoryview(data)[m.end() - 1:p + 1]) if bytes(env.traceEvents) == b"[]" else None
+        return (env, memoryview(data)[m.end() - 1:p + 1], m.end() - 1) if bytes(env.traceEvents) == b"[]" else None
     return None
 
 
-def _full_envelope(data: bytes) -> tuple[_Envelope, memoryview] | None:
+def _full_envelope(data: bytes) -> tuple[_Envelope, memoryview, None] | None:
     """The same by decoding the whole document once: proves where the array is, at full cost."""
     try:
         env = _envelope.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return env, memoryview(env.traceEvents)
+    return env, memoryview(env.traceEvents), None  # the array's offset in data is not known
 
 
 def decode_index(data: bytes, min_bytes: int | None = None) -> tuple[Document, EventStore, bool] | None:
     """(document without its events, the full event store, needed the lenient schema) or None."""
-    if not enabled(data, min_bytes) or data.lstrip()[:1] != b"{":
+    if not enabled(data, min_bytes) or first_byte(data) != b"{":
         return None
     found = _quick_envelope(data)
     got = _decode_halves(data, *found) if found else None
@@ -136,10 +136,18 @@ def decode_index(data: bytes, min_bytes: int | None = None) -> tuple[Document, E
     return got
 
 
-def _decode_halves(data: bytes, env: _Envelope, arr: memoryview) -> tuple[Document, EventStore, bool] | None:
+def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview,
+                   base: int | None) -> tuple[Document, EventStore, bool] | None:
+    """Fork; each process decodes and indexes one half of ``arr`` (the traceEvents array).
+
+    Each half needs one bracket where the split comma is. When ``data`` is a bytearray and
+    ``base`` is where ``arr`` starts in it, that byte is swapped in place (the child's copy is
+    its own after the fork; the parent restores the comma), else the half is copied out.
+    """
     c = _split_point(arr)
     if c is None:
         return None
+    in_place = base is not None and isinstance(data, bytearray)
     r, w = os.pipe()
     try:
         pid = os.fork()
@@ -153,9 +161,13 @@ def _decode_halves(data: bytes, env: _Envelope, arr: memoryview) -> tuple[Docume
             os.close(r)
             _quiet_child()
             c0 = time.perf_counter()
-            second = bytearray(len(arr) - c)
-            second[0:1] = b"["
-            second[1:] = arr[c + 1:]
+            if in_place:
+                data[base + c] = 0x5B  # "[" in this process's pages only
+                second = arr[c:]
+            else:
+                second = bytearray(len(arr) - c)
+                second[0:1] = b"["
+                second[1:] = arr[c + 1:]
             events, lenient = _decode_list(second)
             del second
             c1 = time.perf_counter()
@@ -173,11 +185,19 @@ def _decode_halves(data: bytes, env: _Envelope, arr: memoryview) -> tuple[Docume
     os.close(w)
     t0 = time.perf_counter()
     try:
-        first = bytearray(c + 1)
-        first[:c] = arr[:c]
-        first[c:] = b"]"
+        if in_place:
+            data[base + c] = 0x5D  # "]"
+            first = arr[:c + 1]
+        else:
+            first = bytearray(c + 1)
+            first[:c] = arr[:c]
+            first[c:] = b"]"
         p0 = time.perf_counter()
-        events, lenient1 = _decode_list(first)
+        try:
+            events, lenient1 = _decode_list(first)
+        finally:
+            if in_place:
+                data[base + c] = 0x2C  # the comma again: the buffer is the lazy args pass's source
         del first
         p1 = time.perf_counter()
         store1 = build_store(events, source=data)
