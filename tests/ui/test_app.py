@@ -9,6 +9,7 @@ import pytest
 from tracetui.ui.app import ExplorerScreen, LoadingScreen, TraceApp
 from tracetui.ui.diff_view import DiffScreen
 from tracetui.ui.tables import AggTable
+from tracetui.ui.detail_pane import DetailPane
 
 from tests.conftest import TRACES
 
@@ -36,7 +37,7 @@ async def search(pilot, text: str) -> None:
 
 
 def detail_text(s: ExplorerScreen) -> str:
-    return str(s.query_one("#detail-text").render())
+    return s.query_one(DetailPane).plain
 
 
 def test_drill_to_down_proj_gemm_and_read_launch_config():
@@ -184,4 +185,32 @@ def test_toggling_python_frames_updates_the_breadcrumb():
             await pilot.press("p")
             await pilot.pause()
             assert s.current == node and marker not in crumb()
+    asyncio.run(run())
+
+
+def test_detail_pane_wraps_to_its_width_scrolls_and_follows_resizes():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            await search(pilot, "nvjet")  # a long kernel name and many detail rows
+            pane = s.query_one(DetailPane)
+            width = pane.scrollable_content_region.width
+
+            def rows():
+                return [pane.render_line(y).text.rstrip() for y in range(pane.scrollable_content_region.height)]
+
+            assert all(len(r) <= width for r in rows())
+            assert pane.virtual_size.height > pane.scrollable_content_region.height  # more than fits
+            narrow = pane.virtual_size.height
+            first = rows()
+            pane.scroll_down(animate=False)
+            await pilot.pause()
+            assert rows() != first and rows()[0] == first[1]  # one row up
+            await pilot.resize_terminal(104, 30)  # still stacked (narrow), so the pane gets wider
+            await pilot.pause()
+            assert pane.scrollable_content_region.width > width
+            assert pane.virtual_size.width == pane.scrollable_content_region.width  # re-wrapped at it
+            assert pane.virtual_size.height <= narrow and all(len(r) <= pane.virtual_size.width for r in rows())
+            assert pane.plain == detail_text(s) and "nvjet" in pane.plain
     asyncio.run(run())

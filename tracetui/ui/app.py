@@ -21,6 +21,7 @@ from tracetui.model.names import shorten_cpp
 from tracetui.textsafe import visible
 
 from .details import describe
+from .detail_pane import DetailPane
 from .format import plain
 from .tables import AggTable
 from .timeline import Timeline
@@ -157,8 +158,7 @@ class ExplorerScreen(Screen):
             with TabPane("Tree", id="tree"):
                 with Horizontal(id="main"):
                     yield TraceTree(self.trace, id="tree-widget")
-                    with VerticalScroll(id="details"):
-                        yield Static(id="detail-text")
+                    yield DetailPane(id="details")
             with TabPane("Kernels", id="kernels"):
                 yield AggTable(self.trace, kernels=True, id="kernel-table")
             with TabPane("Ops", id="ops"):
@@ -172,6 +172,7 @@ class ExplorerScreen(Screen):
 
     def on_mount(self) -> None:
         tree = self.tree
+        tree.on_cursor = self._follow_cursor
         tree.rows[0] = tree.root
         tree.fill(tree.root)
         tree.root.expand()
@@ -229,8 +230,12 @@ class ExplorerScreen(Screen):
             return  # a jump already showed it: a second detail update would cost a second layout
         self.show_node(row.node)
 
+    def _follow_cursor(self, node: int) -> None:
+        if node != getattr(self, "current", None):
+            self.show_node(node)
+
     def show_node(self, node: int) -> None:
-        self.query_one("#detail-text", Static).update(describe(self.trace, node, self.full_names))
+        self.query_one(DetailPane).show(describe(self.trace, node, self.full_names))
         path = self.trace.tree.path(node)[1:]
         if self.tree.hide_python:  # the breadcrumb follows the tree: frames hidden there, hidden here
             path = [p for p in path if self.trace.tree.kind[p] != K["python"] or p == node]
@@ -259,7 +264,8 @@ class ExplorerScreen(Screen):
         with self.app.batch_update():
             self.query_one(TabbedContent).active = "tree"
             self.tree.reveal(int(node))
-            self.show_node(int(node))
+            if getattr(self, "current", None) != int(node):  # moving the cursor usually showed it
+                self.show_node(int(node))
             if focus:
                 self.tree.focus()
 

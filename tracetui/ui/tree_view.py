@@ -39,6 +39,16 @@ class TraceTree(Tree[Row]):
         self.auto_expand = False
         self.guide_depth = 2
 
+    def watch_cursor_line(self, previous_line: int, line: int) -> None:
+        """Let the screen show the new row's details now, so the key costs one frame, not two."""
+        super().watch_cursor_line(previous_line, line)
+        node = self.cursor_node
+        if previous_line != line and node is not None and node.data is not None and self.on_cursor is not None:
+            self.on_cursor(node.data.node)
+
+    on_cursor = None
+    """Callable(model node) set by the screen; the NodeHighlighted message then finds it shown."""
+
     def process_label(self, label) -> Text:  # names are data: never parse them as markup
         return label if isinstance(label, Text) else Text(str(label))
 

@@ -1,0 +1,57 @@
+"""The detail pane: a Line-API view of one Rich Text, wrapped once per update.
+
+A Static inside a VerticalScroll re-measures its content on every layout and asks for a layout
+on every update, which cost each cursor move a second full-screen frame. This view wraps the
+text once, keeps the lines, and draws only the rows on screen.
+"""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+
+class DetailPane(ScrollView, can_focus=True):
+    """Shows one Text; ``show`` replaces it and scrolls back to the top."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.text = Text()
+        self._strips: list[Strip] = []
+        self._width = 0
+
+    @property
+    def plain(self) -> str:
+        return self.text.plain
+
+    def show(self, text: Text) -> None:
+        self.text = text
+        self._wrap()
+        self.scroll_to(0, 0, animate=False)
+
+    def _wrap(self) -> None:
+        width = self.scrollable_content_region.width or self.size.width
+        if width <= 0:
+            self._strips, self._width = [], 0
+            return
+        console = self.app.console
+        style = self.rich_style
+        lines = console.render_lines(self.text, console.options.update_width(width), pad=False)
+        self._strips = [Strip(line).extend_cell_length(width, style).apply_style(style) for line in lines]
+        self._width = width
+        self.virtual_size = Size(width, len(self._strips))
+        self.refresh()
+
+    def on_resize(self) -> None:
+        if self.scrollable_content_region.width != self._width:
+            self._wrap()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        i = scroll_y + y
+        width = self.scrollable_content_region.width
+        if i >= len(self._strips):
+            return Strip.blank(width, self.rich_style)
+        strip = self._strips[i]  # wrapped at this width, styled once
+        return strip if not scroll_x and width == self._width else strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
