@@ -214,3 +214,19 @@ def test_detail_pane_wraps_to_its_width_scrolls_and_follows_resizes():
             assert pane.virtual_size.height <= narrow and all(len(r) <= pane.virtual_size.width for r in rows())
             assert pane.plain == detail_text(s) and "nvjet" in pane.plain
     asyncio.run(run())
+
+
+def test_tree_label_width_matches_the_rendered_label():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 40)) as pilot:
+            s = await explorer(pilot)
+            await search(pilot, "nvjet")  # expands a path down to a kernel: rows of every kind
+            tree = s.tree
+            lines = tree._tree_lines
+            assert len(lines) > 10
+            for line in lines:
+                node = line.node
+                want = tree.render_label(node, tree.rich_style, tree.rich_style).cell_len
+                assert tree.get_label_width(node) == want, node.label.plain
+    asyncio.run(run())

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -48,6 +49,10 @@ class TraceTree(Tree[Row]):
 
     on_cursor = None
     """Callable(model node) set by the screen; the NodeHighlighted message then finds it shown."""
+
+    def get_label_width(self, node: TreeNode) -> int:
+        """Width without rendering: the line list is re-measured whole after every expansion."""
+        return node._label.cell_len + (cell_len(self.ICON_NODE) if node._allow_expand else 0)
 
     def process_label(self, label) -> Text:  # names are data: never parse them as markup
         return label if isinstance(label, Text) else Text(str(label))
