@@ -68,7 +68,7 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
     if as_json:
         _dump(d)
         return
-    _out(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {d['device'] or 'none (CPU only)'}")
+    _out(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {visible(t.device_label)}")
     prov = d["provenance"]
     if prov:
         _out(f"  recorded by tracetui gen: {prov.get('workload')}/{prov.get('impl')} {prov.get('dtype')} "

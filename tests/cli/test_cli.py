@@ -1,6 +1,7 @@
 """The CLI on bundled and freshly generated traces: summary/tree JSON schemas, gen on the CPU."""
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -108,3 +109,23 @@ def test_folder_opens_newest_and_says_so(tmp_path, capsys):
     assert main(["summary", str(tmp_path)]) == 0
     err = capsys.readouterr().err
     assert "newest of 2" in err and "w.2.pt.trace.json.gz" in err
+
+
+def test_summary_names_a_gpu_trace_without_device_properties(tmp_path, capsys):
+    doc = json.loads(gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes()))
+    doc.pop("deviceProperties"), doc.pop("tracetui", None)  # e.g. a trace another tool re-exported
+    p = tmp_path / "bare.json"
+    p.write_text(json.dumps(doc))
+    assert main(["summary", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "device: GPU (name not recorded)" in out and "CPU only" not in out.splitlines()[0]
+    assert run_json(capsys, "summary", str(p), "--json")["device"] is None  # the schema stays: null
+    assert "device: none (CPU only)" in _summary_first_line(capsys, tmp_path)
+
+
+def _summary_first_line(capsys, tmp_path) -> str:
+    cpu = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}]}
+    p = tmp_path / "cpu.json"
+    p.write_text(json.dumps(cpu))
+    assert main(["summary", str(p)]) == 0
+    return capsys.readouterr().out.splitlines()[0]

@@ -50,6 +50,13 @@ class Trace:
         return None
 
     @property
+    def device_label(self) -> str:
+        """The device for people: its name, or why there is none (a GPU trace may lack deviceProperties)."""
+        if self.device_name:
+            return self.device_name
+        return "GPU (name not recorded)" if self.has_gpu else "none (CPU only)"
+
+    @property
     def provenance(self) -> dict:
         return self.meta.get("tracetui") or {}
 

@@ -213,7 +213,7 @@ class ExplorerScreen(Screen):
                      and k not in ("linked_by_external_id", "steps_spanned_by_events"))
         txt = Text()
         txt.append(visible(tr.path.name), style="bold")
-        txt.append(f" · {tr.device_name or 'CPU only'} · {tr.n_steps} steps · {len(tr.store):,} events")
+        txt.append(f" · {visible(tr.device_label)} · {tr.n_steps} steps · {len(tr.store):,} events")
         if issues or tr.report.repairs:
             txt.append(f" · {issues} diagnostics" + (f", {len(tr.report.repairs)} repairs" if tr.report.repairs else ""),
                        style="yellow")
