@@ -230,3 +230,18 @@ def test_tree_label_width_matches_the_rendered_label():
                 want = tree.render_label(node, tree.rich_style, tree.rich_style).cell_len
                 assert tree.get_label_width(node) == want, node.label.plain
     asyncio.run(run())
+
+
+def test_loaded_trace_is_kept_out_of_the_cyclic_gc():
+    import gc
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 40)) as pilot:
+            s = await explorer(pilot)
+            await wait_for(pilot, lambda: s.trace.store.args_loaded)
+            await pilot.pause()
+            tracked = {id(o) for o in gc.get_objects()}  # frozen objects are not listed
+            assert id(s.trace.tree.names) not in tracked and id(s.trace.store._raw) not in tracked
+            assert gc.get_freeze_count() > 0
+    asyncio.run(run())  # tests/ui/conftest.py thaws it afterwards
