@@ -245,3 +245,19 @@ def test_loaded_trace_is_kept_out_of_the_cyclic_gc():
             assert id(s.trace.tree.names) not in tracked and id(s.trace.store._raw) not in tracked
             assert gc.get_freeze_count() > 0
     asyncio.run(run())  # tests/ui/conftest.py thaws it afterwards
+
+
+def test_detail_pane_follows_the_cursor_while_hidden():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 40)) as pilot:
+            s = await explorer(pilot)
+            await search(pilot, "nvjet")
+            pane = s.query_one(DetailPane)
+            await pilot.press("d", "o")  # hide the pane, then jump to the launching op
+            await pilot.pause()
+            await pilot.press("d")
+            await pilot.pause()
+            rows = [pane.render_line(y).text.strip() for y in range(pane.scrollable_content_region.height)]
+            assert "aten::mm" in pane.plain and any("aten::mm" in r for r in rows)
+    asyncio.run(run())

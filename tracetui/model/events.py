@@ -137,7 +137,7 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     cat_ids = _Ids()
     cid = np.fromiter(map(cat_ids.__getitem__, map(_cat, xs)), dtype=np.int32, count=len(xs))
     cat_kind = np.array([K.get(CATEGORY_KIND.get(c.lower(), ""), -1) for c in cat_ids], dtype=np.int8)
-    kind = cat_kind[cid] if len(xs) else np.zeros(0, dtype=np.int8)
+    kind = cat_kind[cid]
     name_ids = _Ids()
     nid = np.fromiter(map(name_ids.__getitem__, map(_name, xs)), dtype=np.int32, count=len(xs))
     names = list(name_ids)

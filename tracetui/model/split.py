@@ -93,9 +93,12 @@ def _quick_envelope(data: bytes, tries: int = 16, brackets: int = 4096) -> tuple
     with the full pass.
     """
     m = _EVENTS_KEY.search(data)
+    if m is None:
+        return None
+    a = m.end() - 1  # the array's opening bracket
     end = len(data)
-    for _ in range(brackets if m else 0):
-        p = data.rfind(b"]", m.end() - 1, end)
+    for _ in range(brackets):
+        p = data.rfind(b"]", a, end)
         if p < 0:
             return None
         end = p
@@ -105,13 +108,13 @@ def _quick_envelope(data: bytes, tries: int = 16, brackets: int = 4096) -> tuple
         if data[q] not in b"}[":
             continue
         try:
-            env = _envelope.decode(data[:m.end() - 1] + b"[]" + data[p + 1:])
+            env = _envelope.decode(data[:a] + b"[]" + data[p + 1:])
         except (msgspec.DecodeError, msgspec.ValidationError):
             tries -= 1
             if not tries:
                 return None
             continue
-        return (env, memoryview(data)[m.end() - 1:p + 1], m.end() - 1) if bytes(env.traceEvents) == b"[]" else None
+        return (env, memoryview(data)[a:p + 1], a) if bytes(env.traceEvents) == b"[]" else None
     return None
 
 

@@ -18,8 +18,7 @@ class DetailPane(ScrollView, can_focus=True):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.text = Text()
-        self._strips: list[Strip] = []
-        self._width = 0
+        self._strips: list[Strip] = []  # wrapped at virtual_size.width
 
     @property
     def plain(self) -> str:
@@ -32,19 +31,19 @@ class DetailPane(ScrollView, can_focus=True):
 
     def _wrap(self) -> None:
         width = self.scrollable_content_region.width or self.size.width
-        if width <= 0:
-            self._strips, self._width = [], 0
+        if width <= 0:  # hidden (`d`): wrap when it is shown again, at its width then
+            self._strips = []
+            self.virtual_size = Size(0, 0)
             return
         console = self.app.console
         style = self.rich_style
         lines = console.render_lines(self.text, console.options.update_width(width), pad=False)
         self._strips = [Strip(line).extend_cell_length(width, style).apply_style(style) for line in lines]
-        self._width = width
         self.virtual_size = Size(width, len(self._strips))
         self.refresh()
 
     def on_resize(self) -> None:
-        if self.scrollable_content_region.width != self._width:
+        if self.scrollable_content_region.width != self.virtual_size.width:
             self._wrap()
 
     def render_line(self, y: int) -> Strip:
@@ -54,4 +53,4 @@ class DetailPane(ScrollView, can_focus=True):
         if i >= len(self._strips):
             return Strip.blank(width, self.rich_style)
         strip = self._strips[i]  # wrapped at this width, styled once
-        return strip if not scroll_x and width == self._width else strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+        return strip if not scroll_x and width == self.virtual_size.width else strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)

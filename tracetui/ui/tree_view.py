@@ -40,6 +40,9 @@ class TraceTree(Tree[Row]):
         self.auto_expand = False
         self.guide_depth = 2
 
+    on_cursor = None
+    """Callable(model node) set by the screen, called as the cursor moves (not a message later)."""
+
     def watch_cursor_line(self, previous_line: int, line: int) -> None:
         """Let the screen show the new row's details now, so the key costs one frame, not two."""
         super().watch_cursor_line(previous_line, line)
@@ -47,12 +50,9 @@ class TraceTree(Tree[Row]):
         if previous_line != line and node is not None and node.data is not None and self.on_cursor is not None:
             self.on_cursor(node.data.node)
 
-    on_cursor = None
-    """Callable(model node) set by the screen; the NodeHighlighted message then finds it shown."""
-
     def get_label_width(self, node: TreeNode) -> int:
         """Width without rendering: the line list is re-measured whole after every expansion."""
-        return node._label.cell_len + (cell_len(self.ICON_NODE) if node._allow_expand else 0)
+        return node.label.cell_len + (cell_len(self.ICON_NODE) if node.allow_expand else 0)
 
     def process_label(self, label) -> Text:  # names are data: never parse them as markup
         return label if isinstance(label, Text) else Text(str(label))
