@@ -31,21 +31,22 @@ class Rollups:
     step_of: np.ndarray       # node id of the enclosing ProfilerStep (display tree), -1 if none
 
 
-def _depth_of(parent: np.ndarray) -> np.ndarray:
-    """Depth of every node of the forest ``parent`` by pointer jumping: log(depth) vector passes."""
-    dist = (parent >= 0).astype(np.int64)
-    hop = parent.astype(np.int64).copy()
-    for _ in range(64):
-        idx = np.nonzero(hop >= 0)[0]
-        h = hop[idx]
-        nh = hop[h]
-        m = nh >= 0
-        if not m.any():
-            break
-        i2, h2 = idx[m], h[m]
-        dist[i2] = dist[i2] + dist[h2]
-        hop[i2] = nh[m]
-    return dist
+def _nearest_not(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """Each node's nearest proper ancestor that is not ``skip``ped (the root counts as not), or -1.
+
+    Pointer jumping over the skipped nodes only: chains of Python frames are long, but halve at
+    every pass.
+    """
+    jump = parent.copy()
+    f = np.nonzero(skip & (jump > 0))[0]
+    f = f[skip[jump[f]]]
+    while f.size:
+        jump[f] = jump[jump[f]]
+        f = f[(jump[f] > 0) & skip[np.maximum(jump[f], 0)]]
+    owner = parent.copy()
+    via = np.nonzero((owner > 0) & skip[np.maximum(owner, 0)])[0]
+    owner[via] = jump[owner[via]]
+    return owner
 
 
 def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = False) -> Rollups:
@@ -71,11 +72,7 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     np.add.at(child_host, tree.cparent[hn], dur[hn])  # right for frames themselves
     if not python_owns_time:
         # non-frame events: subtract only non-frame descendants reached through frames
-        owner = tree.cparent.copy()
-        m = np.nonzero((owner > 0) & pyish[np.maximum(owner, 0)])[0]
-        while m.size:  # climb only the events still under a frame, not the whole array each time
-            owner[m] = tree.cparent[owner[m]]
-            m = m[(owner[m] > 0) & pyish[np.maximum(owner[m], 0)]]
+        owner = _nearest_not(tree.cparent, pyish)
         hn2 = np.nonzero(host & ~pyish & (owner >= 0))[0]
         child_ops = np.zeros(n, dtype=np.int64)
         np.add.at(child_ops, owner[hn2], dur[hn2])
@@ -95,19 +92,25 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     via_rt = g[kind[up[g]] == K["runtime"]]
     up[via_rt] = tree.cparent[up[via_rt]]
     up[gpu & ~counted] = -1  # torch_compat: unattributed GPU activity rolls up nowhere
-    cdepth = _depth_of(up)
-    order = np.argsort(-cdepth, kind="stable")
-    bounds = np.searchsorted(-cdepth[order], np.arange(-cdepth.max(), 1))
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        lvl = order[lo:hi]
-        lvl = lvl[up[lvl] >= 0]
-        if lvl.size:
-            p = up[lvl]
-            np.add.at(device, p, device[lvl])
-            np.add.at(kernels, p, kernels[lvl])
-            synp = ~host[p] & ~gpu[p]
-            if synp.any():
-                np.add.at(cpu_total, p[synp], np.where(host[lvl[synp]], cpu_total[lvl[synp]], 0))
+    # GPU activity is what carries device time and kernel counts: climb from it, merging the
+    # climbs that meet, instead of ordering every node by depth
+    g = np.nonzero(gpu & (up >= 0))[0]
+    cur, w_dev, w_ker = up[g], dur[g], kernels[g]
+    while cur.size:
+        o = np.argsort(cur, kind="stable")
+        cur = cur[o]
+        first = np.flatnonzero(np.r_[True, cur[1:] != cur[:-1]])
+        cur = cur[first]
+        w_dev, w_ker = np.add.reduceat(w_dev[o], first), np.add.reduceat(w_ker[o], first)
+        device[cur] += w_dev
+        kernels[cur] += w_ker
+        nxt = up[cur]
+        keep = nxt >= 0
+        cur, w_dev, w_ker = nxt[keep], w_dev[keep], w_ker[keep]
+    # threads (and the root, for host events found on no thread) total their top-level events
+    top = np.nonzero(host & (tree.cparent >= 0))[0]
+    top = top[~host[tree.cparent[top]] & ~gpu[tree.cparent[top]]]
+    np.add.at(cpu_total, tree.cparent[top], cpu_total[top])
     # step of every node in the display tree, top-down
     step_of = np.full(n, -1, dtype=np.int64)
     d_order = np.argsort(tree.depth, kind="stable")

@@ -85,6 +85,17 @@ def _csr(parent: np.ndarray, start: np.ndarray, n: int) -> tuple[np.ndarray, np.
     return off, order.astype(np.int32)
 
 
+def _first_of(keys: np.ndarray, events: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each id in ``wanted``, the first of ``events`` whose key is that id (-1: none, or id < 0)."""
+    ok = keys >= 0
+    uniq, first = np.unique(keys[ok], return_index=True)
+    owner = events[ok][first]
+    if not uniq.size:
+        return np.full(wanted.size, -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(uniq, wanted), uniq.size - 1)
+    return np.where((wanted >= 0) & (uniq[pos] == wanted), owner[pos], -1)
+
+
 def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
     depth = np.zeros(n, dtype=np.int16)
     frontier = np.array([0])
@@ -195,40 +206,31 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     is_gpu = np.isin(kind_e, list(GPU_KINDS))
     gpu = np.nonzero(is_gpu)[0]
     runtime = np.nonzero(kind_e == K["runtime"])[0]
-    corr_map = {}
-    for r, c in zip(runtime.tolist(), store.corr[runtime].tolist()):
-        if c >= 0:
-            corr_map.setdefault(c, r)
     op_nodes = np.nonzero(np.isin(kind_e, [K["op"], K["annotation"]]))[0]
-    ext_map = {}
-    for o, x in zip(op_nodes.tolist(), store.ext[op_nodes].tolist()):
-        if x >= 0:
-            ext_map.setdefault(x, o)
-    group_nodes: dict = {}
-    launched = set()
-    by_ext = 0
-    for g, c, x, tr in zip(gpu.tolist(), store.corr[gpu].tolist(), store.ext[gpu].tolist(),
-                           store.track[gpu].tolist()):
-        r = corr_map.get(c) if c >= 0 else None
-        if r is not None:
-            launched.add(r)
-        elif x >= 0 and x in ext_map:
-            r = ext_map[x]
-            by_ext += 1
-        if r is None:
-            key = store.track_keys[tr]
-            node = group_nodes.get(key)
-            if node is None:
-                node = group_nodes[key] = base + n_ev + len(group_nodes)
-            parent_e[g] = cparent_e[g] = node
-        else:
-            parent_e[g] = cparent_e[g] = base + r
-    diag["linked_by_external_id"] = by_ext
-    diag["gpu_without_launch"] = int((parent_e[gpu] >= base + n_ev).sum()) if gpu.size else 0
+    g_corr, g_ext = store.corr[gpu], store.ext[gpu]
+    by_corr = _first_of(store.corr[runtime], runtime, g_corr)     # the first runtime call per id
+    by_ext_id = _first_of(store.ext[op_nodes], op_nodes, g_ext)   # the first op or annotation per id
+    via_ext = (by_corr < 0) & (by_ext_id >= 0)
+    launcher = np.where(by_corr >= 0, by_corr, by_ext_id)
+    linked = launcher >= 0
+    parent_e[gpu[linked]] = cparent_e[gpu[linked]] = base + launcher[linked]
+    # activity with no launch: one group node per GPU track, numbered in order of first activity
+    lone = gpu[~linked]
+    tracks, first = np.unique(store.track[lone], return_index=True)
+    tracks = tracks[np.argsort(first)]
+    group_nodes = {store.track_keys[t]: base + n_ev + i for i, t in enumerate(tracks.tolist())}
+    if lone.size:
+        node_of_track = np.zeros(len(store.track_keys), dtype=np.int64)
+        node_of_track[tracks] = base + n_ev + np.arange(tracks.size)
+        parent_e[lone] = cparent_e[lone] = node_of_track[store.track[lone]]
+    diag["linked_by_external_id"] = int(via_ext.sum())
+    diag["gpu_without_launch"] = int(lone.size)
+    launched = np.zeros(n_ev, dtype=bool)
+    launched[by_corr[by_corr >= 0]] = True
     names_e = store.names
-    diag["launches_without_gpu"] = sum(
-        1 for r in runtime.tolist()
-        if r not in launched and any(w in names_e[store.name_id[r]] for w in LAUNCH_WORDS)) if gpu.size else 0
+    launch_word = np.array([any(w in nm for w in LAUNCH_WORDS) for nm in names_e], dtype=bool)
+    diag["launches_without_gpu"] = int(
+        (~launched[runtime] & launch_word[store.name_id[runtime]]).sum()) if gpu.size else 0
     diag["flows_without_end"] = sum(1 for v in store.flows.values() if not v[0] or not v[1])
 
     # --- assemble node arrays
