@@ -81,11 +81,82 @@ def test_search_gelu_lands_on_gelu_kernel_and_keys_navigate():
             await pilot.press("o")
             await pilot.pause()
             assert tr.name(s.current) == "aten::gelu"
-            await pilot.press("k", "j", "h", "l", "g", "G")
             await pilot.press("question_mark")
             await pilot.pause()
             assert type(app.screen).__name__ == "HelpScreen"
             await pilot.press("escape")
+    asyncio.run(run())
+
+
+def test_vim_and_arrow_keys_move_expand_and_collapse():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            t = s.tree
+
+            async def press(*keys):
+                await pilot.press(*keys)
+                await pilot.pause()
+
+            await press("g")
+            assert t.cursor_line == 0
+            await press("G")
+            assert t.cursor_line == t.last_line > 0
+            await press("k")
+            assert t.cursor_line == t.last_line - 1
+            await press("j")
+            assert t.cursor_line == t.last_line
+            for expand, collapse in (("l", "h"), ("right", "left")):
+                await press("g")
+                node = t.cursor_node
+                rows = t.last_line
+                if node.is_expanded:
+                    await press(collapse)
+                    assert not node.is_expanded and t.last_line < rows
+                await press(expand)
+                assert node.is_expanded and t.cursor_node is node
+                await press(expand)  # on an expanded row: to its first child
+                assert t.cursor_node is node.children[0]
+                await press(collapse)  # a collapsed child: back to its parent
+                assert t.cursor_node is node
+                await press(collapse)
+                assert not node.is_expanded
+            assert s.current == node.data.node  # the details follow the keys
+    asyncio.run(run())
+
+
+def test_scrollbars_follow_rows_without_a_screen_relayout():
+    """The tree and detail pane update their scrollbars themselves (no full-screen layout)."""
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            t, d = s.tree, s.query_one(DetailPane)
+            await pilot.press("g", "h")  # collapse the root: one row, no scrollbar
+            await pilot.pause()
+            assert t.last_line == 0 and not t.show_vertical_scrollbar
+            await search(pilot, "aten::mm")  # each match revealed adds rows: more than fit
+            height = t.scrollable_content_region.height
+            for _ in range(s.matches.size):
+                if t.last_line + 1 > height:
+                    break
+                await pilot.press("n")
+                await pilot.pause()
+            assert t.last_line + 1 > height
+            assert t.show_vertical_scrollbar and t.vertical_scrollbar.display
+            assert t.vertical_scrollbar.window_virtual_size == t.last_line + 1
+            assert t.scroll_y <= t.cursor_line < t.scroll_y + height  # the match is on screen
+            await pilot.press("G")
+            await pilot.pause()
+            assert t.scroll_y == t.max_scroll_y > 0
+            assert t.scroll_y <= t.cursor_line < t.scroll_y + t.scrollable_content_region.height
+            await pilot.press("g", "h")
+            await pilot.pause()
+            assert t.last_line == 0 and not t.show_vertical_scrollbar and t.scroll_y == 0
+            assert d.show_vertical_scrollbar == (d.virtual_size.height > d.scrollable_content_region.height)
+            if d.show_vertical_scrollbar:
+                assert d.vertical_scrollbar.window_virtual_size == d.virtual_size.height
     asyncio.run(run())
 
 

@@ -125,7 +125,7 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
 
     kind_e = store.kind
     is_host = np.isin(kind_e, list(HOST_KINDS))
-    host_tracks = sorted(set(store.track[is_host].tolist()))
+    host_tracks = np.unique(store.track[is_host]).tolist()
     # Node layout: 0 root, 1..T threads, then events, then GPU groups for unlinked activity.
     T = len(host_tracks)
     base = 1 + T

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 
 class DetailPane(ScrollView, can_focus=True):
     """Shows one Text; ``show`` replaces it and scrolls back to the top."""
+
+    # Its box is fixed by the layout; a new text changes only the content height, so a new text
+    # updates the scrollbars instead of relayouting (and repainting) the whole screen.
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0))
+
+    def watch_virtual_size(self, size: Size) -> None:
+        self._scroll_update(size)
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)

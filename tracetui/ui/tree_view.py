@@ -6,6 +6,9 @@ from dataclasses import dataclass
 import numpy as np
 from rich.cells import cell_len
 from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -30,6 +33,36 @@ class Row:
 class TraceTree(Tree[Row]):
     """Tree of one Trace. ``hide_python`` flattens Python frames; ``collapse`` merges single-child chains."""
 
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("right,l", "expand_or_down", "Expand / first child", show=False),
+        Binding("left,h", "collapse_or_up", "Collapse / parent", show=False),
+        Binding("g", "scroll_home", "Top", show=False),
+        Binding("G", "scroll_end", "Bottom", show=False),
+    ]
+
+    def action_expand_or_down(self) -> None:
+        """Expand the row; on an expanded row, go to its first child."""
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.allow_expand and not node.is_expanded:
+            self.fill(node)
+            node.expand()
+        elif node.is_expanded and node.children:
+            self.move_cursor(node.children[0])
+
+    def action_collapse_or_up(self) -> None:
+        """Collapse the row; on a collapsed row or a leaf, go to its parent."""
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.is_expanded and node.allow_expand:
+            node.collapse()
+        elif node.parent is not None:
+            self.move_cursor(node.parent)
+
     def __init__(self, trace: Trace, **kw):
         self.trace = trace
         self.hide_python = True  # frames are context; `p` shows them
@@ -40,6 +73,20 @@ class TraceTree(Tree[Row]):
         self.auto_expand = False
         self.guide_depth = 2
 
+    # The tree's box is fixed by the layout; only its content height changes as rows are added.
+    # Textual relayouts the whole screen on every virtual-size change (and on every Tree change),
+    # then repaints every widget: here the scrollbars are brought up to date instead.
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0))
+
+    def watch_virtual_size(self, size: Size) -> None:
+        self._scroll_update(size)
+
+    def _invalidate(self) -> None:
+        self._clear_line_cache()
+        self._updates += 1
+        self.root._reset()
+        self.refresh()
+
     on_cursor = None
     """Callable(model node) set by the screen, called as the cursor moves (not a message later)."""
 
@@ -49,6 +96,32 @@ class TraceTree(Tree[Row]):
         node = self.cursor_node
         if previous_line != line and node is not None and node.data is not None and self.on_cursor is not None:
             self.on_cursor(node.data.node)
+
+    def render_lines(self, crop):
+        # Tree.render_line asks for rich_style on every line; it walks all ancestors' styles
+        # (a third of a full repaint, measured). It cannot change within one repaint.
+        self._frame_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
+    _frame_style = None
+
+    def render_line(self, y: int):
+        style = self._frame_style
+        if style is None:
+            return super().render_line(y)
+        scroll_x, scroll_y = self.scroll_offset
+        return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
+
+    def scroll_to_line(self, line: int, animate: bool = True) -> None:
+        """Scroll now, not after the next refresh: a jump that adds rows would else paint the
+        old scroll position in its layout frame and the right one a frame later."""
+        region = self._get_label_region(line)
+        if region is not None:
+            self.scroll_to_region(region, animate=animate, force=True, center=self.center_scroll,
+                                  origin_visible=False, x_axis=False, immediate=True)
 
     def get_label_width(self, node: TreeNode) -> int:
         """Width without rendering: the line list is re-measured whole after every expansion."""
