@@ -1,0 +1,68 @@
+"""Host events nest by torch.profiler's stack rule; partial overlaps are counted, not dropped.
+
+The expected parents below were worked out by hand from the rule (EventList._build_tree): in
+(start, -duration) order, an open event that ends at or before the next one's start, or that
+the next one outlasts, is closed for good.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+from tracetui.model import load_trace
+
+# name: (ts µs, dur µs, expected parent: a name, or "thread")
+EVENTS = {
+    "outer": (0, 100, "thread"),
+    "child": (10, 20, "outer"),
+    "zero_at_child_end": (30, 0, "outer"),     # child closed: it ends where this starts
+    "overlap": (50, 100, "thread"),            # outlasts `outer` by 50 µs: a partial overlap
+    "inside_overlap": (60, 10, "overlap"),     # also inside `outer`, but `outer` is closed
+    "skewed": (200, 10, "thread"),
+    "skewed_next": (205, 5.5, "thread"),       # outlasts `skewed` by 0.5 µs: clock skew, not counted
+    "wide": (300, 10, "thread"),
+    "zero_at_start": (300, 0, "wide"),         # same start, shorter: inside
+    "zero_at_end": (310, 0, "thread"),         # starts where `wide` ends: not inside
+}
+
+
+def _trace(tmp_path, order):
+    events = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": float(ts), "dur": float(d),
+               "args": {}} for n, (ts, d, _) in ((n, EVENTS[n]) for n in order)]
+    p = tmp_path / "nesting.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    return load_trace(p)
+
+
+def _parents(tr) -> dict:
+    t = tr.tree
+    out = {}
+    for i in range(len(t)):
+        if tr.kind(i) == "op":
+            p = int(t.cparent[i])
+            out[tr.name(i)] = "thread" if tr.kind(p) == "thread" else tr.name(p)
+    return out
+
+
+def test_parents_follow_the_stack_rule_and_partial_overlaps_are_counted(tmp_path):
+    tr = _trace(tmp_path, list(EVENTS))
+    assert _parents(tr) == {n: v[2] for n, v in EVENTS.items()}
+    assert tr.tree.diagnostics["partial_overlaps"] == 1
+    by_name = {tr.name(i): i for i in range(len(tr.tree)) if tr.kind(i) == "op"}
+    # self time excludes only the children the rule gave it: child (20) and the zero-length one
+    assert tr.roll.cpu_self[by_name["outer"]] == 80_000
+    assert tr.roll.cpu_total[by_name["outer"]] == 100_000
+    assert tr.roll.cpu_self[by_name["overlap"]] == 90_000
+
+
+def test_nesting_does_not_depend_on_the_order_events_are_written(tmp_path):
+    names = list(EVENTS)
+    expected = {n: v[2] for n, v in EVENTS.items()}
+    rng = random.Random(7)
+    for _ in range(5):
+        rng.shuffle(names)
+        tr = _trace(tmp_path, names)
+        assert _parents(tr) == expected
+        assert tr.tree.diagnostics["partial_overlaps"] == 1
+        outer = next(i for i in range(len(tr.tree)) if tr.name(i) == "outer")
+        assert tr.roll.cpu_self[outer] == 80_000
