@@ -160,6 +160,65 @@ def test_scrollbars_follow_rows_without_a_screen_relayout():
     asyncio.run(run())
 
 
+def test_view_keys_change_what_is_shown():
+    """c, f, a, d, 3, 4 with + - [ ], ctrl+o: each key's visible effect."""
+    async def run():
+        from textual.widgets import TabbedContent
+        from tracetui.ui.timeline import Timeline
+
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 40)) as pilot:
+            s = await explorer(pilot)
+            tr, t = s.trace, s.tree
+
+            async def press(*keys):
+                await pilot.press(*keys)
+                await pilot.pause()
+
+            await search(pilot, "GeluCUDAKernelImpl")  # an ATen kernel with a long C++ template name
+            kernel = s.current
+            assert tr.kind(kernel) == "kernel"
+            short = detail_text(s)
+            await press("f")
+            assert tr.name(kernel) in detail_text(s) and tr.name(kernel) not in short
+            await press("f")
+            rows = t.last_line
+            await press("c")  # aten::gelu -> cudaLaunchKernel -> kernel become one row
+            assert t.collapse and t.last_line < rows and s.current == kernel
+            await press("c")
+            assert t.last_line == rows
+            await press("d")
+            assert s.query_one("#details").has_class("hidden")
+            await press("d")
+            await press("3")
+            assert s.query_one(TabbedContent).active == "ops"
+            table = s.query_one("#op-table", AggTable)
+
+            def gelu_cpu_total_cell() -> tuple[float, float]:
+                i = next(i for i, a in enumerate(table.rows_data) if a.name == "aten::gelu")
+                return float(str(table.get_row_at(i)[6]).replace(",", "")), table.rows_data[i].cpu_total_us
+
+            shown, total = gelu_cpu_total_cell()
+            assert shown == pytest.approx(total, abs=0.05)
+            await press("a")
+            shown, total = gelu_cpu_total_cell()
+            assert table.per_step and tr.n_steps == 3
+            assert shown == pytest.approx(total / 3, abs=0.05)
+            await press("4")
+            tl = s.query_one(Timeline)
+            assert s.query_one(TabbedContent).active == "timeline" and tl.zoom == 1.0
+            await press("plus")
+            await press("right_square_bracket")
+            assert tl.zoom == 2.0 and tl.pan > 0
+            await press("left_square_bracket", "minus")
+            assert tl.zoom == 1.0 and tl.pan == 0
+            await press("1", "ctrl+o")
+            assert type(app.screen).__name__ == "OpenScreen"
+            await press("escape")
+            assert app.screen is s
+    asyncio.run(run())
+
+
 def test_kernel_table_sort_and_jump():
     async def run():
         app = TraceApp([TRACES / "mlp_compile.json.gz"])
