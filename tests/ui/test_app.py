@@ -272,6 +272,28 @@ def test_loading_shows_progress_and_cancel_keeps_keys_alive(tmp_path):
             await pilot.pause()
             await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, ExplorerScreen), timeout=30)
+            await pilot.pause()
+            # whether the load ended before or after Esc closed the help: nothing left beneath
+            assert [type(x).__name__ for x in app.screen_stack[1:]] == ["ExplorerScreen"]
+    asyncio.run(run())
+
+
+def test_a_trace_that_loads_under_the_help_screen_replaces_its_loading_screen(tmp_path):
+    from benchmarks.make_large_trace import replicate
+    big = tmp_path / "big.json"
+    replicate(TRACES / "mlp_eager.json.gz", big, 60_000)
+
+    async def run():
+        app = TraceApp([big])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, LoadingScreen))
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, ExplorerScreen), timeout=30)
+            await pilot.pause()
+            assert [type(x).__name__ for x in app.screen_stack[1:]] == ["ExplorerScreen"]
+            await pilot.press("escape")  # nothing to go back to: the explorer stays
+            await pilot.pause()
+            assert isinstance(app.screen, ExplorerScreen)
     asyncio.run(run())
 
 
@@ -292,6 +314,52 @@ def test_diff_screen_one_cursor_and_next_difference():
             assert "kernels/step 5 → 4" in summary and "fused 1" in summary
             await pilot.press("u")
             assert "triton_poi_fused__unsafe_view_gelu_mul_0" in str(s.query_one("#fusion-text").render())
+    asyncio.run(run())
+
+
+def test_diff_keys_step_between_differences_switch_layout_and_open_a_side():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz", TRACES / "mlp_compile.json.gz"], diff=True)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.result is not None)
+            s = app.screen
+            await pilot.pause()
+            rows = s.result.rows
+            diffs = [i for i, r in enumerate(rows) if r.status != "same"]
+            assert len(diffs) >= 2
+            await pilot.press("right_square_bracket")
+            first = s.row
+            assert first in diffs
+            await pilot.press("n")
+            second = s.row
+            assert second in diffs and second != first
+            await pilot.press("left_square_bracket")
+            assert s.row == first
+            await pilot.press("N")  # wraps to the last difference
+            assert s.row == diffs[-1]
+            main = s.query_one("#diffmain")
+            assert not main.has_class("stacked")  # side by side at 160 columns
+            await pilot.press("v")
+            await pilot.pause()
+            assert main.has_class("stacked")
+            await pilot.press("v")
+            await pilot.pause()
+            assert not main.has_class("stacked")
+            await pilot.press("right_square_bracket")
+            row = rows[s.row]
+            side, item = ("b", row.b) if row.b is not None else ("a", row.a)
+            await pilot.press(side)
+            await wait_for(pilot, lambda: isinstance(app.screen, ExplorerScreen))
+            e = app.screen
+            await wait_for(pilot, lambda: getattr(e, "current", None) == item.node)
+            assert e.trace is (s.b if side == "b" else s.a)
+            await pilot.press("slash", "x")
+            await pilot.press("escape")  # first Esc closes the search
+            await pilot.pause()
+            assert app.screen is e and not e.query_one("#search").has_class("visible")
+            await pilot.press("escape")  # the next goes back to the diff
+            await pilot.pause()
+            assert app.screen is s
     asyncio.run(run())
 
 

@@ -150,7 +150,7 @@ class ExplorerScreen(Screen):
         Binding("minus", "zoom(0.5)", "Zoom out", show=False),
         Binding("left_square_bracket", "pan(-0.25)", "Pan left", show=False),
         Binding("right_square_bracket", "pan(0.25)", "Pan right", show=False),
-        Binding("escape", "close_search", "Close search", show=False),
+        Binding("escape", "close_search", "Close search / back", show=False),
     ]
 
     def __init__(self, trace: Trace):
@@ -314,8 +314,15 @@ class ExplorerScreen(Screen):
         box.focus()
 
     def action_close_search(self) -> None:
-        box = self.query_one("#search", Input)
-        box.remove_class("visible")
+        """Close the search box; without one open, go back to what opened this trace (the diff,
+        or the trace shown before ctrl+o), if anything did."""
+        if not self.query_one("#search", Input).has_class("visible") and len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+            return
+        self._close_search()
+
+    def _close_search(self) -> None:
+        self.query_one("#search", Input).remove_class("visible")
         self.tree.focus()
 
     def find(self, text: str) -> np.ndarray:
@@ -357,7 +364,7 @@ class ExplorerScreen(Screen):
             self._search_timer = None
         if self.matches.size and self.match_i < 0:
             self.action_next_match(keep_focus=True)
-        self.action_close_search()
+        self._close_search()
 
     def action_next_match(self, keep_focus: bool = False, step: int = 1) -> None:
         if not self.matches.size:
@@ -474,6 +481,10 @@ class TraceApp(App):
 
     def _loaded(self, traces: list[Trace]) -> None:
         self.traces = traces
+        # the trace replaces its loading screen, not a help screen opened over it while it loaded
+        # (that left the finished loading screen under the explorer, where Esc went back to it)
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, LoadingScreen):
+            self.pop_screen()
         if self.diff and len(traces) == 2:
             from .diff_view import DiffScreen
             self.switch_screen(DiffScreen(traces[0], traces[1]))
