@@ -66,3 +66,22 @@ def test_nesting_does_not_depend_on_the_order_events_are_written(tmp_path):
         assert tr.tree.diagnostics["partial_overlaps"] == 1
         outer = next(i for i in range(len(tr.tree)) if tr.name(i) == "outer")
         assert tr.roll.cpu_self[outer] == 80_000
+
+
+def test_host_order_is_the_track_start_longest_first_kind_index_order():
+    import numpy as np
+
+    from tracetui.model.tree import _host_order
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    for span in (50, 10**6, 2**61):  # many ties; few; too wide to pack (the lexsort path)
+        track = rng.integers(0, 4, n).astype(np.int32)
+        ts = rng.integers(0, span, n, dtype=np.int64)
+        ts[rng.random(n) < 0.3] = ts[0]  # runs of equal starts
+        dur = rng.integers(0, 100, n, dtype=np.int64)
+        kind = rng.integers(2, 8, n).astype(np.int8)
+        host = np.sort(rng.choice(n, n // 2, replace=False))
+        want = host[np.lexsort((host, kind[host], -dur[host], ts[host], track[host]))]
+        assert np.array_equal(_host_order(host, track, ts, dur, kind), want)
+    assert _host_order(np.zeros(0, dtype=np.int64), track, ts, dur, kind).size == 0

@@ -85,6 +85,38 @@ def _csr(parent: np.ndarray, start: np.ndarray, n: int) -> tuple[np.ndarray, np.
     return off, order.astype(np.int32)
 
 
+def _host_order(host: np.ndarray, track: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+                kind: np.ndarray) -> np.ndarray:
+    """``host`` in (track, ts, -dur, kind, index) order, the order the nesting walks.
+
+    Files are written almost in time order, so one stable sort of (track, ts) packed in an
+    int64 runs near-linear (timsort); only runs of equal (track, ts) need the other keys.
+    A 5-key lexsort took 4.5x longer on the 270k-event replica.
+    """
+    if not host.size:
+        return host
+    t = ts[host]
+    lo = int(t.min())
+    bits = max(int(t.max() - lo).bit_length(), 1)
+    tr = track[host].astype(np.int64)
+    if bits + int(tr.max()).bit_length() > 62:
+        return host[np.lexsort((host, kind[host], -dur[host], t, tr))]
+    key = (tr << bits) | (t - lo)
+    o = np.argsort(key, kind="stable")
+    k = key[o]
+    tie = np.zeros(o.size, dtype=bool)
+    tie[1:] = k[1:] == k[:-1]
+    if tie.any():
+        member = tie.copy()
+        member[:-1] |= tie[1:]                 # every event of a run of equal (track, ts)
+        at = np.flatnonzero(member)
+        run = np.cumsum(~tie[at])              # which run
+        sub = o[at]
+        h = host[sub]
+        o[at] = sub[np.lexsort((h, kind[h], -dur[h], run))]
+    return host[o]
+
+
 def _first_of(keys: np.ndarray, events: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """For each id in ``wanted``, the first of ``events`` whose key is that id (-1: none, or id < 0)."""
     ok = keys >= 0
@@ -140,7 +172,7 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     # --- host nesting, one stack per thread, in (track, ts, -dur, kind, index) order
     host = np.nonzero(is_host)[0]
     ts, dur = store.ts, store.dur
-    order = host[np.lexsort((host, kind_e[host], -dur[host], ts[host], store.track[host]))]
+    order = _host_order(host, store.track, ts, dur, kind_e)
     o_tr = store.track[order]
     cuts = (np.flatnonzero(np.diff(o_tr)) + 1).tolist()
     o_ts = ts[order].tolist()
