@@ -7,8 +7,6 @@ import numpy as np
 from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
-from textual.geometry import Size
-from textual.reactive import Reactive
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -17,6 +15,7 @@ from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
 
 from .format import KIND_STYLE, fmt_us, plain
+from .tree_lines import FastTreeLines
 
 CHILD_CAP = 200
 """Children added per expansion; the rest wait behind a '… N more' row (memray-style)."""
@@ -30,7 +29,7 @@ class Row:
     offset: int = 0
 
 
-class TraceTree(Tree[Row]):
+class TraceTree(FastTreeLines, Tree[Row]):
     """Tree of one Trace. ``hide_python`` flattens Python frames; ``collapse`` merges single-child chains."""
 
     BINDINGS = [
@@ -73,20 +72,6 @@ class TraceTree(Tree[Row]):
         self.auto_expand = False
         self.guide_depth = 2
 
-    # The tree's box is fixed by the layout; only its content height changes as rows are added.
-    # Textual relayouts the whole screen on every virtual-size change (and on every Tree change),
-    # then repaints every widget: here the scrollbars are brought up to date instead.
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0))
-
-    def watch_virtual_size(self, size: Size) -> None:
-        self._scroll_update(size)
-
-    def _invalidate(self) -> None:
-        self._clear_line_cache()
-        self._updates += 1
-        self.root._reset()
-        self.refresh()
-
     on_cursor = None
     """Callable(model node) set by the screen, called as the cursor moves (not a message later)."""
 
@@ -96,24 +81,6 @@ class TraceTree(Tree[Row]):
         node = self.cursor_node
         if previous_line != line and node is not None and node.data is not None and self.on_cursor is not None:
             self.on_cursor(node.data.node)
-
-    def render_lines(self, crop):
-        # Tree.render_line asks for rich_style on every line; it walks all ancestors' styles
-        # (a third of a full repaint, measured). It cannot change within one repaint.
-        self._frame_style = self.rich_style
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._frame_style = None
-
-    _frame_style = None
-
-    def render_line(self, y: int):
-        style = self._frame_style
-        if style is None:
-            return super().render_line(y)
-        scroll_x, scroll_y = self.scroll_offset
-        return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
 
     def scroll_to_line(self, line: int, animate: bool = True) -> None:
         """Scroll now, not after the next refresh: a jump that adds rows would else paint the
