@@ -259,13 +259,18 @@ def test_names_are_plain_text(tmp_path):
     asyncio.run(run())
 
 
-def test_loading_shows_progress_and_cancel_keeps_keys_alive(tmp_path):
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory):
+    """A trace that takes long enough to load for keys to arrive while it does (60k events)."""
     from benchmarks.make_large_trace import replicate
-    big = tmp_path / "big.json"
+    big = tmp_path_factory.mktemp("big") / "big.json"
     replicate(TRACES / "mlp_eager.json.gz", big, 60_000)
+    return big
 
+
+def test_loading_shows_progress_and_cancel_keeps_keys_alive(big_trace):
     async def run():
-        app = TraceApp([big])
+        app = TraceApp([big_trace])
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, LoadingScreen))
             await pilot.press("question_mark")  # keys answer while the worker runs
@@ -278,13 +283,9 @@ def test_loading_shows_progress_and_cancel_keeps_keys_alive(tmp_path):
     asyncio.run(run())
 
 
-def test_a_trace_that_loads_under_the_help_screen_replaces_its_loading_screen(tmp_path):
-    from benchmarks.make_large_trace import replicate
-    big = tmp_path / "big.json"
-    replicate(TRACES / "mlp_eager.json.gz", big, 60_000)
-
+def test_a_trace_that_loads_under_the_help_screen_replaces_its_loading_screen(big_trace):
     async def run():
-        app = TraceApp([big])
+        app = TraceApp([big_trace])
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, LoadingScreen))
             await pilot.press("question_mark")
