@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from tracetui.model import load_trace
 
 # name: (ts µs, dur µs, expected parent: a name, or "thread")
@@ -85,3 +87,46 @@ def test_host_order_is_the_track_start_longest_first_kind_index_order():
         want = host[np.lexsort((host, kind[host], -dur[host], ts[host], track[host]))]
         assert np.array_equal(_host_order(host, track, ts, dur, kind), want)
     assert _host_order(np.zeros(0, dtype=np.int64), track, ts, dur, kind).size == 0
+
+
+def test_nesting_split_over_two_processes_gives_the_one_walks_tree(tmp_path, monkeypatch):
+    import numpy as np
+
+    from benchmarks.make_large_trace import replicate
+    from tracetui.model import forked, tree
+
+    from tests.conftest import TRACES
+
+    big = tmp_path / "big.json"
+    replicate(TRACES / "mlp_eager.json.gz", big, 20_000)
+    monkeypatch.setenv("TRACETUI_PARALLEL", "0")
+    serial = load_trace(big)
+    monkeypatch.setenv("TRACETUI_PARALLEL", "1")
+    monkeypatch.setattr(tree, "NEST_FORK_MIN", 0)
+    calls = []
+    real = forked.beside
+    monkeypatch.setattr(forked, "beside", lambda c, p: calls.append(1) or real(c, p))
+    if not forked.available():
+        pytest.skip("needs fork and two cores")
+    split = load_trace(big)
+    assert calls  # the walk was split
+    for field in ("parent", "cparent", "child_off", "child_idx", "depth"):
+        assert np.array_equal(getattr(serial.tree, field), getattr(split.tree, field)), field
+    assert serial.tree.diagnostics == split.tree.diagnostics
+    assert serial.tree.diagnostics["partial_overlaps"] > 0
+
+
+def test_a_failing_child_leaves_its_part_to_the_parent():
+    import os
+
+    from tracetui.model import forked
+
+    me = os.getpid()
+
+    def child_part():
+        if os.getpid() != me:
+            raise RuntimeError("the child fails")
+        return "done here"
+
+    assert forked.beside(child_part, lambda: 2) == ("done here", 2)
+    assert forked.beside(lambda: os.getpid() != me, lambda: 3) == (True, 3)  # normally: the child's

@@ -11,22 +11,17 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import select
-import signal
-import sys
 import time
 from typing import Union
 
 import msgspec
 
+from . import forked
 from .events import EventStore, build_store, concat_stores
 from .load import LENIENT_NOTE, Document, Event, LenientEvent, first_byte
 
 MIN_BYTES = 16 << 20
 """Below this the fork costs more than it saves (measured ~60 ms on 61 MB, when a full envelope pass preceded it)."""
-
-CHILD_TIMEOUT_S = 120.0
-"""How long the parent waits for the child beyond its own half before giving up on it."""
 
 
 class _Envelope(msgspec.Struct):
@@ -48,8 +43,7 @@ TIMES: dict = {}
 
 
 def enabled(data: bytes, min_bytes: int | None = None) -> bool:
-    return (len(data) >= (MIN_BYTES if min_bytes is None else min_bytes) and hasattr(os, "fork") and sys.platform.startswith("linux")
-            and (os.cpu_count() or 1) > 1 and os.environ.get("TRACETUI_PARALLEL", "1") != "0")
+    return len(data) >= (MIN_BYTES if min_bytes is None else min_bytes) and forked.available()
 
 
 def _decode_list(buf) -> tuple[list, bool]:
@@ -162,7 +156,7 @@ def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview,
         code = 1
         try:
             os.close(r)
-            _quiet_child()
+            forked.quiet_child()
             c0 = time.perf_counter()
             if in_place:
                 data[base + c] = 0x5B  # "[" in this process's pages only
@@ -208,9 +202,9 @@ def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview,
         offset = len(events)
         del events
     except (msgspec.DecodeError, msgspec.ValidationError):
-        _reap(pid, r, kill=True)
+        forked.reap(pid, r, kill=True)
         return None
-    got = _receive(r, pid, timeout=CHILD_TIMEOUT_S + 4 * (time.perf_counter() - t0))
+    got = forked.receive(r, pid, timeout=forked.CHILD_TIMEOUT_S + 4 * (time.perf_counter() - t0))
     p3 = time.perf_counter()
     if got is None:
         return None
@@ -222,56 +216,3 @@ def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview,
                    tracetui=env.tracetui, schemaVersion=env.schemaVersion,
                    baseTimeNanoseconds=env.baseTimeNanoseconds)
     return doc, concat_stores(store1, store2, offset), lenient1 or lenient2
-
-
-def _quiet_child() -> None:
-    """The child must not touch the parent's event loop (signal wake-up fd) or catch Ctrl-C."""
-    try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGWINCH, signal.SIG_DFL)
-    except (ValueError, OSError, AttributeError):
-        pass
-
-
-def _receive(r: int, pid: int, timeout: float):
-    chunks = []
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([r], [], [], left)[0]:
-                _reap(pid, r, kill=True)
-                return None
-            b = os.read(r, 1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-    except OSError:
-        _reap(pid, r, kill=True)
-        return None
-    ok = _reap(pid, r, kill=False)
-    if not ok or not chunks:
-        return None
-    try:
-        return pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _reap(pid: int, r: int, kill: bool) -> bool:
-    """Close the pipe and wait for the child; True when it exited cleanly."""
-    try:
-        os.close(r)
-    except OSError:
-        pass
-    if kill:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return False
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

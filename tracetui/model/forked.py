@@ -1,0 +1,115 @@
+"""A second core for per-event Python work: run one part in a forked child beside the rest.
+
+Per-event Python holds the GIL, so threads cannot share it; a forked child can, and it sees the
+parent's arrays without a copy. This is only an optimisation: when fork is unavailable or the
+child fails or hangs, the caller does the child's part itself, so results never depend on it.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import sys
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+CHILD_TIMEOUT_S = 120.0
+"""How long the parent waits for the child beyond its own part before giving up on it."""
+
+
+def available() -> bool:
+    """Fork-based parallelism is on (Linux, more than one core, TRACETUI_PARALLEL not 0)."""
+    return (hasattr(os, "fork") and sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1
+            and os.environ.get("TRACETUI_PARALLEL", "1") != "0")
+
+
+def beside(child: Callable[[], T], parent: Callable[[], U]) -> tuple[T, U]:
+    """``(child(), parent())``, the first computed in a forked child while this process computes
+    the second; ``child()`` runs here too when the child could not deliver a result (None counts
+    as none)."""
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return child(), parent()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            quiet_child()
+            payload = pickle.dumps(child(), protocol=5)
+            with os.fdopen(w, "wb") as f:
+                f.write(payload)
+            code = 0
+        except BaseException:  # noqa: BLE001 - any failure means "parent, do it yourself"
+            pass
+        finally:
+            os._exit(code)
+    os.close(w)
+    t0 = time.perf_counter()
+    try:
+        mine = parent()
+    except BaseException:
+        reap(pid, r, kill=True)
+        raise
+    got = receive(r, pid, timeout=CHILD_TIMEOUT_S + 4 * (time.perf_counter() - t0))
+    return (got if got is not None else child()), mine
+
+
+def quiet_child() -> None:
+    """The child must not touch the parent's event loop (signal wake-up fd) or catch Ctrl-C."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGWINCH, signal.SIG_DFL)
+    except (ValueError, OSError, AttributeError):
+        pass
+
+
+def receive(r: int, pid: int, timeout: float):
+    chunks = []
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                reap(pid, r, kill=True)
+                return None
+            b = os.read(r, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+    except OSError:
+        reap(pid, r, kill=True)
+        return None
+    ok = reap(pid, r, kill=False)
+    if not ok or not chunks:
+        return None
+    try:
+        return pickle.loads(b"".join(chunks))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def reap(pid: int, r: int, kill: bool) -> bool:
+    """Close the pipe and wait for the child; True when it exited cleanly."""
+    try:
+        os.close(r)
+    except OSError:
+        pass
+    if kill:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return False
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
