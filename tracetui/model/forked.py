@@ -27,17 +27,17 @@ def available() -> bool:
             and os.environ.get("TRACETUI_PARALLEL", "1") != "0")
 
 
-def beside(child: Callable[[], T], parent: Callable[[], U]) -> tuple[T, U]:
+def beside(child: Callable[[], T], parent: Callable[[], U], retry: bool = True) -> tuple[T | None, U]:
     """``(child(), parent())``, the first computed in a forked child while this process computes
-    the second; ``child()`` runs here too when the child could not deliver a result (None counts
-    as none)."""
+    the second. When the child delivers no result (None counts as none), ``child()`` runs here
+    too, or with ``retry=False`` None stands in its place."""
     r, w = os.pipe()
     try:
         pid = os.fork()
     except OSError:
         os.close(r)
         os.close(w)
-        return child(), parent()
+        return (child() if retry else None), parent()
     if pid == 0:
         code = 1
         try:
@@ -59,7 +59,7 @@ def beside(child: Callable[[], T], parent: Callable[[], U]) -> tuple[T, U]:
         reap(pid, r, kill=True)
         raise
     got = receive(r, pid, timeout=CHILD_TIMEOUT_S + 4 * (time.perf_counter() - t0))
-    return (got if got is not None else child()), mine
+    return (got if got is not None or not retry else child()), mine
 
 
 def quiet_child() -> None:

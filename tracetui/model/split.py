@@ -8,8 +8,6 @@ also the one that repairs broken files. The result is the same store the one-pro
 """
 from __future__ import annotations
 
-import os
-import pickle
 import re
 import time
 from typing import Union
@@ -145,73 +143,50 @@ def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview,
     if c is None:
         return None
     in_place = base is not None and isinstance(data, bytearray)
-    r, w = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(r)
-        os.close(w)
-        return None
-    if pid == 0:  # child: decode + index the second half, send the store back, never return
-        code = 1
-        try:
-            os.close(r)
-            forked.quiet_child()
-            c0 = time.perf_counter()
-            if in_place:
-                data[base + c] = 0x5B  # "[" in this process's pages only
-                second = arr[c:]
-            else:
-                second = bytearray(len(arr) - c)
-                second[0:1] = b"["
-                second[1:] = arr[c + 1:]
-            events, lenient = _decode_list(second)
-            del second
-            c1 = time.perf_counter()
-            store = build_store(events)
-            c2 = time.perf_counter()
-            payload = pickle.dumps((store, lenient, {"copy+decode": c1 - c0, "index": c2 - c1,
-                                                     "pickle": time.perf_counter() - c2}), protocol=5)
-            with os.fdopen(w, "wb") as f:
-                f.write(payload)
-            code = 0
-        except BaseException:  # noqa: BLE001 - any failure means "parent, do it yourself"
-            pass
-        finally:
-            os._exit(code)
-    os.close(w)
+
+    def half(first: bool) -> tuple[list, bool]:
+        """Decode one half. In place, the split comma becomes its bracket and is put back (in a
+        child that write stays in its own copy-on-write page)."""
+        if in_place:
+            data[base + c] = 0x5D if first else 0x5B  # "]" or "["
+            try:
+                return _decode_list(arr[:c + 1] if first else arr[c:])
+            finally:
+                data[base + c] = 0x2C  # the comma again: the buffer is the lazy args pass's source
+        if first:
+            buf = bytearray(c + 1)
+            buf[:c] = arr[:c]
+            buf[c:] = b"]"
+        else:
+            buf = bytearray(len(arr) - c)
+            buf[0:1] = b"["
+            buf[1:] = arr[c + 1:]
+        return _decode_list(buf)
+
+    def second() -> tuple:
+        t0 = time.perf_counter()
+        events, lenient = half(first=False)
+        t1 = time.perf_counter()
+        store = build_store(events)
+        return store, lenient, {"child decode": t1 - t0, "child index": time.perf_counter() - t1}
+
+    def first() -> tuple:
+        t0 = time.perf_counter()
+        events, lenient = half(first=True)
+        t1 = time.perf_counter()
+        store = build_store(events, source=data)
+        return store, len(events), lenient, {"parent decode": t1 - t0, "parent index": time.perf_counter() - t1}
+
     t0 = time.perf_counter()
     try:
-        if in_place:
-            data[base + c] = 0x5D  # "]"
-            first = arr[:c + 1]
-        else:
-            first = bytearray(c + 1)
-            first[:c] = arr[:c]
-            first[c:] = b"]"
-        p0 = time.perf_counter()
-        try:
-            events, lenient1 = _decode_list(first)
-        finally:
-            if in_place:
-                data[base + c] = 0x2C  # the comma again: the buffer is the lazy args pass's source
-        del first
-        p1 = time.perf_counter()
-        store1 = build_store(events, source=data)
-        p2 = time.perf_counter()
-        offset = len(events)
-        del events
+        got, (store1, offset, lenient1, parent_t) = forked.beside(second, first, retry=False)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        forked.reap(pid, r, kill=True)
-        return None
-    got = forked.receive(r, pid, timeout=forked.CHILD_TIMEOUT_S + 4 * (time.perf_counter() - t0))
-    p3 = time.perf_counter()
+        return None  # a split inside a value, or a broken file: the one-process path decides
     if got is None:
-        return None
-    store2, lenient2, child = got
+        return None  # no fork, or the child failed: the one-process path, as for any surprise
+    store2, lenient2, child_t = got
     TIMES.clear()
-    TIMES.update({"parent copy": p0 - t0, "parent decode": p1 - p0, "parent index": p2 - p1, "wait": p3 - p2,
-                  **{f"child {k}": v for k, v in child.items()}})
+    TIMES.update({**parent_t, **child_t, "both": time.perf_counter() - t0})
     doc = Document(traceEvents=[], deviceProperties=env.deviceProperties, distributedInfo=env.distributedInfo,
                    tracetui=env.tracetui, schemaVersion=env.schemaVersion,
                    baseTimeNanoseconds=env.baseTimeNanoseconds)
