@@ -82,14 +82,6 @@ class TraceTree(FastTreeLines, Tree[Row]):
         if previous_line != line and node is not None and node.data is not None and self.on_cursor is not None:
             self.on_cursor(node.data.node)
 
-    def scroll_to_line(self, line: int, animate: bool = True) -> None:
-        """Scroll now, not after the next refresh: a jump that adds rows would else paint the
-        old scroll position in its layout frame and the right one a frame later."""
-        region = self._get_label_region(line)
-        if region is not None:
-            self.scroll_to_region(region, animate=animate, force=True, center=self.center_scroll,
-                                  origin_visible=False, x_axis=False, immediate=True)
-
     def get_label_width(self, node: TreeNode) -> int:
         """Width without rendering: the line list is re-measured whole after every expansion."""
         return node.label.cell_len + (cell_len(self.ICON_NODE) if node.allow_expand else 0)
