@@ -36,6 +36,12 @@ async def search(pilot, text: str) -> None:
     await pilot.pause()
 
 
+async def diff_screen(pilot) -> DiffScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, DiffScreen) and pilot.app.screen.result is not None)
+    await pilot.pause()
+    return pilot.app.screen
+
+
 def detail_text(s: ExplorerScreen) -> str:
     return s.query_one(DetailPane).plain
 
@@ -302,9 +308,7 @@ def test_diff_screen_one_cursor_and_next_difference():
     async def run():
         app = TraceApp([TRACES / "mlp_eager.json.gz", TRACES / "mlp_compile.json.gz"], diff=True)
         async with app.run_test(size=(160, 40)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.result is not None)
-            s = app.screen
-            await pilot.pause()
+            s = await diff_screen(pilot)
             await pilot.press("n")
             assert s.result.rows[s.row].status != "same"
             assert s.query_one("#pane-b").cursor_row == s.query_one("#pane-a").cursor_row
@@ -322,9 +326,7 @@ def test_diff_keys_step_between_differences_switch_layout_and_open_a_side():
     async def run():
         app = TraceApp([TRACES / "mlp_eager.json.gz", TRACES / "mlp_compile.json.gz"], diff=True)
         async with app.run_test(size=(160, 40)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.result is not None)
-            s = app.screen
-            await pilot.pause()
+            s = await diff_screen(pilot)
             rows = s.result.rows
             diffs = [i for i, r in enumerate(rows) if r.status != "same"]
             assert len(diffs) >= 2
