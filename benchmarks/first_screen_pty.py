@@ -47,6 +47,9 @@ def once(trace: str, cols: int, rows: int, src: str | None = None, timeout: floa
         os.environ["TERM"] = "xterm-256color"
         if src:
             os.environ["PYTHONPATH"] = os.path.abspath(src)
+            # without this, `-m` puts the working directory first on sys.path, ahead of
+            # PYTHONPATH: run from a checkout, every --src ran that checkout's code
+            os.environ["PYTHONSAFEPATH"] = "1"
         os.execv(sys.executable, [sys.executable, "-m", "tracetui", trace])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     seen = b""
@@ -73,6 +76,15 @@ def once(trace: str, cols: int, rows: int, src: str | None = None, timeout: floa
     return shown
 
 
+def check_src(src: str) -> None:
+    """Stop unless ``-m tracetui`` with ``src`` on PYTHONPATH imports that checkout's code."""
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(src), "PYTHONSAFEPATH": "1"}
+    got = subprocess.run([sys.executable, "-c", "import tracetui; print(tracetui.__file__)"],
+                         env=env, capture_output=True, text=True, check=True).stdout.strip()
+    if not os.path.abspath(got).startswith(os.path.abspath(src) + os.sep):
+        raise SystemExit(f"--src {src}: tracetui imports from {got}, not from that checkout")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("trace")
@@ -83,6 +95,8 @@ def main() -> None:
     a = ap.parse_args()
     cols, rows = (int(x) for x in a.size.split("x"))
     srcs = a.src or [None]
+    for s in a.src:
+        check_src(s)
     base, times = [], {s: [] for s in srcs}
     for _ in range(a.repeat):
         base.append(baseline(a.trace))

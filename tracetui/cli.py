@@ -122,8 +122,16 @@ def _dispatch(args) -> int:
 def _open(paths: list[Path], diff: bool = False) -> int:
     from tracetui.model.load import resolve_input
     resolved = [resolve_input(p) for p in paths]  # fail fast with a one-line error, before the UI starts
-    from tracetui.ui.app import TraceApp
-    TraceApp(resolved, diff=diff and len(resolved) == 2).run()
+    early = None
+    if len(resolved) == 1:  # a large file starts decoding in a child while Textual imports
+        from tracetui.model.trace import start_load
+        early = start_load(resolved[0])
+    try:
+        from tracetui.ui.app import TraceApp
+        TraceApp(resolved, diff=diff and len(resolved) == 2, early=early).run()
+    finally:
+        if early is not None:
+            early.cancel()
     return 0
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from tracetui.model import load_trace
 from tracetui.model import split
+from tracetui.model.trace import start_load
 from tracetui.model.events import build_store
 from tracetui.model.load import LoadReport, decode, read_bytes
 
@@ -138,3 +139,87 @@ def test_keys_after_the_events_do_not_change_the_store(tail):
     want = build_store(decode(None, data, report)[0].traceEvents)
     _assert_same(want, got[1])
     assert len(got[1]) == 300
+
+
+def _same_trace(a, b):
+    for f in ("kind", "parent", "cparent", "start", "dur", "child_idx"):
+        assert np.array_equal(getattr(a.tree, f), getattr(b.tree, f)), f
+    for f in ("cpu_total", "cpu_self", "device", "kernels"):
+        assert np.array_equal(getattr(a.roll, f), getattr(b.roll, f)), f
+    assert a.tree.diagnostics == b.tree.diagnostics
+
+
+def _plain_copy(tmp_path, name="t.json"):
+    p = tmp_path / name
+    p.write_bytes(gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes()))
+    return p
+
+
+def _reaped(pid) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_early_start_loads_the_same_trace(tmp_path, monkeypatch):
+    p = _plain_copy(tmp_path)
+    on_disk = p.read_bytes()
+    monkeypatch.setenv("TRACETUI_PARALLEL", "0")
+    serial = load_trace(p)
+    monkeypatch.setenv("TRACETUI_PARALLEL", "1")
+    monkeypatch.setattr(split, "MIN_BYTES", 0)
+    early = start_load(p)
+    assert early is not None and 0.5 < early.share <= 0.8  # the child takes the larger part
+    got = load_trace(p, early=early)
+    assert split.TIMES["child share"] == early.share
+    _same_trace(serial, got)
+    assert got.tree.store.args(len(got.tree.store) - 1) == serial.tree.store.args(len(serial.tree.store) - 1)
+    assert _reaped(early.pending.pid) and p.read_bytes() == on_disk
+
+
+def test_early_start_for_another_file_is_discarded(tmp_path, monkeypatch):
+    a, b = _plain_copy(tmp_path, "a.json"), _plain_copy(tmp_path, "b.json")
+    monkeypatch.setattr(split, "MIN_BYTES", 0)
+    early = start_load(a)
+    got = load_trace(b, early=early)
+    assert got.path == b and _reaped(early.pending.pid)
+    _same_trace(load_trace(b), got)
+
+
+def test_early_start_with_a_failing_child_loads_the_usual_way(tmp_path, monkeypatch):
+    p = _plain_copy(tmp_path)
+    monkeypatch.setattr(split, "MIN_BYTES", 0)
+    want = load_trace(p)
+    parent, real = os.getpid(), split.build_store
+
+    def fails_in_child(*a, **k):
+        if os.getpid() != parent:
+            raise MemoryError("child ran out")
+        return real(*a, **k)
+
+    monkeypatch.setattr(split, "build_store", fails_in_child)
+    split.TIMES.clear()
+    early = start_load(p)
+    got = load_trace(p, early=early)
+    assert "child share" not in split.TIMES  # the early result was not used
+    _same_trace(want, got)
+
+
+def test_early_start_steps_aside(tmp_path, monkeypatch):
+    p = _plain_copy(tmp_path)
+    assert start_load(p) is None  # a few hundred KB: below MIN_BYTES, the fork would not pay
+    monkeypatch.setattr(split, "MIN_BYTES", 0)
+    assert start_load(TRACES / "mlp_eager.json.gz") is None  # gzip: not gunzipped before the UI
+    assert start_load(tmp_path / "missing.json") is None  # load_trace reports it, not this
+    monkeypatch.setenv("TRACETUI_PARALLEL", "0")
+    assert start_load(p) is None
+
+
+def test_early_share_balances_the_head_start():
+    for n in (20 << 20, 60 << 20, 1 << 30):
+        f = split.early_share(n)
+        child, parent = f * n, split.EARLY_HEAD_BYTES + (1 - f) * n  # bytes of work until each is done
+        assert 0.5 < f <= 0.8 and (f == 0.8 or abs(child - parent) < 1)
+    assert split.early_share(60 << 20) > split.early_share(1 << 30)

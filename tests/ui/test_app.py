@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
 
+from tracetui.model import split
+from tracetui.model.trace import start_load
 from tracetui.ui.app import ExplorerScreen, LoadingScreen, TraceApp
 from tracetui.ui.diff_view import DiffScreen
 from tracetui.ui.tables import AggTable
@@ -462,3 +465,39 @@ def test_detail_pane_follows_the_cursor_while_hidden():
             rows = [pane.render_line(y).text.strip() for y in range(pane.scrollable_content_region.height)]
             assert "aten::mm" in pane.plain and any("aten::mm" in r for r in rows)
     asyncio.run(run())
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_the_cli_head_start_is_used_for_the_first_trace(big_trace, monkeypatch):
+    monkeypatch.setattr(split, "MIN_BYTES", 0)  # the 60k-event trace is below the CLI's threshold
+    early = start_load(big_trace)
+    assert early is not None
+
+    async def run():
+        app = TraceApp([big_trace], early=early)
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            assert s.trace.path == big_trace and split.TIMES.get("child share") == early.share
+    asyncio.run(run())
+    assert _reaped(early.pending.pid)
+
+
+def test_cancelling_the_load_reaps_the_head_start_child(big_trace, monkeypatch):
+    monkeypatch.setattr(split, "MIN_BYTES", 0)
+    early = start_load(big_trace)
+
+    async def run():
+        app = TraceApp([big_trace], early=early)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("escape")  # at once: the worker may or may not have started
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+    asyncio.run(run())
+    assert _reaped(early.pending.pid)  # consumed or cancelled: no child outlives the app

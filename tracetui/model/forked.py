@@ -6,6 +6,7 @@ child fails or hangs, the caller does the child's part itself, so results never 
 """
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import select
@@ -31,18 +32,53 @@ def beside(child: Callable[[], T], parent: Callable[[], U], retry: bool = True) 
     """``(child(), parent())``, the first computed in a forked child while this process computes
     the second. When the child delivers no result (None counts as none), ``child()`` runs here
     too, or with ``retry=False`` None stands in its place."""
+    pending = spawn(child)
+    if pending is None:
+        return (child() if retry else None), parent()
+    t0 = time.perf_counter()
+    try:
+        mine = parent()
+    except BaseException:
+        pending.cancel()
+        raise
+    got = pending.result(extra=4 * (time.perf_counter() - t0))
+    return (got if got is not None or not retry else child()), mine
+
+
+class Pending:
+    """A forked child computing one value; ``result()`` collects it, ``cancel()`` discards it."""
+
+    def __init__(self, pid: int, r: int):
+        self.pid, self.r, self.done = pid, r, False
+
+    def result(self, extra: float = 0.0):
+        """The child's value, or None when it failed, hung past the timeout or was cancelled."""
+        if self.done:
+            return None
+        self.done = True
+        return receive(self.r, self.pid, timeout=CHILD_TIMEOUT_S + extra)
+
+    def cancel(self) -> None:
+        if not self.done:
+            self.done = True
+            reap(self.pid, self.r, kill=True)
+
+
+def spawn(child: Callable[[], T]) -> Pending | None:
+    """Start ``child()`` in a forked child; None when this process cannot fork."""
     r, w = os.pipe()
     try:
         pid = os.fork()
     except OSError:
         os.close(r)
         os.close(w)
-        return (child() if retry else None), parent()
+        return None
     if pid == 0:
         code = 1
         try:
             os.close(r)
             quiet_child()
+            gc.disable()  # the child computes one value and exits: collecting cycles would only cost time
             payload = pickle.dumps(child(), protocol=5)
             with os.fdopen(w, "wb") as f:
                 f.write(payload)
@@ -52,14 +88,7 @@ def beside(child: Callable[[], T], parent: Callable[[], U], retry: bool = True) 
         finally:
             os._exit(code)
     os.close(w)
-    t0 = time.perf_counter()
-    try:
-        mine = parent()
-    except BaseException:
-        reap(pid, r, kill=True)
-        raise
-    got = receive(r, pid, timeout=CHILD_TIMEOUT_S + 4 * (time.perf_counter() - t0))
-    return (got if got is not None or not retry else child()), mine
+    return Pending(pid, r)
 
 
 def quiet_child() -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -13,6 +14,7 @@ import numpy as np
 from .errors import TraceError
 from .events import GPU_KINDS, HOST_KINDS, K, KINDS, EventStore, build_store
 from .load import LENIENT_NOTE, LoadReport, decode, read_bytes, resolve_input
+from . import split as _split
 from .split import decode_index
 from .names import KernelName, decode_kernel
 from .stats import Agg, Rollups, aggregate, busy_ns, rollups
@@ -202,29 +204,64 @@ class Trace:
                 "cpu_ns": int(t.dur[step])}
 
 
-def load_trace(path, progress: Progress | None = None) -> Trace:
-    """Read, decode, link and roll up a trace file (or the newest trace in a folder)."""
+def start_load(path) -> "_split.Early | None":
+    """Begin loading a large plain trace file in a forked child, before the UI is imported.
+
+    Returns the handle for ``load_trace(path, early=...)``, or None where it would not help
+    (small or gzipped file, no fork, an envelope it cannot place): loading then starts later
+    as usual. Reading errors are left for ``load_trace`` to report.
+    """
+    try:
+        path = resolve_input(Path(path))
+        with open(path, "rb") as f:
+            if f.read(2) == b"\x1f\x8b" or os.fstat(f.fileno()).st_size < _split.MIN_BYTES:
+                return None  # gunzipping here would delay the first paint by seconds on a GB trace
+        report = LoadReport()
+        data = read_bytes(path, report)
+    except (TraceError, OSError):
+        return None
+    early = _split.start(data)
+    if early is not None:
+        early.path, early.report = path, report
+    return early
+
+
+def load_trace(path, progress: Progress | None = None, early: "_split.Early | None" = None) -> Trace:
+    """Read, decode, link and roll up a trace file (or the newest trace in a folder).
+
+    ``early`` is ``start_load``'s handle: used when it is for the same file, else discarded.
+    """
     # Loading allocates millions of small objects and no cycles; the cyclic GC would rescan
     # them all at every threshold (measured: ~30% of load time on a 270k-event trace).
     was = gc.isenabled()
     gc.disable()
     try:
-        return _load(path, progress)
+        return _load(path, progress, early)
     finally:
+        if early is not None:
+            early.cancel()  # a no-op once its result was collected
         if was:
             gc.enable()
 
 
-def _load(path, progress: Progress | None) -> Trace:
+def _load(path, progress: Progress | None, early: "_split.Early | None") -> Trace:
     say = progress or (lambda stage, frac: None)
     path = resolve_input(Path(path))
-    report = LoadReport()
     t0 = time.perf_counter()
     say("reading", 0.0)
-    data = read_bytes(path, report)
-    t1 = time.perf_counter()
-    say("decoding", 0.15)
-    split = decode_index(data)  # two processes on a large, valid file; None otherwise
+    split = None
+    if early is not None and early.path == path:
+        data, report = early.data, early.report
+        t1 = time.perf_counter()
+        say("decoding", 0.15)
+        split = early.finish()
+    else:
+        report = LoadReport()
+        data = read_bytes(path, report)
+        t1 = time.perf_counter()
+        say("decoding", 0.15)
+    if split is None:
+        split = decode_index(data)  # two processes on a large, valid file; None otherwise
     if split is not None:
         doc, store, lenient = split
         if lenient:

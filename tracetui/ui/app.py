@@ -53,9 +53,10 @@ class LoadingScreen(Screen):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel loading"), Binding("q", "app.quit", "Quit")]
 
-    def __init__(self, paths: list[Path], on_done):
+    def __init__(self, paths: list[Path], on_done, early=None):
         super().__init__()
         self.paths, self.on_done = paths, on_done
+        self.early = early  # start_load()'s head start on the first path, if the CLI made one
 
     def compose(self) -> ComposeResult:
         with Vertical(id="loading-box"):
@@ -80,7 +81,7 @@ class LoadingScreen(Screen):
                 self.app.call_from_thread(self._progress, f"{p.name}: {stage}", 100 * (i + frac) / n)
 
             try:
-                traces.append(load_trace(p, progress=progress).warm())
+                traces.append(load_trace(p, progress=progress, early=self.early if i == 0 else None).warm())
             except Cancelled:
                 return
             except TraceError as e:
@@ -470,14 +471,16 @@ class TraceApp(App):
         Binding("ctrl+o", "open", "Open file"),
     ]
 
-    def __init__(self, paths: list[Path], diff: bool = False):
+    def __init__(self, paths: list[Path], diff: bool = False, early=None):
         super().__init__()
         self.paths = [Path(p) for p in paths]
         self.diff = diff and len(self.paths) == 2
         self.traces: list[Trace] = []
+        self.early = early
 
     def on_mount(self) -> None:
-        self.push_screen(LoadingScreen(self.paths[:2] if self.diff else self.paths[:1], self._loaded))
+        early, self.early = self.early, None
+        self.push_screen(LoadingScreen(self.paths[:2] if self.diff else self.paths[:1], self._loaded, early))
 
     def _loaded(self, traces: list[Trace]) -> None:
         self.traces = traces
