@@ -501,3 +501,21 @@ def test_cancelling_the_load_reaps_the_head_start_child(big_trace, monkeypatch):
             await app.workers.wait_for_complete()
     asyncio.run(run())
     assert _reaped(early.pending.pid)  # consumed or cancelled: no child outlives the app
+
+
+def test_table_keys_pressed_before_the_hidden_tabs_mount_still_apply():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 40)) as pilot:
+            first = await explorer(pilot)
+            s = ExplorerScreen(first.trace)
+            s.action_toggle_avg()  # before the screen is even composed
+            await app.push_screen(s)
+            assert not s.kernel_table.is_mounted  # still behind its Lazy
+            s.action_tab("kernels")
+            await wait_for(pilot, lambda: s.kernel_table.is_mounted and s.op_table.is_mounted)
+            await pilot.pause()
+            assert s.kernel_table.per_step and s.op_table.per_step
+            assert "per step" in s.kernel_table.border_subtitle
+            assert app.focused is s.kernel_table
+    asyncio.run(run())

@@ -11,6 +11,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.lazy import Lazy
 from textual.screen import ModalScreen, Screen
 from textual.widgets import (DataTable, Footer, Input, Label, Markdown, ProgressBar, Static, TabbedContent,
                              TabPane, Tree)
@@ -164,6 +165,11 @@ class ExplorerScreen(Screen):
         self.kernel_cycle = 0
         self._search_timer = None
         self._names_lower = [n.lower() for n in trace.tree.names]
+        # the hidden tabs mount after the first paint (Lazy): styling their tables' component
+        # classes was most of the time between "loaded" and the first screen
+        self.kernel_table = AggTable(trace, kernels=True, id="kernel-table")
+        self.op_table = AggTable(trace, kernels=False, id="op-table")
+        self.timeline = Timeline(trace, id="timeline-widget")
 
     def compose(self) -> ComposeResult:
         yield Static(id="breadcrumb")
@@ -173,12 +179,11 @@ class ExplorerScreen(Screen):
                     yield TraceTree(self.trace, id="tree-widget")
                     yield DetailPane(id="details")
             with TabPane("Kernels", id="kernels"):
-                yield AggTable(self.trace, kernels=True, id="kernel-table")
+                yield Lazy(self.kernel_table)
             with TabPane("Ops", id="ops"):
-                yield AggTable(self.trace, kernels=False, id="op-table")
+                yield Lazy(self.op_table)
             with TabPane("Timeline", id="timeline"):
-                with VerticalScroll():
-                    yield Timeline(self.trace, id="timeline-widget")
+                yield Lazy(VerticalScroll(self.timeline))
         yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
         yield Static(id="status")
         yield Footer()
@@ -195,7 +200,9 @@ class ExplorerScreen(Screen):
         self.show_node(first)
         tree.focus()
         self._status()
-        self.prefetch_args()
+        # after the first paint: the args pass holds the GIL (~0.15 s per 60 MB) and, started
+        # here, delayed the first screen by as much (first_screen_pty A/B: 1.88 -> 1.71 s)
+        self.call_after_refresh(self.prefetch_args)
 
     @work(thread=True, group="args")
     def prefetch_args(self) -> None:
@@ -411,9 +418,10 @@ class ExplorerScreen(Screen):
         self._status(status)
 
     def action_toggle_avg(self) -> None:
-        for t in self.query(AggTable):
+        for t in (self.kernel_table, self.op_table):
             t.per_step = not t.per_step
-            t.refill()
+            if t.is_mounted:  # else its on_mount fills it with the new setting
+                t.refill()
 
     def action_toggle_details(self) -> None:
         self.query_one("#details").toggle_class("hidden")
@@ -421,28 +429,31 @@ class ExplorerScreen(Screen):
     def action_tab(self, name: str) -> None:
         self.query_one(TabbedContent).active = name
         if name == "timeline":
-            tl = self.query_one(Timeline)
-            tl.show(getattr(self, "current", 0))
+            self.timeline.show(getattr(self, "current", 0))
         elif name in ("kernels", "ops"):
-            self.query_one("#kernel-table" if name == "kernels" else "#op-table").focus()
+            table = self.kernel_table if name == "kernels" else self.op_table
+            if table.is_mounted:
+                table.focus()
+            else:  # a key pressed within a frame of the first screen
+                self.call_after_refresh(table.focus)
         else:
             self.tree.focus()
 
     def action_zoom(self, factor: float) -> None:
-        tl = self.query_one(Timeline)
+        tl = self.timeline
         tl.zoom = max(1.0, tl.zoom * factor)
         tl.pan = min(tl.pan, 1 - 1 / tl.zoom)
         tl.refresh_lanes()
 
     def action_pan(self, delta: float) -> None:
-        tl = self.query_one(Timeline)
+        tl = self.timeline
         tl.pan = float(np.clip(tl.pan + delta / tl.zoom, 0, 1 - 1 / tl.zoom))
         tl.refresh_lanes()
 
     @on(TabbedContent.TabActivated)
     def tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "timeline":
-            self.query_one(Timeline).show(getattr(self, "current", 0))
+            self.timeline.show(getattr(self, "current", 0))
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:
