@@ -41,7 +41,9 @@ dt = time.perf_counter() - t0
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
 import resource
 child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the split's helper, if any
+split = sys.modules.get("tracetui.model.split")
 print(json.dumps({"seconds": dt, "rss_mb": int(hwm) / 1024, "child_rss_mb": child_kb / 1024, "n": n,
+                  "child_private_mb": split.TIMES.get("child private MB", -1) if split and child_kb else -1,
                   "timings": getattr(locals().get("t"), "timings", None)}))
 """
 
@@ -91,6 +93,9 @@ def main() -> None:
     if std:
         print(f"gunzip+json.loads   : {std['seconds']:.3f} s  peak RSS {std['rss_mb']:.0f} MB")
     helper = f" + helper {ours['child_rss_mb']:.0f} MB" if ours["child_rss_mb"] > 1 else ""
+    if helper and ours["child_private_mb"] >= 0:  # the rest of the helper's RSS is the main process's pages
+        helper += (f" (of which {ours['child_private_mb']:.0f} MB its own: together at most "
+                   f"{ours['rss_mb'] + ours['child_private_mb']:.0f} MB)")
     print(f"tracetui load+link  : {ours['seconds']:.3f} s  peak RSS {ours['rss_mb']:.0f} MB{helper}  "
           f"stages {ours['timings'] and {k: round(v, 3) for k, v in ours['timings'].items()}}")
     print(f"ratio tracetui / orjson parse: best {ours['seconds'] / base['seconds']:.2f}, "

@@ -37,7 +37,18 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _lists = (msgspec.json.Decoder(list[Event]), msgspec.json.Decoder(list[LenientEvent]))
 _SEP = re.compile(rb"\}\s*,")
 TIMES: dict = {}
-"""Stage times of the last split load, both processes (for benchmarks)."""
+"""Stage times of the last split load, both processes, and the helper's private memory (for benchmarks)."""
+
+
+def private_mb() -> float:
+    """This process's memory not shared with others (its copy-on-write pages included), at its
+    peak for the helper, which still holds its events here; -1 where /proc cannot say."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            kb = sum(int(line.split()[1]) for line in f if line.startswith(("Private_Clean", "Private_Dirty")))
+    except (OSError, ValueError, IndexError):
+        return -1.0
+    return kb / 1024
 
 
 def enabled(data: bytes, min_bytes: int | None = None) -> bool:
@@ -180,7 +191,8 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
         events, lenient = half(first=False)
         t1 = time.perf_counter()
         store = build_store(events)
-        return store, lenient, {"child decode": t1 - t0, "child index": time.perf_counter() - t1}
+        return store, lenient, {"child decode": t1 - t0, "child index": time.perf_counter() - t1,
+                                "child private MB": private_mb()}
 
     def first() -> tuple:
         t0 = time.perf_counter()
