@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.lazy import Lazy
 from textual.screen import ModalScreen, Screen
-from textual.widgets import (DataTable, Footer, Input, Label, Markdown, ProgressBar, Static, TabbedContent,
+from textual.widgets import (DataTable, Footer, Input, Label, ProgressBar, Static, TabbedContent,
                              TabPane, Tree)
 from textual.worker import get_current_worker
 
@@ -113,6 +113,7 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
+            from textual.widgets import Markdown  # noqa: PLC0415 - markdown-it costs ~45 ms of start-up
             yield Markdown(HELP_MD)
 
 
