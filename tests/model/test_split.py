@@ -41,14 +41,17 @@ def _inputs():
     return paths
 
 
+@pytest.mark.parametrize("pieces", [False, True], ids=["whole-parts", "pieces"])
 @pytest.mark.parametrize("in_place", [False, True], ids=["copied", "in-place"])
 @pytest.mark.parametrize("path", _inputs(), ids=lambda p: p.name)
-def test_split_store_equals_serial(path, in_place):
+def test_split_store_equals_serial(path, in_place, pieces, monkeypatch):
     data = read_bytes(path, LoadReport())
+    if pieces:  # ~12 pieces per part, each decoded and indexed on its own
+        monkeypatch.setattr(split, "PIECE_BYTES", max(1024, len(data) // 24))
     data = bytearray(data) if in_place else bytes(data)  # a bytearray lets each half close in place
     before = bytes(data)
     got = split.decode_index(data, min_bytes=0)
-    assert data == before  # the bracket swapped in for the parent's half is a comma again
+    assert data == before  # every bracket swapped in for a piece is the file's byte again
     doc, want = _serial(path)
     if got is None:  # only files the one-process path has to repair may step aside
         report = LoadReport()
@@ -57,6 +60,8 @@ def test_split_store_equals_serial(path, in_place):
         return
     doc2, store, lenient = got
     _assert_same(want, store)
+    if pieces and len(want) > 200:
+        assert split.TIMES["parent pieces"] > 1 and split.TIMES["child pieces"] > 1
     assert doc2.deviceProperties == doc.deviceProperties and doc2.tracetui == doc.tracetui
     assert store.args(len(store) - 1) == want.args(len(want) - 1)  # lazy args still find their event
 

@@ -202,14 +202,18 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     return store
 
 
-def concat_stores(a: EventStore, b: EventStore, offset: int) -> EventStore:
-    """The store of a file's events when ``a`` holds its first ``offset`` events and ``b`` the rest.
+def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
+    """The store of a file's events when ``parts[i]`` holds those from position ``offsets[i]`` on.
 
     Ids are assigned in first-seen order, so the result equals what one pass would build.
     """
-    def remap(a_keys: list, b_keys: list) -> tuple[list, np.ndarray]:
-        keys = list(a_keys)
-        ids = {k: i for i, k in enumerate(keys)}
+    if len(parts) == 1 and offsets[0] == 0:
+        return parts[0]
+    names, tracks = list(parts[0].names), list(parts[0].track_keys)
+    name_ids = {k: i for i, k in enumerate(names)}
+    track_ids = {k: i for i, k in enumerate(tracks)}
+
+    def remap(b_keys: list, keys: list, ids: dict) -> np.ndarray:
         out = np.empty(len(b_keys), dtype=np.int32)
         for j, k in enumerate(b_keys):
             i = ids.get(k)
@@ -217,25 +221,31 @@ def concat_stores(a: EventStore, b: EventStore, offset: int) -> EventStore:
                 i = ids[k] = len(keys)
                 keys.append(k)
             out[j] = i
-        return keys, out
+        return out
 
-    names, nmap = remap(a.names, b.names)
-    tracks, tmap = remap(a.track_keys, b.track_keys)
+    a = parts[0]
+    name_id, track, file_index = [a.name_id], [a.track], [a.file_index + offsets[0]]
     flows = {k: list(v) for k, v in a.flows.items()}
-    for k, (s, f) in b.flows.items():
-        v = flows.setdefault(k, [0, 0])
-        v[0] += s
-        v[1] += f
     skipped = dict(a.skipped)
-    for k, c in b.skipped.items():
-        skipped[k] = skipped.get(k, 0) + c
+    thread_names, process_names = dict(a.thread_names), dict(a.process_names)
+    for b, offset in zip(parts[1:], offsets[1:]):
+        name_id.append(remap(b.names, names, name_ids)[b.name_id])
+        track.append(remap(b.track_keys, tracks, track_ids)[b.track])
+        file_index.append(b.file_index + offset)
+        for k, (st, fi) in b.flows.items():
+            v = flows.setdefault(k, [0, 0])
+            v[0] += st
+            v[1] += fi
+        for k, c in b.skipped.items():
+            skipped[k] = skipped.get(k, 0) + c
+        thread_names.update(b.thread_names)
+        process_names.update(b.process_names)
     cat = np.concatenate
     return EventStore(
-        names=names, name_id=cat([a.name_id, nmap[b.name_id]]), kind=cat([a.kind, b.kind]),
-        track=cat([a.track, tmap[b.track]]), track_keys=tracks, ts=cat([a.ts, b.ts]), dur=cat([a.dur, b.dur]),
-        corr=cat([a.corr, b.corr]), ext=cat([a.ext, b.ext]), seq=cat([a.seq, b.seq]),
-        fwd_tid=cat([a.fwd_tid, b.fwd_tid]), file_index=cat([a.file_index, b.file_index + offset]),
-        source=a.source, thread_names={**a.thread_names, **b.thread_names},
-        process_names={**a.process_names, **b.process_names}, flows=flows, skipped=skipped,
-        missing_fields=a.missing_fields + b.missing_fields, wrong_types=a.wrong_types + b.wrong_types,
+        names=names, name_id=cat(name_id), kind=cat([p.kind for p in parts]), track=cat(track),
+        track_keys=tracks, ts=cat([p.ts for p in parts]), dur=cat([p.dur for p in parts]),
+        corr=cat([p.corr for p in parts]), ext=cat([p.ext for p in parts]), seq=cat([p.seq for p in parts]),
+        fwd_tid=cat([p.fwd_tid for p in parts]), file_index=cat(file_index), source=a.source,
+        thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
+        missing_fields=sum(p.missing_fields for p in parts), wrong_types=sum(p.wrong_types for p in parts),
     )
