@@ -124,13 +124,22 @@ def _floats(get, items: list) -> np.ndarray:
     return np.fromiter(map(get, items), dtype=np.float64, count=len(items))
 
 
+def _is_complete(events: list) -> np.ndarray:
+    """Which events are complete ("X") ones. Phases are one letter in every trace seen, so
+    they are joined into one string and compared in numpy; anything else takes the slow way."""
+    phases = "".join(map(_ph, events))
+    if len(phases) == len(events) and phases.isascii():
+        return np.frombuffer(phases.encode("ascii"), dtype=np.uint8) == ord("X")
+    return np.fromiter(map("X".__eq__, map(_ph, events)), dtype=bool, count=len(events))
+
+
 def build_store(events: list, source: bytes | None = None) -> EventStore:
     """Split decoded events into columns; count what is skipped or malformed instead of dropping it."""
     skipped: dict[str, int] = {}
     thread_names: dict = {}
     process_names: dict = {}
     flows: dict = {}
-    is_x = np.fromiter(map("X".__eq__, map(_ph, events)), dtype=bool, count=len(events))
+    is_x = _is_complete(events)
     xi = np.flatnonzero(is_x)
     xs = list(compress(events, is_x.tolist()))
     # kinds by category, refined by name (steps, module scopes)
@@ -178,9 +187,10 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
         wrong = sum(1 for a in args for v in (a.correlation, a.external_id)
                     if v is not None and not isinstance(v, int))
     others = list(compress(events, (~is_x).tolist()))
-    flow_counts = Counter((e.cat, e.id, e.ph) for e in others if e.ph in ("s", "f", "t"))
-    for (cat, fid, p), c in flow_counts.items():
-        flows.setdefault((cat, fid), [0, 0])[0 if p == "s" else 1] += c
+    starts = Counter((e.cat, e.id) for e in others if e.ph == "s")
+    ends = Counter((e.cat, e.id) for e in others if e.ph == "f" or e.ph == "t")
+    flows = {k: [n, ends.pop(k, 0)] for k, n in starts.items()}
+    flows.update((k, [0, n]) for k, n in ends.items())
     for e in others:
         if e.ph == "M":
             label = e.args.name
