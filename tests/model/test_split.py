@@ -228,3 +228,14 @@ def test_early_share_balances_the_head_start():
         child, parent = f * n, split.EARLY_HEAD_BYTES + (1 - f) * n  # bytes of work until each is done
         assert 0.5 < f <= 0.8 and (f == 0.8 or abs(child - parent) < 1)
     assert split.early_share(60 << 20) > split.early_share(1 << 30)
+
+
+@pytest.mark.parametrize("odd", ["", "XX", "É"], ids=["missing", "two letters", "not ascii"])
+def test_phases_that_are_not_one_ascii_letter_still_pick_the_complete_events(odd):
+    evs = _ops(3) + [{"ph": odd, "cat": "cpu_op", "name": "odd", "pid": 1, "tid": 1, "ts": 99, "dur": 1}] + _ops(2)
+    if not odd:
+        del evs[3]["ph"]
+    data = json.dumps(_trace(evs)).encode()
+    store = build_store(decode(None, data, LoadReport())[0].traceEvents)
+    assert len(store) == 5 and "odd" not in store.names
+    assert store.file_index.tolist() == [0, 1, 2, 4, 5]
