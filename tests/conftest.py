@@ -15,6 +15,15 @@ DATA = ROOT / "tests" / "data"
 PEER = ROOT.parent / "shared" / "peer-traces" / "hta"
 
 
+def reaped(pid: int) -> bool:
+    """The forked child ``pid`` has exited and been waited for (no zombie, nothing running)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
 @pytest.fixture(scope="session")
 def peer_dir() -> Path:
     if not PEER.is_dir():

@@ -8,15 +8,9 @@ import pytest
 
 from tracetui.model import forked
 
+from tests.conftest import reaped
+
 pytestmark = pytest.mark.skipif(not forked.available(), reason="needs fork and two cores")
-
-
-def _reaped(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
 
 
 def _value():
@@ -28,7 +22,7 @@ def test_a_large_value_arrives_intact():
     got = p.result()
     want = _value()
     assert np.array_equal(got["a"], want["a"]) and got["names"] == want["names"]
-    assert _reaped(p.pid)
+    assert reaped(p.pid)
 
 
 def test_a_failing_or_cancelled_child_gives_none():
@@ -36,10 +30,10 @@ def test_a_failing_or_cancelled_child_gives_none():
         raise RuntimeError("no")
 
     p = forked.spawn(fails)
-    assert p.result() is None and _reaped(p.pid)
+    assert p.result() is None and reaped(p.pid)
     p = forked.spawn(lambda: __import__("time").sleep(30))
     p.cancel()
-    assert _reaped(p.pid) and p.result() is None
+    assert reaped(p.pid) and p.result() is None
 
 
 def test_beside_runs_both_and_retries_a_failed_child_here():

@@ -14,7 +14,7 @@ from tracetui.model.trace import start_load
 from tracetui.model.events import build_store
 from tracetui.model.load import LoadReport, decode, read_bytes
 
-from tests.conftest import DATA, PEER, TRACES
+from tests.conftest import DATA, PEER, TRACES, reaped
 
 ARRAYS = ("name_id", "kind", "track", "ts", "dur", "corr", "ext", "seq", "fwd_tid", "file_index")
 FIELDS = ("names", "track_keys", "thread_names", "process_names", "flows", "skipped", "missing_fields",
@@ -160,14 +160,6 @@ def _plain_copy(tmp_path, name="t.json"):
     return p
 
 
-def _reaped(pid) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
-
-
 def test_early_start_loads_the_same_trace(tmp_path, monkeypatch):
     p = _plain_copy(tmp_path)
     on_disk = p.read_bytes()
@@ -181,7 +173,7 @@ def test_early_start_loads_the_same_trace(tmp_path, monkeypatch):
     assert split.TIMES["child share"] == early.share
     _same_trace(serial, got)
     assert got.tree.store.args(len(got.tree.store) - 1) == serial.tree.store.args(len(serial.tree.store) - 1)
-    assert _reaped(early.pending.pid) and p.read_bytes() == on_disk
+    assert reaped(early.pending.pid) and p.read_bytes() == on_disk
 
 
 def test_early_start_for_another_file_is_discarded(tmp_path, monkeypatch):
@@ -189,7 +181,7 @@ def test_early_start_for_another_file_is_discarded(tmp_path, monkeypatch):
     monkeypatch.setattr(split, "MIN_BYTES", 0)
     early = start_load(a)
     got = load_trace(b, early=early)
-    assert got.path == b and _reaped(early.pending.pid)
+    assert got.path == b and reaped(early.pending.pid)
     _same_trace(load_trace(b), got)
 
 

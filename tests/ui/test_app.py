@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from tracetui.ui.diff_view import DiffScreen
 from tracetui.ui.tables import AggTable
 from tracetui.ui.detail_pane import DetailPane
 
-from tests.conftest import TRACES
+from tests.conftest import TRACES, reaped
 
 
 async def wait_for(pilot, cond, timeout=10.0):
@@ -467,14 +466,6 @@ def test_detail_pane_follows_the_cursor_while_hidden():
     asyncio.run(run())
 
 
-def _reaped(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
-
-
 def test_the_cli_head_start_is_used_for_the_first_trace(big_trace, monkeypatch):
     monkeypatch.setattr(split, "MIN_BYTES", 0)  # the 60k-event trace is below the CLI's threshold
     early = start_load(big_trace)
@@ -486,7 +477,7 @@ def test_the_cli_head_start_is_used_for_the_first_trace(big_trace, monkeypatch):
             s = await explorer(pilot)
             assert s.trace.path == big_trace and split.TIMES.get("child share") == early.share
     asyncio.run(run())
-    assert _reaped(early.pending.pid)
+    assert reaped(early.pending.pid)
 
 
 def test_cancelling_the_load_reaps_the_head_start_child(big_trace, monkeypatch):
@@ -500,7 +491,7 @@ def test_cancelling_the_load_reaps_the_head_start_child(big_trace, monkeypatch):
             await pilot.pause()
             await app.workers.wait_for_complete()
     asyncio.run(run())
-    assert _reaped(early.pending.pid)  # consumed or cancelled: no child outlives the app
+    assert reaped(early.pending.pid)  # consumed or cancelled: no child outlives the app
 
 
 def test_table_keys_pressed_before_the_hidden_tabs_mount_still_apply():
