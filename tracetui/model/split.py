@@ -179,8 +179,9 @@ MAX_PIECES = 16
 """Each process decodes its part in pieces of about PIECE_BYTES (at most MAX_PIECES of them)
 and indexes each one before decoding the next, so only one piece's decoded events are alive
 at a time. 270k-event replica (61 MB): the pair's peak 335 -> 216 MB at the same speed. On 1 GB
-(decode_index, 2 rounds): whole parts 9.02-9.30 s and 1,415 MB private in the helper; 60
-pieces of 8 MB 10.2-10.9 s and 180 MB; 15 pieces of 32 MB 9.07-9.48 s and 249 MB."""
+(decode_index, two A/Bs of 2 rounds): whole parts 8.75-9.30 s and 1,415 MB private in the
+helper; 60 pieces of 8 MB 10.2-10.9 s and 180 MB; 15 of 32 MB 9.07-9.48 s and 249 MB; the cap of
+16 (~31 MB each) 8.90-8.94 s."""
 
 
 def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -> tuple[Callable, Callable]:
@@ -258,7 +259,9 @@ EARLY_HEAD_BYTES = 32 << 20
 """How much of a file the child of an early start decodes while this process starts the UI.
 
 Both sides scale with the machine's speed: importing Textual and mounting the app took about as
-long as decoding and indexing ~31 MB of trace (0.55 s against 17.5 ns/byte, 2-core VM).
+long as decoding and indexing ~31 MB of trace (0.55 s against 17.5 ns/byte, 2-core VM). Tried
+around it (first_screen_pty, 9 interleaved rounds on 61 MB): 24 MB 1.70 s, 32 MB 1.65-1.66 s,
+44 MB 1.71 s.
 """
 
 
