@@ -123,7 +123,7 @@ def _open(paths: list[Path], diff: bool = False) -> int:
     from tracetui.model.load import resolve_input
     resolved = [resolve_input(p) for p in paths]  # fail fast with a one-line error, before the UI starts
     early = None
-    if len(resolved) == 1:  # a large file starts decoding in a child while Textual imports
+    if len(resolved) == 1:  # a large file starts decoding (or gunzipping) while Textual imports
         from tracetui.model.trace import start_load
         early = start_load(resolved[0])
     try:

@@ -10,6 +10,8 @@ import pytest
 
 from tracetui.model import load_trace
 from tracetui.model import split
+from tracetui.model import trace as trace_mod
+from tracetui.model.errors import TraceError
 from tracetui.model.trace import start_load
 from tracetui.model.events import build_store
 from tracetui.model.load import LoadReport, decode, read_bytes
@@ -208,10 +210,31 @@ def test_early_start_steps_aside(tmp_path, monkeypatch):
     p = _plain_copy(tmp_path)
     assert start_load(p) is None  # a few hundred KB: below MIN_BYTES, the fork would not pay
     monkeypatch.setattr(split, "MIN_BYTES", 0)
-    assert start_load(TRACES / "mlp_eager.json.gz") is None  # gzip: not gunzipped before the UI
+    assert start_load(TRACES / "mlp_eager.json.gz") is None  # a small gzip: not worth a thread
     assert start_load(tmp_path / "missing.json") is None  # load_trace reports it, not this
     monkeypatch.setenv("TRACETUI_PARALLEL", "0")
     assert start_load(p) is None
+
+
+def test_a_gzipped_trace_is_gunzipped_ahead_and_loads_the_same(monkeypatch):
+    monkeypatch.setattr(trace_mod, "EARLY_GZ_MIN_BYTES", 0)
+    p = TRACES / "mlp_eager.json.gz"
+    early = start_load(p)
+    assert isinstance(early, trace_mod._Gunzipping)
+    got = load_trace(p, early=early)
+    _same_trace(load_trace(p), got)
+    assert got.report.compressed
+
+
+def test_a_gzip_error_met_ahead_is_the_same_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(trace_mod, "EARLY_GZ_MIN_BYTES", 0)
+    p = tmp_path / "broken.json.gz"
+    p.write_bytes(b"\x1f\x8b" + b"not a gzip stream" * 10)
+    with pytest.raises(TraceError) as plain:
+        load_trace(p)
+    with pytest.raises(TraceError) as ahead:
+        load_trace(p, early=start_load(p))
+    assert str(ahead.value) == str(plain.value) and "gzip" in str(plain.value)
 
 
 def test_early_share_balances_the_head_start():

@@ -279,6 +279,10 @@ class Early:
         self.path = None      # set by the caller that read the file
         self.report = None
 
+    def bytes(self) -> tuple:
+        """The file's contents as read by the caller, and its LoadReport."""
+        return self.data, self.report
+
     def finish(self) -> tuple[Document, EventStore, bool] | None:
         try:
             mine = self.first()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -204,18 +205,60 @@ class Trace:
                 "cpu_ns": int(t.dur[step])}
 
 
-def start_load(path) -> "_split.Early | None":
-    """Begin loading a large plain trace file in a forked child, before the UI is imported.
+EARLY_GZ_MIN_BYTES = 1 << 20
+"""Gzipped files from this size are gunzipped in a thread while the UI starts (zlib releases
+the GIL: gunzip of 61 MB beside Python work, 0.29 s together against 0.44 s one after the other)."""
 
-    Returns the handle for ``load_trace(path, early=...)``, or None where it would not help
-    (small or gzipped file, no fork, an envelope it cannot place): loading then starts later
-    as usual. Reading errors are left for ``load_trace`` to report.
+
+class _Gunzipping:
+    """A gzipped trace being read and gunzipped in a thread since the CLI started.
+
+    Same interface as ``split.Early``: ``bytes()`` waits for the file's contents (or raises the
+    error reading it met), ``finish()`` has no decoded events to offer, ``cancel()`` drops it.
+    """
+
+    def __init__(self, path: Path):
+        self.path, self.report = path, LoadReport()
+        self._data = self._error = None
+        self._thread = threading.Thread(target=self._read, name="tracetui-gunzip", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            self._data = read_bytes(self.path, self.report)
+        except BaseException as e:  # noqa: BLE001 - raised again where the load asks for the bytes
+            self._error = e
+
+    def bytes(self) -> tuple:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._data, self.report
+
+    def finish(self) -> None:
+        return None
+
+    def cancel(self) -> None:
+        self._data = None
+
+
+def start_load(path) -> "_split.Early | _Gunzipping | None":
+    """Begin loading a large trace file before the UI is imported.
+
+    An uncompressed file is read and the decode of its tail starts in a forked child; a gzipped
+    one is gunzipped in a thread. Returns the handle for ``load_trace(path, early=...)``, or None
+    where it would not help (a small file, no fork, an envelope it cannot place): loading then
+    starts later as usual. Reading errors are left for ``load_trace`` to report.
     """
     try:
         path = resolve_input(Path(path))
         with open(path, "rb") as f:
-            if f.read(2) == b"\x1f\x8b" or os.fstat(f.fileno()).st_size < _split.MIN_BYTES:
-                return None  # gunzipping here would delay the first paint by seconds on a GB trace
+            gz = f.read(2) == b"\x1f\x8b"
+            size = os.fstat(f.fileno()).st_size
+        if gz:
+            return _Gunzipping(path) if size >= EARLY_GZ_MIN_BYTES else None
+        if size < _split.MIN_BYTES:
+            return None
         report = LoadReport()
         data = read_bytes(path, report)
     except (TraceError, OSError):
@@ -226,7 +269,7 @@ def start_load(path) -> "_split.Early | None":
     return early
 
 
-def load_trace(path, progress: Progress | None = None, early: "_split.Early | None" = None) -> Trace:
+def load_trace(path, progress: Progress | None = None, early: "_split.Early | _Gunzipping | None" = None) -> Trace:
     """Read, decode, link and roll up a trace file (or the newest trace in a folder).
 
     ``early`` is ``start_load``'s handle: used when it is for the same file, else discarded.
@@ -244,14 +287,14 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | No
             gc.enable()
 
 
-def _load(path, progress: Progress | None, early: "_split.Early | None") -> Trace:
+def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | None") -> Trace:
     say = progress or (lambda stage, frac: None)
     path = resolve_input(Path(path))
     t0 = time.perf_counter()
     say("reading", 0.0)
     split = None
     if early is not None and early.path == path:
-        data, report = early.data, early.report
+        data, report = early.bytes()
         t1 = time.perf_counter()
         say("decoding", 0.15)
         split = early.finish()
