@@ -510,3 +510,32 @@ def test_table_keys_pressed_before_the_hidden_tabs_mount_still_apply():
             assert "per step" in s.kernel_table.border_subtitle
             assert app.focused is s.kernel_table
     asyncio.run(run())
+
+
+def test_quitting_during_a_load_does_not_wait_for_it(monkeypatch):
+    import threading
+    import time
+
+    import tracetui.ui.app as app_mod
+    release = threading.Event()
+
+    def endless_load(path, progress=None, early=None):  # a decode that cannot be interrupted
+        release.wait(60)
+        raise app_mod.TraceError(path, "stopped by the test")
+
+    monkeypatch.setattr(app_mod, "load_trace", endless_load)
+    t0 = time.perf_counter()
+
+    def run():
+        async def go():
+            app = TraceApp([TRACES / "mlp_eager.json.gz"])
+            async with app.run_test(size=(80, 24)) as pilot:
+                await wait_for(pilot, lambda: isinstance(app.screen, LoadingScreen))
+                await pilot.press("q")
+        asyncio.run(go())  # asyncio.run waits for its default executor's threads at the end
+
+    try:
+        run()
+        assert time.perf_counter() - t0 < 20  # not the 60 s the load would have taken
+    finally:
+        release.set()

@@ -6,6 +6,7 @@ child fails or hangs, the caller does the child's part itself, so results never 
 """
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import pickle
@@ -20,6 +21,21 @@ U = TypeVar("U")
 
 CHILD_TIMEOUT_S = 120.0
 """How long the parent waits for the child beyond its own part before giving up on it."""
+
+
+_LIVE: set[int] = set()
+"""Children not yet reaped: killed when this process exits (e.g. the user quit mid-load)."""
+
+
+@atexit.register
+def _kill_live() -> None:
+    for pid in list(_LIVE):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        _LIVE.discard(pid)
 
 
 def available() -> bool:
@@ -88,6 +104,7 @@ def spawn(child: Callable[[], T]) -> Pending | None:
         finally:
             os._exit(code)
     os.close(w)
+    _LIVE.add(pid)
     return Pending(pid, r)
 
 
@@ -141,4 +158,6 @@ def reap(pid: int, r: int, kill: bool) -> bool:
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
         return False
+    finally:
+        _LIVE.discard(pid)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

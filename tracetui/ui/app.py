@@ -2,6 +2,7 @@
 (or the diff of two). Keys are declared as BINDINGS with descriptions; `?` lists them."""
 from __future__ import annotations
 
+import asyncio
 import gc
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from .details import describe
 from .detail_pane import DetailPane
 from .format import plain
 from .tables import AggTable
+from .threads import DaemonExecutor
 from .timeline import Timeline
 from .tree_view import Row, TraceTree
 
@@ -491,6 +493,8 @@ class TraceApp(App):
         self.early = early
 
     def on_mount(self) -> None:
+        # before any worker starts: quitting must not wait for a load that is still decoding
+        asyncio.get_running_loop().set_default_executor(DaemonExecutor())
         early, self.early = self.early, None
         self.push_screen(LoadingScreen(self.paths[:2] if self.diff else self.paths[:1], self._loaded, early))
 
