@@ -254,3 +254,22 @@ def test_phases_that_are_not_one_ascii_letter_still_pick_the_complete_events(odd
     store = build_store(decode(None, data, LoadReport())[0].traceEvents)
     assert len(store) == 5 and "odd" not in store.names
     assert store.file_index.tolist() == [0, 1, 2, 4, 5]
+
+
+def test_progress_after_each_piece_can_stop_the_load_and_the_helper(tmp_path, monkeypatch):
+    from tracetui.model import forked
+    p = _plain_copy(tmp_path)
+    monkeypatch.setattr(split, "MIN_BYTES", 0)
+    monkeypatch.setattr(split, "PIECE_BYTES", 16 << 10)
+    seen = []
+
+    def progress(stage, frac):
+        seen.append((stage, frac))
+        if stage == "decoding" and frac > 0.3:
+            raise KeyboardInterrupt("the user cancelled")
+
+    with pytest.raises(KeyboardInterrupt):
+        load_trace(p, progress=progress)
+    fracs = [f for s, f in seen if s == "decoding"]
+    assert len(fracs) >= 3 and fracs == sorted(fracs)  # the bar moves piece by piece
+    assert not forked._LIVE  # the helper was killed and reaped, not left to finish

@@ -147,20 +147,24 @@ def _full_envelope(data: bytes) -> tuple[_Envelope, memoryview, None] | None:
     return env, memoryview(env.traceEvents), None  # the array's offset in data is not known
 
 
-def decode_index(data: bytes, min_bytes: int | None = None) -> tuple[Document, EventStore, bool] | None:
-    """(document without its events, the full event store, needed the lenient schema) or None."""
+def decode_index(data: bytes, min_bytes: int | None = None,
+                 progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
+    """(document without its events, the full event store, needed the lenient schema) or None.
+
+    ``progress(fraction)`` is called after each piece of this process's part (it may raise to
+    stop the load: the helper is then killed)."""
     if not enabled(data, min_bytes) or first_byte(data) != b"{":
         return None
     found = _quick_envelope(data)
-    got = _decode_halves(data, *found) if found else None
+    got = _decode_halves(data, *found, progress) if found else None
     if got is None:
         found = _full_envelope(data)
-        got = _decode_halves(data, *found) if found else None
+        got = _decode_halves(data, *found, progress) if found else None
     return got
 
 
-def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview,
-                   base: int | None) -> tuple[Document, EventStore, bool] | None:
+def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview, base: int | None,
+                   progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
     """Fork; each process decodes and indexes one half of ``arr`` (the traceEvents array)."""
     c = _split_point(arr)
     if c is None:
@@ -168,7 +172,7 @@ def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview,
     first, second = _parts(data, arr, base, c)
     t0 = time.perf_counter()
     try:
-        got, mine = forked.beside(second, first, retry=False)
+        got, mine = forked.beside(second, lambda: first(progress), retry=False)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None  # a split inside a value, or a broken file: the one-process path decides
     return _joined(env, mine, got, t0)
@@ -206,11 +210,12 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
         buf[0], buf[-1] = 0x5B, 0x5D
         return _decode_list(buf)
 
-    def part(lo: int, hi: int, child: bool) -> tuple[EventStore, int, bool, dict]:
+    def part(lo: int, hi: int, child: bool, progress=None) -> tuple[EventStore, int, bool, dict]:
         stores, offsets, n, lenient = [], [], 0, False
         t_dec = t_idx = 0.0
         peak = -1.0
-        for x, y in pairwise(_cuts(arr, lo, hi)):
+        cuts = _cuts(arr, lo, hi)
+        for x, y in pairwise(cuts):
             t0 = time.perf_counter()
             events, lax = piece(x, y)
             t1 = time.perf_counter()
@@ -222,6 +227,8 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
             if child:  # the most it holds: this piece's events and every store so far
                 peak = max(peak, private_mb())
             del events
+            if progress is not None:
+                progress(len(stores) / (len(cuts) - 1))
         store = concat_stores(stores, offsets)
         who = "child" if child else "parent"
         times = {f"{who} decode": t_dec, f"{who} index": t_idx, f"{who} pieces": len(stores)}
@@ -233,8 +240,8 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
         store, _, lenient, times = part(c, len(arr) - 1, child=True)
         return store, lenient, times
 
-    def first() -> tuple:
-        store, n, lenient, times = part(0, c, child=False)
+    def first(progress=None) -> tuple:
+        store, n, lenient, times = part(0, c, child=False, progress=progress)
         store.source = data
         return store, n, lenient, times
 
@@ -283,9 +290,9 @@ class Early:
         """The file's contents as read by the caller, and its LoadReport."""
         return self.data, self.report
 
-    def finish(self) -> tuple[Document, EventStore, bool] | None:
+    def finish(self, progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
         try:
-            mine = self.first()
+            mine = self.first(progress)
         except (msgspec.DecodeError, msgspec.ValidationError):
             self.cancel()
             return None

@@ -235,7 +235,7 @@ class _Gunzipping:
             raise self._error
         return self._data, self.report
 
-    def finish(self) -> None:
+    def finish(self, progress=None) -> None:
         return None
 
     def cancel(self) -> None:
@@ -289,6 +289,9 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | _G
 
 def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | None") -> Trace:
     say = progress or (lambda stage, frac: None)
+
+    def decoded(frac: float) -> None:  # after each piece this process decoded (it may cancel)
+        say("decoding", 0.15 + 0.6 * frac)
     path = resolve_input(Path(path))
     t0 = time.perf_counter()
     say("reading", 0.0)
@@ -297,14 +300,14 @@ def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | 
         data, report = early.bytes()
         t1 = time.perf_counter()
         say("decoding", 0.15)
-        split = early.finish()
+        split = early.finish(decoded)
     else:
         report = LoadReport()
         data = read_bytes(path, report)
         t1 = time.perf_counter()
         say("decoding", 0.15)
     if split is None:
-        split = decode_index(data)  # two processes on a large, valid file; None otherwise
+        split = decode_index(data, progress=decoded)  # two processes on a large, valid file; None otherwise
     if split is not None:
         doc, store, lenient = split
         if lenient:
