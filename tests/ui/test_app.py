@@ -539,3 +539,22 @@ def test_quitting_during_a_load_does_not_wait_for_it(monkeypatch):
         assert time.perf_counter() - t0 < 20  # not the 60 s the load would have taken
     finally:
         release.set()
+
+
+def test_loading_progress_reaches_the_screen_in_order(big_trace, monkeypatch):
+    seen = []
+    real = LoadingScreen._progress
+
+    def record(self, stage, pct):
+        seen.append((stage, pct))
+        real(self, stage, pct)
+
+    monkeypatch.setattr(LoadingScreen, "_progress", record)
+
+    async def run():
+        app = TraceApp([big_trace])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await explorer(pilot)
+    asyncio.run(run())
+    pcts = [p for _, p in seen]
+    assert any("decoding" in s for s, _ in seen) and pcts == sorted(pcts) and len(pcts) >= 3
