@@ -558,3 +558,35 @@ def test_loading_progress_reaches_the_screen_in_order(big_trace, monkeypatch):
     asyncio.run(run())
     pcts = [p for _, p in seen]
     assert any("decoding" in s for s, _ in seen) and pcts == sorted(pcts) and len(pcts) >= 3
+
+
+def test_footer_follows_focus_but_is_not_rebuilt_for_the_same_keys(monkeypatch):
+    from textual.widgets._footer import FooterKey
+
+    from tracetui.ui.footer import StableFooter
+    rebuilt = []
+    real = StableFooter.recompose
+
+    async def counting(self):
+        rebuilt.append(1)
+        return await real(self)
+
+    monkeypatch.setattr(StableFooter, "recompose", counting)
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 40)) as pilot:
+            s = await explorer(pilot)
+            keys = lambda: {k.key for k in s.query(FooterKey)}  # noqa: E731
+            assert {"q", "n", "slash"} <= keys()
+            rebuilt.clear()
+            await pilot.press("down", "down", "up")
+            await pilot.pause()
+            assert rebuilt == []  # same focus, same keys: nothing to rebuild
+            await pilot.press("slash")
+            await pilot.pause()
+            assert "q" not in keys() and "n" not in keys()  # typed into the search box, not bound
+            await pilot.press("g", "e", "l", "u", "enter")
+            await pilot.pause()
+            assert {"q", "n"} <= keys() and len(rebuilt) <= 2  # one rebuild each way
+    asyncio.run(run())

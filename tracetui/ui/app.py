@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.lazy import Lazy
 from textual.screen import ModalScreen, Screen
-from textual.widgets import (DataTable, Footer, Input, Label, ProgressBar, Static, TabbedContent,
+from textual.widgets import (DataTable, Input, Label, ProgressBar, Static, TabbedContent,
                              TabPane, Tree)
 from textual.worker import get_current_worker
 
@@ -25,6 +25,7 @@ from tracetui.textsafe import visible
 
 from .details import describe
 from .detail_pane import DetailPane
+from .footer import StableFooter
 from .format import plain
 from .tables import AggTable
 from .threads import DaemonExecutor
@@ -66,7 +67,7 @@ class LoadingScreen(Screen):
             yield Label(Text(f"loading {', '.join(visible(p.name) for p in self.paths)}"), id="loading-title")
             yield ProgressBar(total=100, show_eta=False, id="progress")
             yield Label("", id="stage")
-        yield Footer()
+        yield StableFooter()
 
     def on_mount(self) -> None:
         self.load()
@@ -189,7 +190,7 @@ class ExplorerScreen(Screen):
                 yield Lazy(VerticalScroll(self.timeline))
         yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
         yield Static(id="status")
-        yield Footer()
+        yield StableFooter()
 
     def on_mount(self) -> None:
         tree = self.tree

@@ -7,12 +7,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tracetui.model.diff import DiffResult, diff_traces
 from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
 from tracetui.textsafe import visible
+
+from .footer import StableFooter
 
 STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta"}
 STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕"}
@@ -50,7 +52,7 @@ class DiffScreen(Screen):
             yield DiffPane("b", id="pane-b")
         with VerticalScroll(id="fusion"):
             yield Static(id="fusion-text")
-        yield Footer()
+        yield StableFooter()
 
     def on_mount(self) -> None:
         for pane, tr in ((self.query_one("#pane-a", DiffPane), self.a), (self.query_one("#pane-b", DiffPane), self.b)):
