@@ -590,3 +590,19 @@ def test_footer_follows_focus_but_is_not_rebuilt_for_the_same_keys(monkeypatch):
             await pilot.pause()
             assert {"q", "n"} <= keys() and len(rebuilt) <= 2  # one rebuild each way
     asyncio.run(run())
+
+
+def test_search_box_floats_above_the_status_line_without_resizing_the_panes():
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            before = (s.tree.region, s.query_one("#details").region)
+            await search(pilot, "gelu")  # the box is open while typing, closed by Enter
+            await pilot.press("slash", "g")
+            await pilot.pause()
+            box, status = s.query_one("#search"), s.query_one("#status")
+            assert box.has_class("visible") and (s.tree.region, s.query_one("#details").region) == before
+            assert box.region.bottom <= status.region.y  # the status line (match count) stays visible
+            assert str(status.render()).startswith(f"{s.matches.size:,} matches")
+    asyncio.run(run())

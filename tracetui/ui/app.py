@@ -237,6 +237,8 @@ class ExplorerScreen(Screen):
         issues = sum(v for k, v in d.items() if isinstance(v, int)
                      and k not in ("linked_by_external_id", "steps_spanned_by_events"))
         txt = Text()
+        if extra:  # first, so 80 columns still show what just changed (match count, mode)
+            txt.append(extra + " · ", style="bold cyan")
         txt.append(visible(tr.path.name), style="bold")
         txt.append(f" · {visible(tr.device_label)} · {tr.n_steps} steps · {len(tr.store):,} events")
         if issues or tr.report.repairs:
@@ -244,8 +246,6 @@ class ExplorerScreen(Screen):
                        style="yellow")
         if self.kind_filter:
             txt.append(f" · filter: {self.kind_filter}", style="cyan")
-        if extra:
-            txt.append(" · " + extra, style="bold cyan")
         self.query_one("#status", Static).update(txt, layout=False)  # one line, always
 
     def show_if_new(self, node: int) -> None:
