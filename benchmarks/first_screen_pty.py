@@ -40,8 +40,8 @@ def baseline(trace: str) -> float:
     return time.perf_counter() - t0
 
 
-def once(trace: str, cols: int, rows: int, src: str | None = None, timeout: float = 60.0) -> float:
-    t0 = time.perf_counter()
+def spawn(trace: str, cols: int, rows: int, src: str | None = None) -> tuple[int, int]:
+    """``python -m tracetui TRACE`` in a new pseudo-terminal of that size: (pid, terminal fd)."""
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["TERM"] = "xterm-256color"
@@ -52,6 +52,12 @@ def once(trace: str, cols: int, rows: int, src: str | None = None, timeout: floa
             os.environ["PYTHONSAFEPATH"] = "1"
         os.execv(sys.executable, [sys.executable, "-m", "tracetui", trace])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    return pid, fd
+
+
+def once(trace: str, cols: int, rows: int, src: str | None = None, timeout: float = 60.0) -> float:
+    t0 = time.perf_counter()
+    pid, fd = spawn(trace, cols, rows, src)
     seen = b""
     shown = None
     try:

@@ -10,28 +10,16 @@ longer to load than the largest ``--after`` (the 1 GB replica from make_large_tr
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
-import pty
 import select
-import struct
 import subprocess
-import sys
-import termios
 import time
 
-from first_screen_pty import check_src
+from first_screen_pty import check_src, spawn
 
 
 def once(trace: str, after: float, src: str | None, timeout: float = 60.0) -> tuple[float, int]:
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ["TERM"] = "xterm-256color"
-        if src:
-            os.environ["PYTHONPATH"] = os.path.abspath(src)
-            os.environ["PYTHONSAFEPATH"] = "1"
-        os.execv(sys.executable, [sys.executable, "-m", "tracetui", trace])
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    pid, fd = spawn(trace, 120, 40, src)
     seen = b""
     t0 = time.perf_counter()
     while b"loading" not in seen and time.perf_counter() - t0 < timeout:
