@@ -184,7 +184,7 @@ class Trace:
         return out
 
     def warm(self) -> "Trace":
-        """Compute the lazy tables and indexes now (the app does this in its loading worker)."""
+        """Compute the lazy tables and indexes now (the explorer does this in a worker after its first paint)."""
         self.op_table, self.kernel_table, self._gpu_ancestors, self.agg_by_name  # noqa: B018
         return self
 

@@ -85,7 +85,7 @@ class LoadingScreen(Screen):
                 self.app.call_from_thread(self._progress, f"{p.name}: {stage}", 100 * (i + frac) / n)
 
             try:
-                traces.append(load_trace(p, progress=progress, early=self.early if i == 0 else None).warm())
+                traces.append(load_trace(p, progress=progress, early=self.early if i == 0 else None))
             except Cancelled:
                 return
             except TraceError as e:
@@ -210,7 +210,9 @@ class ExplorerScreen(Screen):
 
     @work(thread=True, group="args")
     def prefetch_args(self) -> None:
-        """Decode every event's args after the first screen, so the detail pane never waits for it."""
+        """Compute the tables and decode every event's args after the first screen (which needs
+        neither: it shows a step), so the detail pane and the tabs never wait for them."""
+        self.trace.warm()  # ~37 ms on 270k events, off the first screen (1.62 -> 1.58 s, 9 rounds)
         if not self.trace.store.args_loaded:
             self.trace.store.load_args()
             keep_out_of_gc()
