@@ -280,11 +280,11 @@ class Early:
     two; None from it (or any surprise) means: take the usual path, which proves or repairs.
     """
 
-    def __init__(self, data, env: _Envelope, first: Callable, pending: forked.Pending, share: float):
+    def __init__(self, data, env: _Envelope, first: Callable, pending: forked.Pending, share: float,
+                 path=None, report=None):
         self.data, self.env, self.first, self.pending, self.share = data, env, first, pending, share
+        self.path, self.report = path, report  # the file ``data`` was read from, and how
         self.started = time.perf_counter()
-        self.path = None      # set by the caller that read the file
-        self.report = None
 
     def bytes(self) -> tuple:
         """The file's contents as read by the caller, and its LoadReport."""
@@ -312,9 +312,10 @@ def early_share(n_bytes: int, head_bytes: int = EARLY_HEAD_BYTES) -> float:
     return min(0.8, (1 + head_bytes / max(n_bytes, 1)) / 2)
 
 
-def start(data: bytes | bytearray, head_bytes: int = EARLY_HEAD_BYTES) -> Early | None:
-    """Fork a child that decodes and indexes the tail of ``data``'s events now; None where the
-    file is too small, not a plain document, or fork is unavailable."""
+def start(data: bytes | bytearray, path=None, report=None, head_bytes: int = EARLY_HEAD_BYTES) -> Early | None:
+    """Fork a child that decodes and indexes the tail of ``data`` (read from ``path``, as
+    ``report`` says) now; None where the file is too small, not a plain document, or fork is
+    unavailable."""
     if not enabled(data) or first_byte(data) != b"{":
         return None
     found = _quick_envelope(data)
@@ -327,4 +328,4 @@ def start(data: bytes | bytearray, head_bytes: int = EARLY_HEAD_BYTES) -> Early 
         return None
     first, second = _parts(data, arr, base, c)
     pending = forked.spawn(second)
-    return Early(data, env, first, pending, share) if pending is not None else None
+    return Early(data, env, first, pending, share, path, report) if pending is not None else None

@@ -263,10 +263,7 @@ def start_load(path) -> "_split.Early | _Gunzipping | None":
         data = read_bytes(path, report)
     except (TraceError, OSError):
         return None
-    early = _split.start(data)
-    if early is not None:
-        early.path, early.report = path, report
-    return early
+    return _split.start(data, path, report)
 
 
 def load_trace(path, progress: Progress | None = None, early: "_split.Early | _Gunzipping | None" = None) -> Trace:
@@ -292,20 +289,19 @@ def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | 
 
     def decoded(frac: float) -> None:  # after each piece this process decoded (it may cancel)
         say("decoding", 0.15 + 0.6 * frac)
+
     path = resolve_input(Path(path))
+    ahead = early is not None and early.path == path
     t0 = time.perf_counter()
     say("reading", 0.0)
-    split = None
-    if early is not None and early.path == path:
+    if ahead:
         data, report = early.bytes()
-        t1 = time.perf_counter()
-        say("decoding", 0.15)
-        split = early.finish(decoded)
     else:
         report = LoadReport()
         data = read_bytes(path, report)
-        t1 = time.perf_counter()
-        say("decoding", 0.15)
+    t1 = time.perf_counter()
+    say("decoding", 0.15)
+    split = early.finish(decoded) if ahead else None
     if split is None:
         split = decode_index(data, progress=decoded)  # two processes on a large, valid file; None otherwise
     if split is not None:
