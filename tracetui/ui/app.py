@@ -169,8 +169,8 @@ class ExplorerScreen(Screen):
         self.kernel_cycle = 0
         self._search_timer = None
         self._names_lower = [n.lower() for n in trace.tree.names]
-        # the hidden tabs mount after the first paint (Lazy): styling their tables' component
-        # classes was most of the time between "loaded" and the first screen
+        # the hidden tabs mount after the first paint (Lazy), so the first screen does not style
+        # their tables (first_screen_pty: 1.72 -> 1.68 s and 1.68 -> 1.65 s)
         self.kernel_table = AggTable(trace, kernels=True, id="kernel-table")
         self.op_table = AggTable(trace, kernels=False, id="op-table")
         self.timeline = Timeline(trace, id="timeline-widget")
