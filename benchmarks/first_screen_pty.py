@@ -40,16 +40,20 @@ def baseline(trace: str) -> float:
     return time.perf_counter() - t0
 
 
+def src_env(src: str) -> dict:
+    """The environment that makes ``python -m tracetui`` import the checkout at ``src``."""
+    # without PYTHONSAFEPATH, `-m` puts the working directory first on sys.path, ahead of
+    # PYTHONPATH: run from a checkout, every --src ran that checkout's code
+    return {"PYTHONPATH": os.path.abspath(src), "PYTHONSAFEPATH": "1"}
+
+
 def spawn(trace: str, cols: int, rows: int, src: str | None = None) -> tuple[int, int]:
     """``python -m tracetui TRACE`` in a new pseudo-terminal of that size: (pid, terminal fd)."""
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["TERM"] = "xterm-256color"
         if src:
-            os.environ["PYTHONPATH"] = os.path.abspath(src)
-            # without this, `-m` puts the working directory first on sys.path, ahead of
-            # PYTHONPATH: run from a checkout, every --src ran that checkout's code
-            os.environ["PYTHONSAFEPATH"] = "1"
+            os.environ.update(src_env(src))
         os.execv(sys.executable, [sys.executable, "-m", "tracetui", trace])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     return pid, fd
@@ -84,7 +88,7 @@ def once(trace: str, cols: int, rows: int, src: str | None = None, timeout: floa
 
 def check_src(src: str) -> None:
     """Stop unless ``-m tracetui`` with ``src`` on PYTHONPATH imports that checkout's code."""
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(src), "PYTHONSAFEPATH": "1"}
+    env = {**os.environ, **src_env(src)}
     got = subprocess.run([sys.executable, "-c", "import tracetui; print(tracetui.__file__)"],
                          env=env, capture_output=True, text=True, check=True).stdout.strip()
     if not os.path.abspath(got).startswith(os.path.abspath(src) + os.sep):
