@@ -114,22 +114,30 @@ def test_failing_child_steps_aside(tmp_path, monkeypatch):
     assert split.decode_index(json.dumps(_trace(_ops(100))).encode(), min_bytes=0) is None
 
 
+def _same_trace(a, b):
+    for f in ("kind", "parent", "cparent", "start", "dur", "child_idx"):
+        assert np.array_equal(getattr(a.tree, f), getattr(b.tree, f)), f
+    for f in ("cpu_total", "cpu_self", "device", "kernels"):
+        assert np.array_equal(getattr(a.roll, f), getattr(b.roll, f)), f
+    assert a.tree.diagnostics == b.tree.diagnostics
+    assert a.device_name == b.device_name
+
+
+def _plain_copy(tmp_path, name="t.json"):
+    p = tmp_path / name
+    p.write_bytes(gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes()))
+    return p
+
+
 def test_load_trace_is_the_same_either_way(tmp_path, monkeypatch):
-    src = TRACES / "mlp_eager.json.gz"
-    p = tmp_path / "t.json"
-    p.write_bytes(gzip.decompress(src.read_bytes()))
+    p = _plain_copy(tmp_path)
     monkeypatch.setenv("TRACETUI_PARALLEL", "0")
     serial = load_trace(p)
     monkeypatch.setenv("TRACETUI_PARALLEL", "1")
     monkeypatch.setattr(split, "MIN_BYTES", 0)
     both = load_trace(p)
     assert "decode+index (2 processes)" in both.timings and "index" in serial.timings
-    for f in ("kind", "parent", "cparent", "start", "dur", "child_idx"):
-        assert np.array_equal(getattr(serial.tree, f), getattr(both.tree, f)), f
-    for f in ("cpu_total", "cpu_self", "device", "kernels"):
-        assert np.array_equal(getattr(serial.roll, f), getattr(both.roll, f)), f
-    assert serial.tree.diagnostics == both.tree.diagnostics
-    assert serial.device_name == both.device_name
+    _same_trace(serial, both)
 
 
 @pytest.mark.parametrize("tail", [
@@ -146,20 +154,6 @@ def test_keys_after_the_events_do_not_change_the_store(tail):
     want = build_store(decode(None, data, report)[0].traceEvents)
     _assert_same(want, got[1])
     assert len(got[1]) == 300
-
-
-def _same_trace(a, b):
-    for f in ("kind", "parent", "cparent", "start", "dur", "child_idx"):
-        assert np.array_equal(getattr(a.tree, f), getattr(b.tree, f)), f
-    for f in ("cpu_total", "cpu_self", "device", "kernels"):
-        assert np.array_equal(getattr(a.roll, f), getattr(b.roll, f)), f
-    assert a.tree.diagnostics == b.tree.diagnostics
-
-
-def _plain_copy(tmp_path, name="t.json"):
-    p = tmp_path / name
-    p.write_bytes(gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes()))
-    return p
 
 
 def test_early_start_loads_the_same_trace(tmp_path, monkeypatch):
