@@ -46,6 +46,69 @@ def _int(v, default=-1) -> int:
         return default
 
 
+def _id_column(values: list) -> np.ndarray:
+    """Flow ids as int64 where all are ints (Kineto's), else as objects compared as written
+    (Chrome's hex strings, a missing id): "3" and 3 stay two ids."""
+    if set(map(type, values)) <= {int}:
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except OverflowError:
+            pass
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+@dataclass
+class Flows:
+    """The flow events (``ac2g`` launch arrows, ``fwdbwd``) by category: the ids of their
+    starts and of their ends, so parts of a file can be joined and counted in numpy."""
+    starts: dict = field(default_factory=dict)   # category -> ids of "s" events
+    ends: dict = field(default_factory=dict)     # category -> ids of "f"/"t" events
+
+    @classmethod
+    def of(cls, events: list, is_start: np.ndarray) -> "Flows":
+        cat_ids = _Ids()
+        cid = np.fromiter(map(cat_ids.__getitem__, map(_cat, events)), dtype=np.int32, count=len(events))
+        ids = _id_column(list(map(_id, events)))
+        flows = cls()
+        for c, i in cat_ids.items():
+            mine = cid == i
+            flows.starts[c] = ids[mine & is_start]
+            flows.ends[c] = ids[mine & ~is_start]
+        return flows
+
+    def __bool__(self) -> bool:
+        return any(map(len, self.starts.values())) or any(map(len, self.ends.values()))
+
+    def __eq__(self, other) -> bool:
+        same = lambda a, b: a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+        return isinstance(other, Flows) and same(self.starts, other.starts) and same(self.ends, other.ends)
+
+    @staticmethod
+    def joined(parts: list["Flows"]) -> "Flows":
+        out = Flows()
+        for side in ("starts", "ends"):
+            cats = {c: None for p in parts for c in getattr(p, side)}
+            joined = getattr(out, side)
+            for c in cats:
+                got = [getattr(p, side)[c] for p in parts if c in getattr(p, side)]
+                joined[c] = got[0] if len(got) == 1 else np.concatenate(got)
+        return out
+
+    def without_end(self) -> int:
+        """How many flows (category, id) have starts but no end, or ends but no start."""
+        n = 0
+        empty = np.zeros(0, dtype=np.int64)
+        for c in {**self.starts, **self.ends}:
+            s, f = self.starts.get(c, empty), self.ends.get(c, empty)
+            if s.dtype == object or f.dtype == object:  # ids of mixed types do not sort
+                n += len(set(s.tolist()) ^ set(f.tolist()))
+            else:
+                n += np.setxor1d(s, f).size
+        return n
+
+
 @dataclass
 class EventStore:
     """Every X event the model uses, by index; plus flows, thread names and skipped counts."""
@@ -64,7 +127,7 @@ class EventStore:
     source: bytes | None = None  # the decoded bytes, kept for the lazy args pass
     thread_names: dict = field(default_factory=dict)
     process_names: dict = field(default_factory=dict)
-    flows: dict = field(default_factory=dict)       # (cat, id) -> [#start, #finish]
+    flows: Flows = field(default_factory=Flows)
     skipped: dict = field(default_factory=dict)     # category -> count
     missing_fields: int = 0
     wrong_types: int = 0
@@ -98,7 +161,7 @@ class EventStore:
         return v if isinstance(v, dict) else {}
 
 
-_ph, _cat, _name, _ts, _dur, _args = (attrgetter(a) for a in ("ph", "cat", "name", "ts", "dur", "args"))
+_ph, _cat, _name, _ts, _dur, _args, _id = (attrgetter(a) for a in ("ph", "cat", "name", "ts", "dur", "args", "id"))
 _pid_tid = attrgetter("pid", "tid")
 _corr, _ext, _seq, _fwd, _stream = (attrgetter(a) for a in ("correlation", "external_id", "seq", "fwd_tid", "stream"))
 
@@ -124,13 +187,15 @@ def _floats(get, items: list) -> np.ndarray:
     return np.fromiter(map(get, items), dtype=np.float64, count=len(items))
 
 
-def _is_complete(events: list) -> np.ndarray:
-    """Which events are complete ("X") ones. Phases are one letter in every trace seen, so
-    they are joined into one string and compared in numpy; anything else takes the slow way."""
-    phases = "".join(map(_ph, events))
-    if len(phases) == len(events) and phases.isascii():
-        return np.frombuffer(phases.encode("ascii"), dtype=np.uint8) == ord("X")
-    return np.fromiter(map("X".__eq__, map(_ph, events)), dtype=bool, count=len(events))
+def _phases(events: list) -> np.ndarray:
+    """Each event's phase letter as a byte (0 where it is not one ASCII letter). Phases are one
+    letter in every trace seen, so they are joined into one string and viewed by numpy."""
+    phs = list(map(_ph, events))
+    joined = "".join(phs)
+    if len(joined) == len(phs) and joined.isascii() and "" not in phs:  # exactly one letter each
+        return np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    return np.fromiter((ord(p) if len(p) == 1 and p.isascii() else 0 for p in phs),
+                       dtype=np.uint8, count=len(phs))
 
 
 def build_store(events: list, source: bytes | None = None) -> EventStore:
@@ -138,8 +203,8 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     skipped: dict[str, int] = {}
     thread_names: dict = {}
     process_names: dict = {}
-    flows: dict = {}
-    is_x = _is_complete(events)
+    ph = _phases(events)
+    is_x = ph == ord("X")
     xi = np.flatnonzero(is_x)
     xs = list(compress(events, is_x.tolist()))
     # kinds by category, refined by name (steps, module scopes)
@@ -186,22 +251,20 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     if args and isinstance(args[0], LenientLinkArgs):  # the lenient schema was needed
         wrong = sum(1 for a in args for v in (a.correlation, a.external_id)
                     if v is not None and not isinstance(v, int))
-    others = list(compress(events, (~is_x).tolist()))
-    starts = Counter((e.cat, e.id) for e in others if e.ph == "s")
-    ends = Counter((e.cat, e.id) for e in others if e.ph == "f" or e.ph == "t")
-    flows = {k: [n, ends.pop(k, 0)] for k, n in starts.items()}
-    flows.update((k, [0, n]) for k, n in ends.items())
-    for e in others:
-        if e.ph == "M":
-            label = e.args.name
-            if isinstance(label, str):
-                if e.name == "thread_name":
-                    thread_names[(e.pid, e.tid)] = label.strip()
-                elif e.name == "process_name":
-                    process_names[e.pid] = label.strip()
-        elif e.ph not in ("s", "f", "t"):
-            label = f"{e.cat or '(none)'} ({e.ph or '?'})"
-            skipped[label] = skipped.get(label, 0) + 1
+    is_start, is_end = ph == ord("s"), (ph == ord("f")) | (ph == ord("t"))
+    is_flow = is_start | is_end
+    flows = Flows.of(list(compress(events, is_flow.tolist())), is_start[is_flow])
+    for e in compress(events, (ph == ord("M")).tolist()):
+        label = e.args.name
+        if isinstance(label, str):
+            if e.name == "thread_name":
+                thread_names[(e.pid, e.tid)] = label.strip()
+            elif e.name == "process_name":
+                process_names[e.pid] = label.strip()
+    rest = ~(is_x | is_flow | (ph == ord("M")))
+    for (cat, phase), c in Counter((e.cat, e.ph) for e in compress(events, rest.tolist())).items():
+        label = f"{cat or '(none)'} ({phase or '?'})"
+        skipped[label] = skipped.get(label, 0) + c
     store = EventStore(
         names=names, name_id=nid, kind=kind, track=track, track_keys=list(track_ids), ts=ts,
         dur=np.maximum(dur, 0), corr=corr, ext=ext, seq=seq, fwd_tid=fwd,
@@ -235,17 +298,12 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
 
     a = parts[0]
     name_id, track, file_index = [a.name_id], [a.track], [a.file_index + offsets[0]]
-    flows = {k: list(v) for k, v in a.flows.items()}
     skipped = dict(a.skipped)
     thread_names, process_names = dict(a.thread_names), dict(a.process_names)
     for b, offset in zip(parts[1:], offsets[1:]):
         name_id.append(remap(b.names, names, name_ids)[b.name_id])
         track.append(remap(b.track_keys, tracks, track_ids)[b.track])
         file_index.append(b.file_index + offset)
-        for k, (st, fi) in b.flows.items():
-            v = flows.setdefault(k, [0, 0])
-            v[0] += st
-            v[1] += fi
         for k, c in b.skipped.items():
             skipped[k] = skipped.get(k, 0) + c
         thread_names.update(b.thread_names)
@@ -256,6 +314,6 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
         track_keys=tracks, ts=cat([p.ts for p in parts]), dur=cat([p.dur for p in parts]),
         corr=cat([p.corr for p in parts]), ext=cat([p.ext for p in parts]), seq=cat([p.seq for p in parts]),
         fwd_tid=cat([p.fwd_tid for p in parts]), file_index=cat(file_index), source=a.source,
-        thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
-        missing_fields=sum(p.missing_fields for p in parts), wrong_types=sum(p.wrong_types for p in parts),
+        thread_names=thread_names, process_names=process_names, flows=Flows.joined([p.flows for p in parts]),
+        skipped=skipped, missing_fields=sum(p.missing_fields for p in parts), wrong_types=sum(p.wrong_types for p in parts),
     )

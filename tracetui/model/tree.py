@@ -307,7 +307,7 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     launch_word[rt_names] = [any(w in names_e[i] for w in LAUNCH_WORDS) for i in rt_names]
     diag["launches_without_gpu"] = int(
         (~launched[runtime] & launch_word[store.name_id[runtime]]).sum()) if gpu.size else 0
-    diag["flows_without_end"] = sum(1 for v in store.flows.values() if not v[0] or not v[1])
+    diag["flows_without_end"] = store.flows.without_end()
 
     # --- assemble node arrays
     G = len(group_nodes)
