@@ -171,7 +171,8 @@ def test_scrollbars_follow_rows_without_a_screen_relayout():
 def test_view_keys_change_what_is_shown():
     """c, f, a, d, 3, 4 with + - [ ], ctrl+o: each key's visible effect."""
     async def run():
-        from textual.widgets import TabbedContent
+        from textual.widgets import ContentSwitcher
+        from tracetui.ui.tab_bar import TabBar
         from tracetui.ui.timeline import Timeline
 
         app = TraceApp([TRACES / "mlp_eager.json.gz"])
@@ -199,7 +200,7 @@ def test_view_keys_change_what_is_shown():
             assert s.query_one("#details").has_class("hidden")
             await press("d")
             await press("3")
-            assert s.query_one(TabbedContent).active == "ops"
+            assert s.query_one(ContentSwitcher).current == "ops" == s.query_one(TabBar).active
             table = s.query_one("#op-table", AggTable)
 
             def gelu_cpu_total_cell() -> tuple[float, float]:
@@ -214,7 +215,7 @@ def test_view_keys_change_what_is_shown():
             assert shown == pytest.approx(total / 3, abs=0.05)
             await press("4")
             tl = s.query_one(Timeline)
-            assert s.query_one(TabbedContent).active == "timeline" and tl.zoom == 1.0
+            assert s.query_one(ContentSwitcher).current == "timeline" and tl.zoom == 1.0
             await press("plus")
             await press("right_square_bracket")
             assert tl.zoom == 2.0 and tl.pan > 0
@@ -224,6 +225,28 @@ def test_view_keys_change_what_is_shown():
             assert type(app.screen).__name__ == "OpenScreen"
             await press("escape")
             assert app.screen is s
+    asyncio.run(run())
+
+
+def test_view_bar_shows_the_view_and_switches_on_click():
+    async def run():
+        from textual.widgets import ContentSwitcher
+        from tracetui.ui.tab_bar import TabBar
+
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            bar, views = s.query_one(TabBar), s.query_one(ContentSwitcher)
+            text = str(bar.render())
+            at = [text.index(f"{i} {v}") for i, v in enumerate(("Tree", "Kernels", "Ops", "Timeline"), 1)]
+            assert at == sorted(at)  # every view, in key order
+            assert views.current == "tree" == bar.active
+            await pilot.click(TabBar, offset=(text.index("3 Ops") + 1, 0))
+            await pilot.pause()
+            assert views.current == "ops" == bar.active and s.query_one("#op-table").has_focus
+            await pilot.click(TabBar, offset=(text.index("1 Tree") + 1, 0))
+            await pilot.pause()
+            assert views.current == "tree" and s.tree.has_focus
     asyncio.run(run())
 
 

@@ -11,11 +11,10 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.lazy import Lazy
 from textual.screen import ModalScreen, Screen
-from textual.widgets import (DataTable, Input, Label, ProgressBar, Static, TabbedContent,
-                             TabPane, Tree)
+from textual.widgets import ContentSwitcher, DataTable, Input, Label, ProgressBar, Static, Tree
 from textual.worker import get_current_worker
 
 from tracetui.model import Trace, TraceError, load_trace
@@ -27,6 +26,7 @@ from .details import describe
 from .detail_pane import DetailPane
 from .footer import StableFooter
 from .format import plain
+from .tab_bar import TabBar
 from .tables import AggTable
 from .threads import DaemonExecutor
 from .timeline import Timeline
@@ -177,17 +177,17 @@ class ExplorerScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="breadcrumb")
-        with TabbedContent(initial="tree", id="tabs"):
-            with TabPane("Tree", id="tree"):
-                with Horizontal(id="main"):
-                    yield TraceTree(self.trace, id="tree-widget")
-                    yield DetailPane(id="details")
-            with TabPane("Kernels", id="kernels"):
+        yield TabBar(id="tabbar")
+        with ContentSwitcher(initial="tree", id="views"):
+            with Horizontal(id="tree"):
+                yield TraceTree(self.trace, id="tree-widget")
+                yield DetailPane(id="details")
+            with Container(id="kernels"):
                 yield Lazy(self.kernel_table)
-            with TabPane("Ops", id="ops"):
+            with Container(id="ops"):
                 yield Lazy(self.op_table)
-            with TabPane("Timeline", id="timeline"):
-                yield Lazy(VerticalScroll(self.timeline))
+            with VerticalScroll(id="timeline"):
+                yield Lazy(self.timeline)
         yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
         yield Static(id="status")
         yield StableFooter()
@@ -226,7 +226,7 @@ class ExplorerScreen(Screen):
             self.show_node(self.current)
 
     def on_resize(self, event) -> None:
-        self.query_one("#main").set_class(self.size.width < 110, "narrow")
+        self.query_one("#tree").set_class(self.size.width < 110, "narrow")
 
     @property
     def tree(self) -> TraceTree:
@@ -286,7 +286,7 @@ class ExplorerScreen(Screen):
     def jump(self, node: int, focus: bool = True) -> None:
         """Show ``node`` in the tree (expanding its path) and the detail pane, in one repaint."""
         with self.app.batch_update():
-            self.query_one(TabbedContent).active = "tree"
+            self._show_view("tree")
             self.tree.reveal(int(node))
             self.show_if_new(int(node))  # moving the cursor usually showed it already
             if focus:
@@ -432,8 +432,12 @@ class ExplorerScreen(Screen):
     def action_toggle_details(self) -> None:
         self.query_one("#details").toggle_class("hidden")
 
+    def _show_view(self, name: str) -> None:
+        self.query_one(ContentSwitcher).current = name
+        self.query_one(TabBar).active = name
+
     def action_tab(self, name: str) -> None:
-        self.query_one(TabbedContent).active = name
+        self._show_view(name)
         if name == "timeline":
             self.timeline.show(getattr(self, "current", 0))
         elif name in ("kernels", "ops"):
@@ -455,11 +459,6 @@ class ExplorerScreen(Screen):
         tl = self.timeline
         tl.pan = float(np.clip(tl.pan + delta / tl.zoom, 0, 1 - 1 / tl.zoom))
         tl.refresh_lanes()
-
-    @on(TabbedContent.TabActivated)
-    def tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        if event.pane.id == "timeline":
-            self.timeline.show(getattr(self, "current", 0))
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:
