@@ -8,6 +8,7 @@ import pytest
 
 from tracetui.model import split
 from tracetui.model.trace import start_load
+from tracetui.ui import app as app_module
 from tracetui.ui.app import ExplorerScreen, LoadingScreen, TraceApp
 from tracetui.ui.diff_view import DiffScreen
 from tracetui.ui.tables import AggTable
@@ -573,6 +574,7 @@ def test_loading_progress_reaches_the_screen_in_order(big_trace, monkeypatch):
         real(self, stage, pct)
 
     monkeypatch.setattr(LoadingScreen, "_progress", record)
+    monkeypatch.setattr(app_module, "PROGRESS_EVERY_S", 0.0)  # every update, to check their order
 
     async def run():
         app = TraceApp([big_trace])
@@ -581,6 +583,12 @@ def test_loading_progress_reaches_the_screen_in_order(big_trace, monkeypatch):
     asyncio.run(run())
     pcts = [p for _, p in seen]
     assert any("decoding" in s for s, _ in seen) and pcts == sorted(pcts) and len(pcts) >= 3
+    every = len(pcts)
+
+    seen.clear()
+    monkeypatch.setattr(app_module, "PROGRESS_EVERY_S", 3600.0)  # throttled: the first one only
+    asyncio.run(run())
+    assert len(seen) == 1 < every and seen[0][1] == 0.0
 
 
 def test_footer_follows_focus_but_is_not_rebuilt_for_the_same_keys(monkeypatch):
