@@ -119,10 +119,11 @@ class EventStore:
     track_keys: list[tuple]
     ts: np.ndarray             # int64 ns
     dur: np.ndarray            # int64 ns
-    corr: np.ndarray
-    ext: np.ndarray
-    seq: np.ndarray
-    fwd_tid: np.ndarray
+    # link ids, read only for the kinds that link by them (-1 elsewhere; the raw args keep all):
+    corr: np.ndarray           # runtime calls and GPU activity
+    ext: np.ndarray            # ops, annotations and GPU activity
+    seq: np.ndarray            # ops
+    fwd_tid: np.ndarray        # ops
     file_index: np.ndarray     # position in traceEvents, to find the raw args later
     source: bytes | None = None  # the decoded bytes, kept for the lazy args pass
     thread_names: dict = field(default_factory=dict)
@@ -183,6 +184,20 @@ def _ints(get, items: list) -> np.ndarray:
         return np.asarray([_int(v) for v in map(get, items)], dtype=np.int64)
 
 
+def _subset(items: list, mask: np.ndarray) -> list:
+    return items if mask.all() else list(compress(items, mask.tolist()))
+
+
+def _ints_where(get, items: list, mask: np.ndarray) -> np.ndarray:
+    """``_ints`` of the events in ``mask`` (``items`` is all events, or just those), -1 elsewhere."""
+    out = np.full(mask.size, -1, dtype=np.int64)
+    if len(items) != mask.size:
+        out[mask] = _ints(get, items)
+    elif mask.any():
+        out[mask] = _ints(get, _subset(items, mask))
+    return out
+
+
 def _floats(get, items: list) -> np.ndarray:
     return np.fromiter(map(get, items), dtype=np.float64, count=len(items))
 
@@ -235,12 +250,14 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     ts = np.rint(ts_f[sel] * 1000).astype(np.int64)
     dur = np.rint(np.nan_to_num(dur_f[sel], nan=0.0) * 1000).astype(np.int64)
     args = list(map(_args, xs))
-    corr = _ints(_corr, args)
-    ext = _ints(_ext, args)
-    seq = _ints(_seq, args)
-    fwd = _ints(_fwd, args)
-    stream = _ints(_stream, args)
     gpu = np.isin(kind, list(GPU_KINDS))
+    op = kind == K["op"]
+    ops = _subset(args, op)
+    corr = _ints_where(_corr, args, gpu | (kind == K["runtime"]))
+    ext = _ints_where(_ext, args, gpu | op | (kind == K_ANNOTATION))
+    seq = _ints_where(_seq, ops, op)
+    fwd = _ints_where(_fwd, ops, op)
+    stream = _ints_where(_stream, args, gpu)
     keys = list(map(_pid_tid, xs))
     for j in np.nonzero(gpu)[0].tolist():
         pid, tid = keys[j]
