@@ -93,7 +93,7 @@ def test_nesting_split_over_two_processes_gives_the_one_walks_tree(tmp_path, mon
     import numpy as np
 
     from benchmarks.make_large_trace import replicate
-    from tracetui.model import forked, tree
+    from tracetui.model import forked, nesting
 
     from tests.conftest import TRACES
 
@@ -102,7 +102,7 @@ def test_nesting_split_over_two_processes_gives_the_one_walks_tree(tmp_path, mon
     monkeypatch.setenv("TRACETUI_PARALLEL", "0")
     serial = load_trace(big)
     monkeypatch.setenv("TRACETUI_PARALLEL", "1")
-    monkeypatch.setattr(tree, "NEST_FORK_MIN", 0)
+    monkeypatch.setattr(nesting, "NEST_FORK_MIN", 0)
     calls = []
     real = forked.beside
     monkeypatch.setattr(forked, "beside", lambda c, p: calls.append(1) or real(c, p))
@@ -130,3 +130,80 @@ def test_a_failing_child_leaves_its_part_to_the_parent():
 
     assert forked.beside(child_part, lambda: 2) == ("done here", 2)
     assert forked.beside(lambda: os.getpid() != me, lambda: 3) == (True, 3)  # normally: the child's
+
+
+def _walk_order(rng, n, tracks, spread):
+    """Random host events on a few threads, sorted as the nesting walks them: many share a
+    start, an end, or have no length; some cross."""
+    import numpy as np
+
+    from tracetui.model.tree import _host_order
+
+    ts = np.array([rng.randint(0, spread) for _ in range(n)], dtype=np.int64) * 500
+    dur = np.array([rng.choice([0, 0, rng.randint(0, spread), 5 * rng.randint(1, 4)]) for _ in range(n)],
+                   dtype=np.int64) * 500
+    track = np.array([rng.randrange(tracks) for _ in range(n)], dtype=np.int32)
+    kind = np.array([rng.randint(2, 7) for _ in range(n)], dtype=np.int8)
+    o = _host_order(np.arange(n), track, ts, dur, kind)
+    return ts[o], ts[o] + dur[o], track[o]
+
+
+def _nested(rng, depth=0, lo=0, hi=100_000, out=None, track=0):
+    """A properly nested family with a crossing now and then (how real threads look)."""
+    out = [] if out is None else out
+    t = lo
+    while t < hi and rng.random() < 0.85:
+        s = min(hi, t + rng.choice([0, 0, 100, 2_000]))
+        e = min(hi, s + rng.choice([0, 500, 3_000, 20_000]))
+        if rng.random() < 0.1:
+            e = hi  # ends with its parent
+        out.append((s, e, track))
+        if depth < 5 and e > s:
+            _nested(rng, depth + 1, s, e, out, track)
+        if rng.random() < 0.04:
+            out.append((s + 1, e + rng.choice([500, 5_000]), track))  # outlasts its sibling
+        t = e
+    return out
+
+
+def test_numpy_nesting_finds_the_walks_parents_and_partial_overlaps():
+    import numpy as np
+
+    from tracetui.model import nesting
+    from tracetui.model.tree import _host_order
+
+    rng = random.Random(7)
+    cases = [_walk_order(rng, rng.randint(1, 60), rng.randint(1, 3), 40) for _ in range(3000)]
+    for _ in range(1500):
+        ev = [e for tr in range(rng.randint(1, 3)) for e in _nested(rng, track=tr)]
+        if ev:
+            ts, end, track = (np.array(c, dtype=np.int64) for c in zip(*ev))
+            o = _host_order(np.arange(len(ev)), track, ts, end - ts, np.full(len(ev), 6, dtype=np.int8))
+            cases.append((ts[o], end[o], track[o]))
+    fast = partial = 0
+    for ts, end, track in cases:
+        node = np.arange(ts.size) + 10
+        sentinel = {int(t): -1 - int(t) for t in np.unique(track)}
+        want = nesting.walk(ts, end, node, track, sentinel)
+        got = nesting.in_numpy(ts, end, track)
+        assert got is not None  # these all pack, and the check must not reject a right answer
+        parent, n_partial = got
+        cp = np.where(parent >= 0, node[np.maximum(parent, 0)], [sentinel[int(t)] for t in track])
+        assert np.array_equal(cp, want[0]) and n_partial == want[1]
+        assert np.array_equal(nesting._nest(ts, end, node, track, sentinel)[0], want[0])
+        fast += 1
+        partial += want[1]
+    assert fast == len(cases) and partial > 100  # crossings were exercised
+
+
+def test_numpy_nesting_steps_aside_when_times_do_not_pack():
+    import numpy as np
+
+    from tracetui.model import nesting
+
+    ts = np.array([0, 1 << 62], dtype=np.int64)
+    end = ts + 10
+    track = np.zeros(2, dtype=np.int32)
+    assert nesting.in_numpy(ts, end, track) is None
+    node = np.array([5, 6])
+    assert np.array_equal(nesting._nest(ts, end, node, track, {0: -1})[0], [-1, -1])

@@ -11,16 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import forked
 from .events import GPU_KINDS, HOST_KINDS, K, EventStore
-
-NEST_FORK_MIN = 100_000
-"""Host events from which the nesting walk is split over two processes. Measured in a process
-holding the loaded trace (build_tree, best of 6): 240k host events 0.240 -> 0.186 s, 88k
-0.084 -> 0.069 s, 44k 0.043 -> 0.038 s; below that the fork costs about what it saves."""
-
-OVERHANG_NS = 1000
-"""A child may end this much after its parent before it counts as a partial overlap (clock skew)."""
+from .nesting import nest
 
 LAUNCH_WORDS = ("Launch", "Memcpy", "Memset", "memcpy", "memset")
 """Runtime calls whose name has one of these are expected to produce GPU activity."""
@@ -89,57 +81,6 @@ def _csr(parent: np.ndarray, start: np.ndarray, n: int) -> tuple[np.ndarray, np.
     off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=off[1:])
     return off, order.astype(np.int32)
-
-
-def _nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
-          sentinel: dict) -> tuple[np.ndarray, int]:
-    """Containment parents (node ids; a thread as its ``sentinel``) of host events sorted by
-    (track, ts, -dur, kind, index), and how many were closed by a partial overlap."""
-    cuts = (np.flatnonzero(np.diff(track)) + 1).tolist()
-    o_ts, o_end, o_node = ts.tolist(), end.tolist(), node.tolist()
-    cpar: list[int] = []
-    out = cpar.append
-    partial = 0
-    runs = list(zip([0] + cuts, cuts + [len(o_node)])) if o_node else []  # one run per thread
-    for a, b in runs:
-        # the thread sits at the bottom of the stack as a sentinel that nothing outlasts
-        pe = 1 << 80
-        stack, ends = [sentinel[int(track[a])]], [pe]
-        push_n, push_e, pop_n, pop_e = stack.append, ends.append, stack.pop, ends.pop
-        for s, e, n in zip(o_ts[a:b], o_end[a:b], o_node[a:b]):
-            # torch.profiler's rule (EventList._build_tree): an open event that ends before this
-            # one starts, or that this one outlasts, cannot be its parent and is closed for good.
-            while s >= pe or e > pe:
-                if s < pe and e > pe + OVERHANG_NS:
-                    partial += 1
-                pop_e()
-                pop_n()
-                pe = ends[-1]
-            out(stack[-1])
-            push_n(n)
-            push_e(e)
-            pe = e
-    return np.asarray(cpar, dtype=np.int64), partial
-
-
-def _nest_cut(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> int | None:
-    """A position near the middle where the walk's stack is empty (a new thread starts, or an
-    event starts after everything before it on its thread ended), or None if none is near it.
-    Walking the two sides separately then gives exactly the one walk's parents and counts."""
-    n = ts.size
-    firsts = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
-    free = np.zeros(n, dtype=bool)
-    free[firsts] = True
-    for a, b in zip(firsts.tolist(), [*firsts[1:].tolist(), n]):
-        if b - a > 1:
-            seen = np.maximum.accumulate(end[a:b - 1])
-            free[a + 1:b] |= ts[a + 1:b] >= seen
-    at = np.flatnonzero(free)
-    at = at[(at > 0)]
-    if not at.size:
-        return None
-    c = int(at[np.argmin(np.abs(at - n // 2))])
-    return c if 0.3 * n <= c <= 0.7 * n else None
 
 
 def _host_order(host: np.ndarray, track: np.ndarray, ts: np.ndarray, dur: np.ndarray,
@@ -235,14 +176,7 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     o_end = o_ts + dur[order]
     o_node = order + base
     sentinel = {t: -node - 1 for t, node in thread_node.items()}  # negative: encoded thread node
-    cut = _nest_cut(o_tr, o_ts, o_end) if order.size >= NEST_FORK_MIN and forked.available() else None
-    if cut is None:
-        cp, partial = _nest(o_ts, o_end, o_node, o_tr, sentinel)
-    else:  # two independent stretches: the second on the other core
-        (cp2, partial2), (cp, partial) = forked.beside(
-            lambda: _nest(o_ts[cut:], o_end[cut:], o_node[cut:], o_tr[cut:], sentinel),
-            lambda: _nest(o_ts[:cut], o_end[:cut], o_node[:cut], o_tr[:cut], sentinel))
-        cp, partial = np.concatenate([cp, cp2]), partial + partial2
+    cp, partial = nest(o_ts, o_end, o_node, o_tr, sentinel)
     diag["partial_overlaps"] = partial
     cp = np.where(cp < 0, -cp - 1, cp)
     cparent_e[order] = cp
