@@ -166,12 +166,14 @@ def _nested(rng, depth=0, lo=0, hi=100_000, out=None, track=0):
     return out
 
 
-def test_numpy_nesting_finds_the_walks_parents_and_partial_overlaps():
+@pytest.mark.parametrize("chunk", [1 << 18, 8], ids=["whole", "chunks-of-8"])
+def test_numpy_nesting_finds_the_walks_parents_and_partial_overlaps(chunk, monkeypatch):
     import numpy as np
 
     from tracetui.model import nesting
     from tracetui.model.tree import _host_order
 
+    monkeypatch.setattr(nesting, "CHUNK", chunk)  # stretches cut where the stack is empty
     rng = random.Random(7)
     cases = [_walk_order(rng, rng.randint(1, 60), rng.randint(1, 3), 40) for _ in range(3000)]
     for _ in range(1500):
@@ -190,7 +192,8 @@ def test_numpy_nesting_finds_the_walks_parents_and_partial_overlaps():
         parent, n_partial = got
         cp = np.where(parent >= 0, node[np.maximum(parent, 0)], [sentinel[int(t)] for t in track])
         assert np.array_equal(cp, want[0]) and n_partial == want[1]
-        assert np.array_equal(nesting._nest(ts, end, node, track, sentinel)[0], want[0])
+        cp, n_partial = nesting._nest(ts, end, node, track, sentinel)
+        assert np.array_equal(cp, want[0]) and n_partial == want[1]
         fast += 1
         partial += want[1]
     assert fast == len(cases) and partial > 100  # crossings were exercised

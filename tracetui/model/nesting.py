@@ -47,15 +47,53 @@ def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
     return np.concatenate([cp, cp2]), partial + partial2
 
 
+CHUNK = 1 << 18
+"""Events nested in numpy at a time (cut where the walk's stack is empty), which bounds the
+range-maximum table to ~40 MB on a GB-sized trace."""
+
+
 def _nest(ts, end, node, track, sentinel) -> tuple[np.ndarray, int]:
-    got = in_numpy(ts, end, track)
-    if got is None:
-        return walk(ts, end, node, track, sentinel)
-    parent, partial = got
-    thread = np.array([sentinel[int(t)] for t in track[np.flatnonzero(parent < 0)]], dtype=np.int64)
-    cp = node[np.maximum(parent, 0)]
-    cp[parent < 0] = thread
-    return cp, partial
+    parts, partial = [], 0
+    for a, b in _chunks(track, ts, end):
+        got = in_numpy(ts[a:b], end[a:b], track[a:b])
+        if got is None:
+            cp, n = walk(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel)
+        else:
+            parent, n = got
+            top = np.flatnonzero(parent < 0)
+            cp = node[a:b][np.maximum(parent, 0)]
+            cp[top] = [sentinel[t] for t in track[a:b][top].tolist()]
+        parts.append(cp)
+        partial += n
+    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), partial
+
+
+def _free(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Where the walk's stack is empty: a thread's first event, or one that starts after every
+    earlier event on its thread ended."""
+    first = np.r_[True, track[1:] != track[:-1]]
+    free = first.copy()
+    firsts = np.flatnonzero(first).tolist()
+    for a, b in zip(firsts, firsts[1:] + [ts.size]):
+        if b - a > 1:
+            free[a + 1:b] |= ts[a + 1:b] >= np.maximum.accumulate(end[a:b - 1])
+    return free
+
+
+def _chunks(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
+    """[a, b) stretches of about CHUNK events that start where the walk's stack is empty."""
+    n = ts.size
+    if n <= CHUNK:
+        return [(0, n)] if n else []
+    at = np.flatnonzero(_free(track, ts, end))
+    bounds = [0]
+    while n - bounds[-1] > CHUNK:
+        i = int(np.searchsorted(at, bounds[-1] + CHUNK, side="right")) - 1
+        nxt = int(at[i]) if at[i] > bounds[-1] else int(at[min(i + 1, at.size - 1)])
+        if nxt <= bounds[-1]:
+            break  # no empty stack after here: one stretch to the end
+        bounds.append(nxt)
+    return list(zip(bounds, bounds[1:] + [n]))
 
 
 def walk(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
@@ -89,18 +127,10 @@ def walk(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
 
 
 def walk_cut(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> int | None:
-    """A position near the middle where the walk's stack is empty (a new thread starts, or an
-    event starts after everything before it on its thread ended), or None if none is near it.
+    """A position near the middle where the walk's stack is empty, or None if none is near it.
     Nesting the two sides separately then gives exactly the one walk's parents and counts."""
     n = ts.size
-    firsts = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
-    free = np.zeros(n, dtype=bool)
-    free[firsts] = True
-    for a, b in zip(firsts.tolist(), [*firsts[1:].tolist(), n]):
-        if b - a > 1:
-            seen = np.maximum.accumulate(end[a:b - 1])
-            free[a + 1:b] |= ts[a + 1:b] >= seen
-    at = np.flatnonzero(free)
+    at = np.flatnonzero(_free(track, ts, end))
     at = at[(at > 0)]
     if not at.size:
         return None
