@@ -217,7 +217,34 @@ def test_a_gzipped_trace_is_gunzipped_ahead_and_loads_the_same(monkeypatch):
     assert isinstance(early, trace_mod._Gunzipping)
     got = load_trace(p, early=early)
     _same_trace(load_trace(p), got)
-    assert got.report.compressed
+    assert got.report.compressed and early._early is None  # too small to fork for
+
+
+def test_a_gunzipped_trace_forks_its_child_as_soon_as_the_bytes_are_there(monkeypatch):
+    from tracetui.model import forked
+
+    if not forked.available():
+        pytest.skip("needs fork and two cores")
+    monkeypatch.setattr(trace_mod, "EARLY_GZ_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "MIN_BYTES", 0)
+    p = TRACES / "mlp_eager.json.gz"
+    monkeypatch.setenv("TRACETUI_PARALLEL", "0")
+    serial = load_trace(p)
+    monkeypatch.setenv("TRACETUI_PARALLEL", "1")
+    early = start_load(p)
+    early.bytes()
+    child = early._early
+    assert child is not None and child.share > 0.5  # forked by the gunzip thread
+    got = load_trace(p, early=early)
+    assert split.TIMES["child share"] == child.share and got.report.compressed
+    _same_trace(serial, got)
+    assert reaped(child.pending.pid)
+
+    early = start_load(p)  # dropped before the load: its child is killed and reaped
+    early.bytes()
+    pid = early._early.pending.pid
+    early.cancel()
+    assert reaped(pid) and not forked._LIVE
 
 
 def test_a_gzip_error_met_ahead_is_the_same_one_line_error(tmp_path, monkeypatch):
