@@ -25,10 +25,10 @@ from . import forked
 OVERHANG_NS = 1000
 """A child may end this much after its parent before it counts as a partial overlap (clock skew)."""
 
-NEST_FORK_MIN = 300_000
-"""Host events from which the nesting is split over two processes. build_tree in a process
-holding the loaded trace, best of 5: 240k host events 0.155 s split, 0.153 s not; 370k 0.233 s
-split, 0.242-0.247 s not. (The walk alone gained from 100k on: it is 2-3x slower.)"""
+NEST_FORK_MIN = 100_000
+"""Host events from which the nesting is split over two processes. build_tree once in a fresh
+process (where the numpy steps' temporaries are new pages), 3 interleaved rounds: 240k host
+events 0.17-0.19 s split against 0.22-0.24 s not; 176k 0.16-0.19 s against 0.19-0.21 s."""
 
 TABLE_MAX_BYTES = 64 << 20
 """The most the range-maximum table for step 1 may take; past it the events are walked."""
