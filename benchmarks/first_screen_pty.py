@@ -26,6 +26,10 @@ import subprocess
 import sys
 import termios
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.bytecode import compile_package, uncompile_package  # noqa: E402
 
 MARKS = (b"ProfilerStep#", b" events")
 
@@ -102,11 +106,17 @@ def main() -> None:
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--src", action="append", default=[],
                     help="checkout to run the app from (repeatable: interleaved A/B); default: installed")
+    ap.add_argument("--cold", action="store_true",
+                    help="remove tracetui's bytecode first (this VM's PYTHONDONTWRITEBYTECODE=1 then recompiles it at every start)")
     a = ap.parse_args()
     cols, rows = (int(x) for x in a.size.split("x"))
     srcs = a.src or [None]
     for s in a.src:
         check_src(s)
+    for s in srcs:
+        (uncompile_package if a.cold else compile_package)(s)
+    print("tracetui's bytecode removed: compiled at every start (--cold)" if a.cold else
+          "tracetui byte-compiled first, as a Python writing bytecode has it after one run (--cold: not)")
     base, times = [], {s: [] for s in srcs}
     for _ in range(a.repeat):
         base.append(baseline(a.trace))
