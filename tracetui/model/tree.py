@@ -202,10 +202,11 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
             tn = thread_node[t]
             parent_e[spanning] = tn
             parent_e[st] = tn
-            span_nodes = set((spanning + base).tolist())
-            if span_nodes:
+            if spanning.size:
+                is_span = np.zeros(base + n_ev, dtype=bool)
+                is_span[spanning + base] = True
                 kids = ev[~spans]
-                kids = kids[np.isin(parent_e[kids], list(span_nodes))]
+                kids = kids[is_span[parent_e[kids]]]
                 k = np.searchsorted(s_start, ts[kids], side="right") - 1
                 inside = (k >= 0) & (ts[kids] < s_end[np.maximum(k, 0)])
                 parent_e[kids[inside]] = st[k[inside]] + base
