@@ -30,6 +30,10 @@ NEST_FORK_MIN = 100_000
 process (where the numpy steps' temporaries are new pages), 3 interleaved rounds: 240k host
 events 0.17-0.19 s split against 0.22-0.24 s not; 176k 0.16-0.19 s against 0.19-0.21 s."""
 
+CHUNK = 1 << 18
+"""Events nested in numpy at a time (cut where the walk's stack is empty), which bounds the
+range-maximum table to ~40 MB on a GB-sized trace."""
+
 TABLE_MAX_BYTES = 64 << 20
 """The most the range-maximum table for step 1 may take; past it the events are walked."""
 
@@ -47,12 +51,8 @@ def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
     return np.concatenate([cp, cp2]), partial + partial2
 
 
-CHUNK = 1 << 18
-"""Events nested in numpy at a time (cut where the walk's stack is empty), which bounds the
-range-maximum table to ~40 MB on a GB-sized trace."""
-
-
 def _nest(ts, end, node, track, sentinel) -> tuple[np.ndarray, int]:
+    """``nest`` in this process: numpy stretch by stretch, the walk where numpy steps aside."""
     parts, partial = [], 0
     for a, b in _chunks(track, ts, end):
         got = in_numpy(ts[a:b], end[a:b], track[a:b])
