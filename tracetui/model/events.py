@@ -188,13 +188,10 @@ def _subset(items: list, mask: np.ndarray) -> list:
     return items if mask.all() else list(compress(items, mask.tolist()))
 
 
-def _ints_where(get, items: list, mask: np.ndarray) -> np.ndarray:
-    """``_ints`` of the events in ``mask`` (``items`` is all events, or just those), -1 elsewhere."""
+def _ints_at(get, subset: list, mask: np.ndarray) -> np.ndarray:
+    """``_ints`` of ``subset``, the events where ``mask`` is set, placed there; -1 elsewhere."""
     out = np.full(mask.size, -1, dtype=np.int64)
-    if len(items) != mask.size:
-        out[mask] = _ints(get, items)
-    elif mask.any():
-        out[mask] = _ints(get, _subset(items, mask))
+    out[mask] = _ints(get, subset)
     return out
 
 
@@ -253,11 +250,13 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     gpu = np.isin(kind, list(GPU_KINDS))
     op = kind == K["op"]
     ops = _subset(args, op)
-    corr = _ints_where(_corr, args, gpu | (kind == K["runtime"]))
-    ext = _ints_where(_ext, args, gpu | op | (kind == K_ANNOTATION))
-    seq = _ints_where(_seq, ops, op)
-    fwd = _ints_where(_fwd, ops, op)
-    stream = _ints_where(_stream, args, gpu)
+    launch = gpu | (kind == K["runtime"])
+    corr = _ints_at(_corr, _subset(args, launch), launch)
+    linked = gpu | op | (kind == K_ANNOTATION)
+    ext = _ints_at(_ext, _subset(args, linked), linked)
+    seq = _ints_at(_seq, ops, op)
+    fwd = _ints_at(_fwd, ops, op)
+    stream = _ints_at(_stream, _subset(args, gpu), gpu)
     keys = list(map(_pid_tid, xs))
     for j in np.nonzero(gpu)[0].tolist():
         pid, tid = keys[j]
