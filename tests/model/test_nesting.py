@@ -194,6 +194,9 @@ def test_numpy_nesting_finds_the_walks_parents_and_partial_overlaps(chunk, monke
         assert np.array_equal(cp, want[0]) and n_partial == want[1]
         cp, n_partial = nesting._nest(ts, end, node, track, sentinel)
         assert np.array_equal(cp, want[0]) and n_partial == want[1]
+        free = nesting._free(track, ts, end)
+        for c in np.flatnonzero(free)[1:3].tolist():  # what nest hands each side of a split
+            assert np.array_equal(nesting._free(track[c:], ts[c:], end[c:]), free[c:])
         fast += 1
         partial += want[1]
     assert fast == len(cases) and partial > 100  # crossings were exercised

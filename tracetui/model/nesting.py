@@ -42,19 +42,24 @@ def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
          sentinel: dict) -> tuple[np.ndarray, int]:
     """Containment parents (node ids; a thread as its ``sentinel``) of host events sorted by
     (track, ts, -dur, kind, index), and how many were closed by a partial overlap."""
-    cut = walk_cut(track, ts, end) if ts.size >= NEST_FORK_MIN and forked.available() else None
+    split = ts.size >= NEST_FORK_MIN and forked.available()
+    # where the stack is empty, found once: both the split and the stretches cut there (on a
+    # slice that starts at such a place, the scan gives the same answer as on the whole)
+    free = _free(track, ts, end) if split or ts.size > CHUNK else None
+    cut = walk_cut(free) if split else None
     if cut is None:
-        return _nest(ts, end, node, track, sentinel)
+        return _nest(ts, end, node, track, sentinel, free)
     (cp2, partial2), (cp, partial) = forked.beside(  # two independent stretches, one per core
-        lambda: _nest(ts[cut:], end[cut:], node[cut:], track[cut:], sentinel),
-        lambda: _nest(ts[:cut], end[:cut], node[:cut], track[:cut], sentinel))
+        lambda: _nest(ts[cut:], end[cut:], node[cut:], track[cut:], sentinel, free[cut:]),
+        lambda: _nest(ts[:cut], end[:cut], node[:cut], track[:cut], sentinel, free[:cut]))
     return np.concatenate([cp, cp2]), partial + partial2
 
 
-def _nest(ts, end, node, track, sentinel) -> tuple[np.ndarray, int]:
-    """``nest`` in this process: numpy stretch by stretch, the walk where numpy steps aside."""
+def _nest(ts, end, node, track, sentinel, free: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """``nest`` in this process: numpy stretch by stretch, the walk where numpy steps aside.
+    ``free`` is ``_free`` of these events, where it was computed already."""
     parts, partial = [], 0
-    for a, b in _chunks(track, ts, end):
+    for a, b in _chunks(track, ts, end, free):
         got = in_numpy(ts[a:b], end[a:b], track[a:b])
         if got is None:
             cp, n = walk(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel)
@@ -80,12 +85,13 @@ def _free(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
     return free
 
 
-def _chunks(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
+def _chunks(track: np.ndarray, ts: np.ndarray, end: np.ndarray,
+            free: np.ndarray | None = None) -> list[tuple[int, int]]:
     """[a, b) stretches of about CHUNK events that start where the walk's stack is empty."""
     n = ts.size
     if n <= CHUNK:
         return [(0, n)] if n else []
-    at = np.flatnonzero(_free(track, ts, end))
+    at = np.flatnonzero(_free(track, ts, end) if free is None else free)
     bounds = [0]
     while n - bounds[-1] > CHUNK:
         i = int(np.searchsorted(at, bounds[-1] + CHUNK, side="right")) - 1
@@ -126,11 +132,12 @@ def walk(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
     return np.asarray(cpar, dtype=np.int64), partial
 
 
-def walk_cut(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> int | None:
-    """A position near the middle where the walk's stack is empty, or None if none is near it.
-    Nesting the two sides separately then gives exactly the one walk's parents and counts."""
-    n = ts.size
-    at = np.flatnonzero(_free(track, ts, end))
+def walk_cut(free: np.ndarray) -> int | None:
+    """A position near the middle where the walk's stack is empty (``free``: ``_free`` of the
+    events), or None if none is near it. Nesting the two sides separately then gives exactly
+    the one walk's parents and counts."""
+    n = free.size
+    at = np.flatnonzero(free)
     at = at[(at > 0)]
     if not at.size:
         return None
