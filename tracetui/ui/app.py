@@ -84,15 +84,15 @@ class LoadingScreen(Screen):
         traces = []
         n = len(self.paths)
 
-        shown: list[float] = []  # when the screen last took an update
+        shown = [-float("inf")]  # when the screen last took an update
         for i, p in enumerate(self.paths):
             def progress(stage: str, frac: float, i=i, p=p) -> None:
                 if worker.is_cancelled:
                     raise Cancelled()
                 now = time.monotonic()
-                if shown and now - shown[-1] < PROGRESS_EVERY_S:
+                if now - shown[0] < PROGRESS_EVERY_S:
                     return
-                shown.append(now)
+                shown[0] = now
                 self.app.call_from_thread(self._progress, f"{p.name}: {stage}", 100 * (i + frac) / n)
 
             try:
