@@ -16,14 +16,21 @@ import subprocess
 import sys
 
 
+def src_env(src: str) -> dict:
+    """The environment that makes ``python -m tracetui`` import the checkout at ``src``."""
+    # without PYTHONSAFEPATH, `-m` puts the working directory first on sys.path, ahead of
+    # PYTHONPATH: run from a checkout, every --src ran that checkout's code
+    return {"PYTHONPATH": os.path.abspath(src), "PYTHONSAFEPATH": "1"}
+
+
 def package_dir(src: str | None = None) -> str:
-    """The tracetui package that ``python -m tracetui`` imports with ``src`` on PYTHONPATH."""
+    """The tracetui package that ``python -m tracetui`` imports with ``src_env(src)``."""
     if src is None:
         spec = importlib.util.find_spec("tracetui")
         if spec is None or spec.origin is None:
             raise SystemExit("tracetui is not installed")
         return os.path.dirname(spec.origin)
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(src), "PYTHONSAFEPATH": "1"}
+    env = {**os.environ, **src_env(src)}
     out = subprocess.run([sys.executable, "-c", "import tracetui; print(tracetui.__file__)"],
                          env=env, capture_output=True, text=True, check=True).stdout.strip()
     return os.path.dirname(out)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.bytecode import compile_package, uncompile_package  # noqa: E402
+from benchmarks.bytecode import compile_package, package_dir, src_env, uncompile_package  # noqa: E402
 
 MARKS = (b"ProfilerStep#", b" events")
 
@@ -42,13 +42,6 @@ def baseline(trace: str) -> float:
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", BASELINE, trace], check=True)
     return time.perf_counter() - t0
-
-
-def src_env(src: str) -> dict:
-    """The environment that makes ``python -m tracetui`` import the checkout at ``src``."""
-    # without PYTHONSAFEPATH, `-m` puts the working directory first on sys.path, ahead of
-    # PYTHONPATH: run from a checkout, every --src ran that checkout's code
-    return {"PYTHONPATH": os.path.abspath(src), "PYTHONSAFEPATH": "1"}
 
 
 def spawn(trace: str, cols: int, rows: int, src: str | None = None) -> tuple[int, int]:
@@ -92,9 +85,7 @@ def once(trace: str, cols: int, rows: int, src: str | None = None, timeout: floa
 
 def check_src(src: str) -> None:
     """Stop unless ``-m tracetui`` with ``src`` on PYTHONPATH imports that checkout's code."""
-    env = {**os.environ, **src_env(src)}
-    got = subprocess.run([sys.executable, "-c", "import tracetui; print(tracetui.__file__)"],
-                         env=env, capture_output=True, text=True, check=True).stdout.strip()
+    got = package_dir(src)
     if not os.path.abspath(got).startswith(os.path.abspath(src) + os.sep):
         raise SystemExit(f"--src {src}: tracetui imports from {got}, not from that checkout")
 
