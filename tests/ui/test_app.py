@@ -63,7 +63,7 @@ def test_drill_to_down_proj_gemm_and_read_launch_config():
             text = detail_text(s)
             args = tr.args(s.current)
             assert f"{args['grid']}" in text and f"{args['registers per thread']}" in text
-            assert "registers per" in text and "grid" in text and "TFLOP/s" in text
+            assert f"registers {args['registers per thread']} per thread" in text and "grid" in text and "TFLOP/s" in text
             await pilot.press("o")  # back to the launching op
             await pilot.pause()
             assert tr.name(s.current) == "aten::mm"

@@ -11,8 +11,14 @@ from tracetui.model.trace import Trace
 
 from .format import KIND_STYLE, fmt_us, plain
 
-LAUNCH_KEYS = ("grid", "block", "registers per thread", "shared memory", "blocks per SM", "warps per SM",
-               "est. achieved occupancy %", "stream", "device", "queued", "bytes", "memory bandwidth (GB/s)")
+LAUNCH_LABELS = {  # Kineto's arg -> (label that fits the 14-column label field, unit after the value)
+    "grid": ("grid", ""), "block": ("block", ""), "registers per thread": ("registers", " per thread"),
+    "shared memory": ("shared memory", " B"), "blocks per SM": ("blocks per SM", ""),
+    "warps per SM": ("warps per SM", ""), "est. achieved occupancy %": ("occupancy", " % (est.)"),
+    "stream": ("stream", ""), "device": ("device", ""), "queued": ("queued", ""), "bytes": ("bytes", ""),
+    "memory bandwidth (GB/s)": ("bandwidth", " GB/s"),
+}
+LAUNCH_KEYS = tuple(LAUNCH_LABELS)
 
 
 def _line(t: Text, label: str, value: str | Text, style: str = "") -> None:
@@ -123,9 +129,9 @@ def _kernel_section(tr: Trace, node: int, args: dict, t: Text) -> None:
     if info.hint_op:
         _line(t, "functor", info.hint_op)
     t.append("\nlaunch\n", style="bold")
-    for k in LAUNCH_KEYS:
+    for k, (label, unit) in LAUNCH_LABELS.items():
         if k in args:
-            _line(t, k.replace("est. achieved occupancy %", "occupancy %")[:14], plain(str(args[k])))
+            _line(t, label, plain(str(args[k]) + unit))
     launcher = tr.launcher(node)
     op = tr.launching_op(node)
     t.append("\nlaunched by (o jumps there)\n", style="bold")
