@@ -206,7 +206,7 @@ def test_view_keys_change_what_is_shown():
 
             def gelu_cpu_total_cell() -> tuple[float, float]:
                 i = next(i for i, a in enumerate(table.rows_data) if a.name == "aten::gelu")
-                return float(str(table.get_row_at(i)[6]).replace(",", "")), table.rows_data[i].cpu_total_us
+                return float(table.cell_text(i, "CPU total µs").replace(",", "")), table.rows_data[i].cpu_total_us
 
             shown, total = gelu_cpu_total_cell()
             assert shown == pytest.approx(total, abs=0.05)
@@ -265,12 +265,41 @@ def test_kernel_table_sort_and_jump():
             assert table.sort_by == "count"
             await pilot.press("S")
             assert not table.descending
-            await pilot.press("s", "s", "s", "s", "s")  # cycle back to total
+            await pilot.press(*["s"] * (len(table.sort_keys) - 1))  # cycle back to total
             assert table.sort_by == "total µs"
             await pilot.press("enter")
             await pilot.pause()
             assert s.trace.kind(s.current) == "kernel"
             assert s.trace.name(s.current) == table.rows_data[0].name
+    asyncio.run(run())
+
+
+def test_tables_show_their_numbers_at_80_columns_and_never_mix_cpu_with_device_time():
+    """Long C++ kernel names come last, so every number is on an 80x24 screen; the op table's
+    device column is device time only (a view such as aten::t shows 0.0, not its CPU time)."""
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            await pilot.press("2")
+            await pilot.pause()
+            table = s.query_one("#kernel-table", AggTable)
+            assert max(len(a.name) for a in table.rows_data) > 80  # the GeLU functor's template name
+            shown = [table.render_line(y).text for y in range(1, 1 + len(table.rows_data))]  # row 0: header
+            for a, line in zip(table.rows_data, shown):
+                assert f"{a.device_total_us:,.1f}" in line and f"{a.count:g}" in line
+                assert len(line.rstrip()) <= 80
+            await pilot.press("3")
+            await pilot.pause()
+            ops = s.query_one("#op-table", AggTable)
+            assert ops.sort_by == "device µs"
+            device = [a.device_total_us for a in ops.rows_data]
+            assert device == sorted(device, reverse=True)
+            i = next(i for i, a in enumerate(ops.rows_data) if a.name == "aten::t")
+            assert ops.cell_text(i, "device µs") == "0.0"
+            assert ops.rows_data[i].cpu_total_us > 0
+            assert float(ops.cell_text(i, "CPU total µs").replace(",", "")) == pytest.approx(
+                ops.rows_data[i].cpu_total_us, abs=0.05)
     asyncio.run(run())
 
 

@@ -1,6 +1,13 @@
-"""Kernel and op tables: every name aggregated with count, total, mean, share; sortable."""
+"""Kernel and op tables: every name aggregated with count, times and share; sortable.
+
+Numbers come first and the name last (as ``nsys stats`` prints them): a kernel's C++ name runs
+to hundreds of characters, and put first it pushed every number past the edge of an 80-column
+terminal. Each table has only columns that mean one thing: GPU time for kernels; CPU total,
+CPU self and the device time of what an op launched for ops.
+"""
 from __future__ import annotations
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
@@ -9,8 +16,14 @@ from tracetui.model.trace import Trace
 
 from .format import plain
 
-COLUMNS = ("name", "kind", "count", "total µs", "mean µs", "share %", "CPU total µs", "CPU self µs")
-SORT_KEYS = ("total µs", "count", "mean µs", "CPU total µs", "CPU self µs", "name")
+KERNEL_COLUMNS = ("share %", "total µs", "count", "mean µs", "kind", "name")
+KERNEL_SORTS = ("total µs", "count", "mean µs", "name")
+OP_COLUMNS = ("CPU total µs", "CPU self µs", "device µs", "count", "kind", "name")
+OP_SORTS = ("CPU total µs", "CPU self µs", "device µs", "count", "name")
+NUMERIC = frozenset(KERNEL_COLUMNS + OP_COLUMNS) - {"kind", "name"}
+
+NAME_CHARS = 300
+"""Longer names are cut in the table (the detail pane has the whole name, one Enter away)."""
 
 
 class AggTable(DataTable):
@@ -21,38 +34,62 @@ class AggTable(DataTable):
     def __init__(self, trace: Trace, kernels: bool, per_step: bool = False, **kw):
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)
         self.trace, self.kernels, self.per_step = trace, kernels, per_step
-        self.sort_by, self.descending = "total µs", True
+        self.columns_shown = KERNEL_COLUMNS if kernels else OP_COLUMNS
+        self.sort_keys = KERNEL_SORTS if kernels else OP_SORTS
+        # ops of a GPU trace: what they launched first; of a CPU-only one: where the CPU went
+        self.sort_by = "total µs" if kernels else ("device µs" if trace.has_gpu else "CPU total µs")
+        self.descending = True
         self.rows_data: list[Agg] = []
 
     def on_mount(self) -> None:
-        self.add_columns(*COLUMNS)
         self.refill()
 
     def _value(self, a: Agg, col: str):
+        """The number (or sort key) a column shows for row ``a``; per step when ``per_step``."""
         div = self.trace.n_steps if self.per_step and self.trace.n_steps else 1
-        total = a.device_total_us if self.kernels or a.device_total_us else a.cpu_total_us
-        return {"name": a.name.lower(), "count": a.count / div, "total µs": total / div,
-                "mean µs": total / a.count if a.count else 0, "CPU total µs": a.cpu_total_us / div,
-                "CPU self µs": a.cpu_self_us / div}[col]
+        if col == "name":
+            return a.name.lower()
+        if col == "kind":
+            return a.kind
+        if col == "mean µs":
+            return a.mean_device_us
+        return {"count": a.count, "total µs": a.device_total_us, "device µs": a.device_total_us,
+                "CPU total µs": a.cpu_total_us, "CPU self µs": a.cpu_self_us}[col] / div
+
+    def _cell(self, a: Agg, col: str, grand: float):
+        if col == "name":
+            return plain(a.name[:NAME_CHARS])
+        if col == "kind":
+            return a.kind
+        if col == "share %":
+            return Text(f"{100 * self._value(a, 'total µs') / grand:.1f}", justify="right")
+        v = self._value(a, col)
+        return Text(f"{v:g}" if col == "count" else f"{v:,.2f}" if col == "mean µs" else f"{v:,.1f}",
+                    justify="right")
 
     def refill(self) -> None:
         tr = self.trace
         rows = tr.kernel_table if self.kernels else [a for a in tr.op_table if a.kind != "python"]
         rows = sorted(rows, key=lambda a: self._value(a, self.sort_by), reverse=self.descending)
         self.rows_data = rows
-        grand = sum(self._value(a, "total µs") for a in rows) or 1.0
-        self.clear()
+        grand = sum(a.device_total_us for a in rows) or 1.0
+        self.clear(columns=True)
+        arrow = " ↓" if self.descending else " ↑"
+        for col in self.columns_shown:  # the sorted column's header carries the arrow
+            label = col + (arrow if col == self.sort_by else "")
+            self.add_column(Text(label, justify="right" if col in NUMERIC else "left"), key=col)
         for a in rows:
-            total = self._value(a, "total µs")
-            self.add_row(plain(a.name[:120]), a.kind, f"{self._value(a, 'count'):g}", f"{total:,.1f}",
-                         f"{self._value(a, 'mean µs'):,.2f}", f"{100 * total / grand:.1f}",
-                         f"{self._value(a, 'CPU total µs'):,.1f}", f"{self._value(a, 'CPU self µs'):,.1f}")
-        label = f"sorted by {self.sort_by} {'↓' if self.descending else '↑'}" + (" · per step" if self.per_step else "")
+            self.add_row(*(self._cell(a, col, grand) for col in self.columns_shown))
+        label = f"sorted by {self.sort_by}{arrow}" + (" · per step" if self.per_step else "")
         self.border_subtitle = label
 
+    def cell_text(self, row: int, col: str) -> str:
+        """What row ``row`` shows in column ``col`` (for tests and copy-out)."""
+        return str(self.get_cell_at((row, self.columns_shown.index(col)))).strip()
+
     def action_cycle_sort(self) -> None:
-        i = SORT_KEYS.index(self.sort_by)
-        self.sort_by = SORT_KEYS[(i + 1) % len(SORT_KEYS)]
+        i = self.sort_keys.index(self.sort_by) if self.sort_by in self.sort_keys else -1
+        self.sort_by = self.sort_keys[(i + 1) % len(self.sort_keys)]
         self.descending = self.sort_by != "name"
         self.refill()
 
