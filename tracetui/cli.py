@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tree", help="the hierarchy as indented text")
     t.add_argument("trace", type=Path)
     t.add_argument("--depth", type=int, default=None)
-    t.add_argument("--filter", default=None, help="keep paths to nodes whose name contains TEXT")
+    t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true")
     d = sub.add_parser("diff", help="align two traces and report what changed and what fusion removed")
     d.add_argument("a", type=Path)

@@ -123,18 +123,26 @@ def tree_dict(t: Trace, node: int, depth: int | None, keep: set | None, level: i
 
 
 def matching_paths(t: Trace, text: str) -> set:
-    """Nodes whose name contains ``text`` (case-insensitive), and all their ancestors."""
+    """Nodes whose name contains ``text`` (case-insensitive), their ancestors, and everything
+    under them: filtering for an op shows what it launched, down to its kernels."""
     low = text.lower()
     hits = [i for i, n in enumerate(t.tree.names) if low in n.lower()]
-    keep: set = set()
     if not hits:
-        return keep
+        return set()
     import numpy as np
-    nodes = np.nonzero(np.isin(t.tree.name_id, hits))[0]
-    for n in nodes.tolist():
+    tree = t.tree
+    under = np.isin(tree.name_id, hits)
+    keep = set(np.nonzero(under)[0].tolist())
+    for n in list(keep):  # the paths down to the matches
+        n = int(tree.parent[n])
         while n >= 0 and n not in keep:
             keep.add(n)
-            n = int(t.tree.parent[n])
+            n = int(tree.parent[n])
+    by_depth = np.argsort(tree.depth, kind="stable")
+    starts = np.searchsorted(tree.depth[by_depth], np.arange(1, int(tree.depth.max()) + 1))
+    for level in np.split(by_depth, starts)[1:]:  # parents' level first: a match's subtree
+        under[level] |= under[tree.parent[level]]
+    keep.update(np.nonzero(under)[0].tolist())
     return keep
 
 

@@ -53,6 +53,23 @@ def test_tree_json_and_filter(capsys):
     assert max(len(l) - len(l.lstrip()) for l in lines) <= 4
 
 
+def test_tree_filter_keeps_what_a_match_launched(capsys):
+    """--filter addmm: the path down to each aten::addmm and what it launched (its GEMM), not its siblings."""
+    assert main(["tree", str(TRACES / "linear_eager.json.gz"), "--filter", "addmm"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [l.strip().split(" [")[0] for l in lines]
+    assert names.count("aten::addmm") == 3 and "aten::t" not in names
+    for i, l in enumerate(lines):
+        if l.strip().startswith("aten::addmm"):
+            indent = len(l) - len(l.lstrip())
+            below = []
+            for m in lines[i + 1:]:
+                if len(m) - len(m.lstrip()) <= indent:
+                    break
+                below.append(m)
+            assert any("[kernel]" in m for m in below) and any("[runtime]" in m for m in below)
+
+
 def test_control_characters_never_reach_the_terminal(tmp_path, capsys):
     evil = "aten::\x1b[31mred\x1b]0;pwned\x07"
     trace = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": evil, "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}]}
