@@ -10,6 +10,7 @@ import pytest
 
 from tracetui.cli import main
 from tracetui.model import TraceError, load_trace
+from tracetui.model.trace import LOST_GPU_NOTE
 
 from tests.conftest import TRACES
 
@@ -78,6 +79,10 @@ def test_truncated_trace_loads_what_it_can(tmp_path):
     assert t.report.truncated_bytes > 0
     assert any("ends early" in r for r in t.report.repairs)
     assert len(t.store) > 10
+    # Kineto writes runtime calls and GPU activity last: a cut at 60% kept none, and says so
+    assert not t.has_gpu and LOST_GPU_NOTE in t.report.repairs
+    kept_gpu = load_trace(_write(tmp_path, "late.json", raw[: int(len(raw) * 0.95)]))
+    assert kept_gpu.has_gpu and LOST_GPU_NOTE not in kept_gpu.report.repairs
     # also through a truncated gzip stream
     pz = _write(tmp_path, "killed.json.gz", full[: int(len(full) * 0.7)])
     tz = load_trace(pz)

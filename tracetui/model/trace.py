@@ -205,6 +205,11 @@ class Trace:
                 "cpu_ns": int(t.dur[step])}
 
 
+LOST_GPU_NOTE = ("no GPU activity survived the cut (Kineto writes runtime calls and kernels after "
+                 "the CPU events): device times read 0")
+"""Said of a truncated trace of a GPU run (it lists devices) whose kept part has no GPU activity."""
+
+
 EARLY_GZ_MIN_BYTES = 1 << 20
 """Gzipped files from this size are gunzipped in a thread while the UI starts (zlib releases
 the GIL: gunzip of 61 MB beside Python work, 0.29 s together against 0.44 s one after the other)."""
@@ -333,6 +338,8 @@ def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | 
         store = build_store(doc.traceEvents, source=data)
     if not len(store) and not store.flows:
         raise TraceError(path, "trace holds no events")
+    if report.truncated_bytes and doc.deviceProperties and not np.isin(store.kind, list(GPU_KINDS)).any():
+        report.repairs.append(LOST_GPU_NOTE)
     meta = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
             "tracetui": doc.tracetui, "schemaVersion": doc.schemaVersion}
     del doc
