@@ -7,6 +7,7 @@ import orjson
 
 from .model.events import K, KINDS
 from .model.trace import Trace
+from .model.tree import diagnostic_lines
 from .textsafe import visible
 
 US = 1e-3  # ns -> µs
@@ -98,11 +99,11 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
     _out("\ntop ops                                     count  CPU total µs  CPU self µs  device µs")
     for o in d["ops"]:
         _out(f"  {visible(o['name'])[:42]:42s} {o['count']:6d} {o['cpu_total_us']:13.1f} {o['cpu_self_us']:12.1f} {o['device_total_us']:10.1f}")
-    diag = {k: v for k, v in d["diagnostics"].items() if v}
+    diag = diagnostic_lines(d["diagnostics"])
     if diag:
         _out("\ndiagnostics (nothing is dropped silently):")
-        for k, v in diag.items():
-            _out(f"  {k.replace('_', ' ')}: {v}")
+        for label, v, meaning in diag:
+            _out(f"  {label}: {v} — {meaning}" if meaning else f"  {label}: {v}")
 
 
 def _short(name: str) -> str:

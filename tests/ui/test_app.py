@@ -303,6 +303,34 @@ def test_tables_show_their_numbers_at_80_columns_and_never_mix_cpu_with_device_t
     asyncio.run(run())
 
 
+def test_a_repaired_trace_warns_and_d_spells_out_diagnostics_and_repairs(tmp_path):
+    """The status line only counts; a damaged file warns as it opens, and D shows the list."""
+    import gzip
+
+    from tracetui.model.trace import LOST_GPU_NOTE
+    from tracetui.model.tree import DIAGNOSTICS
+
+    raw = gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes())
+    p = tmp_path / "killed.json"
+    p.write_bytes(raw[: int(len(raw) * 0.6)])  # a killed exporter: the GPU part is gone
+    async def run():
+        app = TraceApp([p])
+        async with app.run_test(size=(120, 40)) as pilot:
+            s = await explorer(pilot)
+            assert any("ends early" in n.message and LOST_GPU_NOTE in n.message for n in app._notifications)
+            assert "repairs" in str(s.query_one("#status").render())
+            await pilot.press("d", "D")  # details hidden first: D shows them again
+            await pilot.pause()
+            assert s.current == 0 and not s.query_one("#details").has_class("hidden")
+            text = detail_text(s)
+            assert "ends early" in text and LOST_GPU_NOTE in text
+            diag = s.trace.tree.diagnostics
+            assert diag["partial_overlaps"] > 0
+            assert f"partial overlaps: {diag['partial_overlaps']}" in text
+            assert DIAGNOSTICS["partial_overlaps"] in text and "\\x0a" not in text  # no escaped newlines
+    asyncio.run(run())
+
+
 def test_names_are_plain_text(tmp_path):
     import json
     evil = "aten::[bold red]x[/] \x1b[2J"

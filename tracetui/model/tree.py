@@ -14,6 +14,27 @@ import numpy as np
 from .events import GPU_KINDS, HOST_KINDS, K, EventStore
 from .nesting import nest
 
+DIAGNOSTICS = {
+    "partial_overlaps": "events that outlast their parent on a thread (closed there, by torch's rule)",
+    "launches_without_gpu": "launch, memcpy or memset calls with no GPU activity in the file",
+    "gpu_without_launch": "GPU activity whose launch was not found (shown under 'no launch found')",
+    "linked_by_external_id": "GPU activity linked to its op by External id, no runtime call matched",
+    "flows_without_end": "flow arrows (ac2g, fwdbwd) with only one end in the file",
+    "events_missing_fields": "events without ts (left out) or dur (kept, with dur 0)",
+    "args_wrong_types": "link ids of an unexpected type, read leniently",
+    "skipped_categories": "events of categories the hierarchy does not use, by category",
+    "steps_spanned_by_events": "frames that span a step boundary, shown beside the steps",
+}
+"""Each diagnostic the tree counts, and what it means for the numbers (CLI and app both say it)."""
+
+
+def diagnostic_lines(diag: dict) -> list[tuple[str, object, str]]:
+    """(label, count, meaning) of every non-zero diagnostic, in ``DIAGNOSTICS`` order."""
+    return [(k.replace("_", " "), diag[k], DIAGNOSTICS.get(k, "")) for k in
+            sorted(diag, key=lambda k: list(DIAGNOSTICS).index(k) if k in DIAGNOSTICS else len(DIAGNOSTICS))
+            if diag[k]]
+
+
 LAUNCH_WORDS = ("Launch", "Memcpy", "Memset", "memcpy", "memset")
 """Runtime calls whose name has one of these are expected to produce GPU activity."""
 

@@ -159,6 +159,7 @@ class ExplorerScreen(Screen):
         Binding("c", "toggle_collapse", "Collapse chains", show=False),
         Binding("a", "toggle_avg", "Per-step avg", show=False),
         Binding("d", "toggle_details", "Details", show=False),
+        Binding("D", "diagnostics", "Diagnostics", show=False),
         Binding("1", "tab('tree')", "Tree", show=False),
         Binding("2", "tab('kernels')", "Kernels", show=False),
         Binding("3", "tab('ops')", "Ops", show=False),
@@ -215,6 +216,9 @@ class ExplorerScreen(Screen):
         self.show_node(first)
         tree.focus()
         self._status()
+        if self.trace.report.repairs:  # a damaged file: say what was done before anything else
+            self.notify(visible("; ".join(self.trace.report.repairs)) + " (D: details)",
+                        title="trace repaired", severity="warning", timeout=12)
         # after the first paint: the args pass holds the GIL (~0.15 s per 60 MB) and, started
         # here, delayed the first screen by as much (first_screen_pty A/B: 1.88 -> 1.71 s)
         self.call_after_refresh(self.prefetch_args)
@@ -302,6 +306,12 @@ class ExplorerScreen(Screen):
             self.show_if_new(int(node))  # moving the cursor usually showed it already
             if focus:
                 self.tree.focus()
+
+    def action_diagnostics(self) -> None:
+        """The root row: its detail pane spells out the status line's diagnostics and repairs."""
+        if self.query_one("#details").has_class("hidden"):
+            self.action_toggle_details()
+        self.jump(0)
 
     def action_jump_op(self) -> None:
         node = getattr(self, "current", 0)
@@ -560,5 +570,6 @@ class TraceApp(App):
                 ("Jump to launching op", "From a kernel (o)", screen.action_jump_op),
                 ("Jump to launched kernels", "From an op (x)", screen.action_jump_kernel),
                 ("Cycle search kind filter", "module/op/kernel/... (F)", screen.action_cycle_kind),
+                ("Diagnostics and repairs", "What loading repaired and could not place (D)", screen.action_diagnostics),
             ]:
                 yield SystemCommand(title, help_, action)

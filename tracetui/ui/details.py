@@ -8,6 +8,7 @@ from tracetui.model.events import GPU_KINDS, K
 from tracetui.model.names import shorten_cpp
 from tracetui.model.perf import estimate, peak_for
 from tracetui.model.trace import Trace
+from tracetui.model.tree import diagnostic_lines
 
 from .format import KIND_STYLE, fmt_us, plain
 
@@ -64,6 +65,8 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         if a is not None:
             per = a.device_total_us if kind == "kernel" else a.cpu_total_us
             _line(t, "per step avg", f"{per / tr.n_steps:,.1f}µs over {tr.n_steps} steps ({a.count} calls)")
+    if kind == "root":
+        _load_section(tr, t)
     # steps, threads and groups show no args of note: don't wait for the args pass for them
     args = tr.args(node) if tr.store.args_loaded or kind not in ARGLESS else {}
     if kind == "step":
@@ -114,6 +117,23 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         t.append(plain(shorten_cpp(tr.name(p))[:100]))
         t.append("\n")
     return t
+
+
+def _load_section(tr: Trace, t: Text) -> None:
+    """What loading repaired and what the tree counted but could not place: the status line's
+    'N diagnostics, M repairs', spelled out."""
+    if tr.report.repairs:
+        t.append("\nrepairs (the file was damaged)\n", style="bold yellow")
+        for r in tr.report.repairs:
+            t.append(plain(f"  ! {r}"))
+            t.append("\n")
+    lines = diagnostic_lines(tr.tree.diagnostics)
+    t.append("\ndiagnostics\n" if lines else "\ndiagnostics: none\n", style="bold")
+    for label, v, meaning in lines:
+        t.append(plain(f"  {label}: {v}"))
+        t.append("\n")
+        if meaning:
+            t.append(f"    {meaning}\n", style="dim")
 
 
 def _kernel_section(tr: Trace, node: int, args: dict, t: Text) -> None:
