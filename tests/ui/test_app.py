@@ -229,6 +229,41 @@ def test_view_keys_change_what_is_shown():
     asyncio.run(run())
 
 
+def test_timeline_zoom_keeps_the_selected_kernel_in_view():
+    """The last GEMM of a step sits at its end: zooming used to show the step's first part."""
+    async def run():
+        from tracetui.ui.timeline import Timeline
+
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 30)) as pilot:
+            s = await explorer(pilot)
+            tr = s.trace
+            await search(pilot, "Linear_2")
+            await pilot.press("x")  # its GEMM, the step's last kernel
+            await pilot.pause()
+            kernel = s.current
+            assert tr.kind(kernel) == "kernel"
+            await pilot.press("4", "plus", "plus", "plus")
+            await pilot.pause()
+            tl = s.query_one(Timeline)
+            assert tl.zoom == 8.0 and tl.pan > 0.5
+
+            def reversed_cells() -> int:
+                lanes = tl.render_lanes(100)
+                lanes = lanes[lanes.plain.index("\n", lanes.plain.index("selected")):]  # the lanes, not the header
+                return sum(span.end - span.start for span in lanes.spans if "reverse" in str(span.style))
+
+            assert reversed_cells() > 0
+            assert "selected nvjet" in tl.render_lanes(100).plain
+            await pilot.press("left_square_bracket", "left_square_bracket", "left_square_bracket",
+                              "left_square_bracket", "left_square_bracket")
+            assert reversed_cells() == 0  # panned away from it ...
+            await pilot.press("1", "4")
+            await pilot.pause()
+            assert reversed_cells() > 0  # ... and showing it again brings it back into view
+    asyncio.run(run())
+
+
 def test_view_bar_shows_the_view_and_switches_on_click():
     async def run():
         from textual.widgets import ContentSwitcher

@@ -471,15 +471,10 @@ class ExplorerScreen(Screen):
             self.tree.focus()
 
     def action_zoom(self, factor: float) -> None:
-        tl = self.timeline
-        tl.zoom = max(1.0, tl.zoom * factor)
-        tl.pan = min(tl.pan, 1 - 1 / tl.zoom)
-        tl.refresh_lanes()
+        self.timeline.zoom_by(factor)
 
     def action_pan(self, delta: float) -> None:
-        tl = self.timeline
-        tl.pan = float(np.clip(tl.pan + delta / tl.zoom, 0, 1 - 1 / tl.zoom))
-        tl.refresh_lanes()
+        self.timeline.pan_by(delta)
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:
