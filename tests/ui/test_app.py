@@ -45,6 +45,16 @@ async def diff_screen(pilot) -> DiffScreen:
     return pilot.app.screen
 
 
+async def down_proj_gemm(pilot, s: ExplorerScreen) -> int:
+    """The third Linear's (down_proj's) GEMM, by search and x: the step's last kernel."""
+    await search(pilot, "Linear_2")
+    assert s.trace.name(s.current) == "nn.Module: Linear_2"
+    await pilot.press("x")  # the kernels it launched
+    await pilot.pause()
+    assert s.trace.kind(s.current) == "kernel" and s.trace.name(s.current).startswith("nvjet")
+    return s.current
+
+
 def detail_text(s: ExplorerScreen) -> str:
     return s.query_one(DetailPane).plain
 
@@ -55,11 +65,7 @@ def test_drill_to_down_proj_gemm_and_read_launch_config():
         async with app.run_test(size=(120, 40)) as pilot:
             s = await explorer(pilot)
             tr = s.trace
-            await search(pilot, "Linear_2")
-            assert tr.name(s.current) == "nn.Module: Linear_2"
-            await pilot.press("x")  # the kernels it launched
-            await pilot.pause()
-            assert tr.kind(s.current) == "kernel" and tr.name(s.current).startswith("nvjet")
+            await down_proj_gemm(pilot, s)
             text = detail_text(s)
             args = tr.args(s.current)
             assert f"{args['grid']}" in text and f"{args['registers per thread']}" in text
@@ -237,12 +243,7 @@ def test_timeline_zoom_keeps_the_selected_kernel_in_view():
         app = TraceApp([TRACES / "mlp_eager.json.gz"])
         async with app.run_test(size=(120, 30)) as pilot:
             s = await explorer(pilot)
-            tr = s.trace
-            await search(pilot, "Linear_2")
-            await pilot.press("x")  # its GEMM, the step's last kernel
-            await pilot.pause()
-            kernel = s.current
-            assert tr.kind(kernel) == "kernel"
+            await down_proj_gemm(pilot, s)
             await pilot.press("4", "plus", "plus", "plus")
             await pilot.pause()
             tl = s.query_one(Timeline)
