@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import TraceError
+from .heap import large_arrays_on_heap
 from .events import GPU_KINDS, HOST_KINDS, K, KINDS, EventStore, build_store
 from .load import LENIENT_NOTE, LoadReport, decode, read_bytes, resolve_input
 from . import split as _split
@@ -298,7 +299,8 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | _G
     was = gc.isenabled()
     gc.disable()
     try:
-        return _load(path, progress, early)
+        with large_arrays_on_heap():  # GB-sized traces: numpy temporaries reuse heap pages
+            return _load(path, progress, early)
     finally:
         if early is not None:
             early.cancel()  # a no-op once its result was collected
