@@ -1,6 +1,7 @@
-"""UI latency benchmark driven by Pilot: first screen, cursor moves, expands, search keystrokes.
+"""UI latency benchmark driven by Pilot: first screen, cursor moves, expands, search keystrokes,
+timeline keys (on a step, and on the whole trace from the root row).
 
-    python benchmarks/bench_ui.py [--events 270000]
+    python benchmarks/bench_ui.py [--events 270000] [--src RECORDING]
 
 Each key is timed two ways: wall time from press until Pilot finds the app idle again (an upper
 bound: Pilot polls for idleness in 20 ms sleeps), and the CPU time the process spent on the key
@@ -60,27 +61,32 @@ async def run(path: Path) -> dict:
         for _ in range(4):  # open and close a few more times for a median
             out["search_open_ms"] += await timed("slash")
             out["search_close_ms"] += await timed("escape")
+        # the timeline of the step around the cursor, then of the whole trace (cursor on the root)
+        out["timeline_step_ms"] = await timed("4", "plus", "plus", "right_square_bracket", "minus", "1")
+        out["timeline_all_ms"] = await timed("g", "4", "plus", "minus", "1")
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--events", type=int, default=270_000)
+    ap.add_argument("--src", type=Path, default=ROOT / "traces" / "mlp_eager.json.gz",
+                    help="the recording to replicate (HTA's control trace is op-heavy, mlp_eager frame-heavy)")
     ap.add_argument("-v", action="store_true", help="print every key's CPU time")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / "big.json"
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_large_trace.py"),
-                        str(ROOT / "traces" / "mlp_eager.json.gz"), str(p), "--events", str(args.events)],
+                        str(args.src), str(p), "--events", str(args.events)],
                        check=True, capture_output=True)
         size = p.stat().st_size / 1e6
         r = asyncio.run(run(p))
-    print(f"input: {args.events:,} events, {size:.1f} MB")
+    print(f"input: {args.events:,} events, {size:.1f} MB (replicated from {args.src.name})")
     if args.v:
         print({k: [round(c, 1) for _, c in v] for k, v in r.items() if k.endswith("_ms")})
     print(f"first screen (app start -> explorer shown): {r['first_screen_s']:.2f} s")
     for k in ("cursor_ms", "expand_ms", "search_open_ms", "search_ms", "search_settle_ms", "search_close_ms",
-              "next_match_ms"):
+              "next_match_ms", "timeline_step_ms", "timeline_all_ms"):
         wall = [w for w, _ in r[k]]
         cpu = [c for _, c in r[k]]
         print(f"{k[:-3]:14s} CPU per key: median {statistics.median(cpu):6.1f} ms, worst {max(cpu):6.1f} ms | "

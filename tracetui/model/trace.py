@@ -159,6 +159,34 @@ class Trace:
                            and self.launching_op(i) is None)
         return decode_kernel(self.name(i), kind, user_triton=user_triton)
 
+    def kernel_classes(self, nodes: np.ndarray) -> list[str]:
+        """``kernel_info(n).klass`` of each GPU node in ``nodes``, decoding each (name, kind,
+        launched as a user Triton kernel) once: the timeline colours every kernel of a step
+        (100k on a large one), and ``kernel_info`` per node took ~20 µs."""
+        t = self.tree
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if not nodes.size:
+            return []
+        par = t.parent[nodes]
+        p = np.maximum(par, 0)
+        launcher = (par > 0) & np.isin(t.kind[p], [K["runtime"], K["op"], K["annotation"]])
+        culaunch = launcher & self._culaunch_names[t.name_id[p]]
+        # launching_op is None: the activity has no External id, or no op lies above it
+        rows = np.searchsorted(self._gpu_nodes, nodes)
+        anc = self._gpu_ancestors[rows]
+        has_op = ((anc >= 0) & (t.kind[np.maximum(anc, 0)] == K["op"])).any(axis=1)
+        user = culaunch & ~((self.store.ext[t.ev[nodes]] > 0) & has_op)
+        key = (t.name_id[nodes].astype(np.int64) * 16 + t.kind[nodes]) * 2 + user
+        uniq, inv = np.unique(key, return_inverse=True)
+        names = self.tree.names
+        cls = [decode_kernel(names[k // 32], KINDS[(k // 2) % 16], user_triton=bool(k % 2)).klass
+               for k in uniq.tolist()]
+        return [cls[i] for i in inv.ravel().tolist()]
+
+    @cached_property
+    def _culaunch_names(self) -> np.ndarray:
+        return np.array([n.startswith("cuLaunchKernel") for n in self.tree.names], dtype=bool)
+
     def is_cpu_only(self, i: int) -> bool:
         """An op that launched nothing on the GPU (a view such as aten::t), in a trace that has a GPU."""
         return bool(self.has_gpu and self.tree.kind[i] == K["op"] and self.roll.kernels[i] == 0

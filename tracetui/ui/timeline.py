@@ -14,6 +14,9 @@ from .format import plain
 CLASS_STYLE = {"gemm": "red", "pointwise": "yellow", "reduction": "magenta", "triton": "green",
                "memcpy": "blue", "memset": "blue", "nccl": "cyan", "other": "white", "conv": "red"}
 LABEL_W = 14
+CPU_LAYERS = ((K["annotation"], "─", "yellow"), (K["module"], "─", "green"), (K["op"], "━", "cyan"),
+              (K["runtime"], "│", "blue"))
+"""Host kinds in drawing order: an op's cells cover its module's, a launch's cover its op's."""
 
 
 class Timeline(Static):
@@ -94,46 +97,57 @@ class Timeline(Static):
                              f"at +{(int(t.start[n]) - s0) / 1e3:,.1f}µs"))
             out.append("\n")
 
-        def cells(starts, ends):
-            a = np.clip(((starts - lo) / (hi - lo) * width).astype(int), 0, width - 1)
-            b = np.clip(((ends - lo) / (hi - lo) * width).astype(int), 0, width - 1)
+        def cells(nodes):
+            """The visible ``nodes`` and the first and last cell each covers."""
+            starts, ends = t.start[nodes], t.start[nodes] + t.dur[nodes]
             vis = (ends >= lo) & (starts <= hi)
-            return a[vis], b[vis], vis
+            a = np.clip(((starts[vis] - lo) / (hi - lo) * width).astype(np.int64), 0, width - 1)
+            b = np.clip(((ends[vis] - lo) / (hi - lo) * width).astype(np.int64), 0, width - 1)
+            return nodes[vis], a, np.maximum(a, b)
+
+        def covered(a, b) -> np.ndarray:
+            """Cells under any of the intervals [a, b]: O(events + width), however many there are."""
+            edges = np.bincount(a, minlength=width + 1) - np.bincount(b + 1, minlength=width + 1)
+            return np.cumsum(edges[:width]) > 0
+
+        def lane(label: str, layers, blank: str, blank_style: str) -> None:
+            """One lane: ``layers`` of (nodes, char, style), each drawn over the ones before it;
+            the selection last, reversed."""
+            row = np.full(width, blank, dtype=object)
+            styles = np.full(width, blank_style, dtype=object)
+            top = None
+            for nodes, ch, st in layers:
+                _, a, b = cells(nodes)
+                on = covered(a, b)
+                row[on], styles[on] = ch, st
+                if sel in nodes:
+                    top = ch, st
+            if top is not None:
+                _, a, b = cells(np.array([sel]))
+                if a.size:
+                    row[a[0]:b[0] + 1], styles[a[0]:b[0] + 1] = top[0], "reverse " + top[1]
+            out.append(f"{label[:LABEL_W]:<{LABEL_W}}", style="bold")
+            _emit(out, row.tolist(), styles.tolist())
 
         sel = self.node
         # CPU lanes: host events under the scope, by thread
         sub = np.nonzero(tr.roll.step_of == scope)[0] if step >= 0 else np.arange(len(t.kind))
         host = sub[np.isin(t.kind[sub], [K["op"], K["annotation"], K["module"], K["runtime"]])]
-        tracks = sorted(set(tr.store.track[t.ev[host]].tolist())) if host.size else []
-        for trk in tracks:
-            h = host[tr.store.track[t.ev[host]] == trk]
-            row = ["·"] * width
-            styles = [""] * width
-            for kind_code, ch, st in ((K["annotation"], "─", "yellow"), (K["module"], "─", "green"),
-                                      (K["op"], "━", "cyan"), (K["runtime"], "│", "blue")):
-                hh = h[t.kind[h] == kind_code]
-                a, b, vis = cells(t.start[hh], t.start[hh] + t.dur[hh])
-                for x, y, n in zip(a.tolist(), b.tolist(), hh[vis].tolist()):
-                    for c in range(x, max(x, y) + 1):
-                        row[c], styles[c] = ch, ("reverse " + st) if n == sel else st
-            key = tr.store.track_keys[trk]
-            out.append(f"{('cpu ' + str(key[1]))[:LABEL_W]:<{LABEL_W}}", style="bold")
-            _emit(out, row, styles)
-        # GPU lanes, by stream
+        host_track = tr.store.track[t.ev[host]]
+        for trk in np.unique(host_track).tolist():
+            h = host[host_track == trk]
+            lane("cpu " + str(tr.store.track_keys[trk][1]),
+                 [(h[t.kind[h] == code], ch, st) for code, ch, st in CPU_LAYERS], "·", "")
+        # GPU lanes, by stream, coloured by kernel class
         if gpu.size:
-            streams = sorted(set(tr.store.track[t.ev[gpu]].tolist()))
-            for trk in streams:
-                g = gpu[tr.store.track[t.ev[gpu]] == trk]
-                row = ["·"] * width
-                styles = ["dim"] * width
-                a, b, vis = cells(t.start[g], t.start[g] + t.dur[g])
-                for x, y, n in zip(a.tolist(), b.tolist(), g[vis].tolist()):
-                    st = CLASS_STYLE.get(tr.kernel_info(n).klass, "white")
-                    for c in range(x, max(x, y) + 1):
-                        row[c], styles[c] = "█", ("reverse " + st) if n == sel else st
+            gpu_track = tr.store.track[t.ev[gpu]]
+            for trk in np.unique(gpu_track).tolist():
+                g, _, _ = cells(gpu[gpu_track == trk])
+                cls = np.array(tr.kernel_classes(g), dtype=object)
                 key = tr.store.track_keys[trk]
-                out.append(f"{('gpu' + str(key[1]) + ' s' + str(key[2]))[:LABEL_W]:<{LABEL_W}}", style="bold")
-                _emit(out, row, styles)
+                lane(f"gpu{key[1]} s{key[2]}",
+                     [(g[cls == c], "█", CLASS_STYLE.get(c, "white")) for c in sorted(set(cls.tolist()))],
+                     "·", "dim")
             busy = tr.step_gpu(scope) if step >= 0 else None
             if busy:
                 out.append(f"GPU busy {busy['busy_ns'] / 1e3:,.1f}µs, idle {busy['idle_ns'] / 1e3:,.1f}µs "
