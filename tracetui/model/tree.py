@@ -30,9 +30,8 @@ DIAGNOSTICS = {
 
 def diagnostic_lines(diag: dict) -> list[tuple[str, object, str]]:
     """(label, count, meaning) of every non-zero diagnostic, in ``DIAGNOSTICS`` order."""
-    return [(k.replace("_", " "), diag[k], DIAGNOSTICS.get(k, "")) for k in
-            sorted(diag, key=lambda k: list(DIAGNOSTICS).index(k) if k in DIAGNOSTICS else len(DIAGNOSTICS))
-            if diag[k]]
+    keys = [k for k in DIAGNOSTICS if k in diag] + [k for k in diag if k not in DIAGNOSTICS]
+    return [(k.replace("_", " "), diag[k], DIAGNOSTICS.get(k, "")) for k in keys if diag[k]]
 
 
 LAUNCH_WORDS = ("Launch", "Memcpy", "Memset", "memcpy", "memset")
