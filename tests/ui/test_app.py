@@ -336,6 +336,12 @@ def test_tables_show_their_numbers_at_80_columns_and_never_mix_cpu_with_device_t
             assert ops.rows_data[i].cpu_total_us > 0
             assert float(ops.cell_text(i, "CPU total µs").replace(",", "")) == pytest.approx(
                 ops.rows_data[i].cpu_total_us, abs=0.05)
+            m = next(i for i, a in enumerate(ops.rows_data) if a.kind == "module")
+            assert "nn.Module: " + ops.cell_text(m, "name") == ops.rows_data[m].name  # the kind column says it
+            await pilot.press("a")  # per step: 4 syncs over 3 steps
+            await pilot.pause()
+            sync = next(i for i, a in enumerate(ops.rows_data) if a.name == "cudaDeviceSynchronize")
+            assert ops.rows_data[sync].count == 4 and ops.cell_text(sync, "count") == "1.33"
     asyncio.run(run())
 
 

@@ -22,6 +22,7 @@ OP_COLUMNS = ("CPU total µs", "CPU self µs", "device µs", "count", "kind", "n
 OP_SORTS = ("CPU total µs", "CPU self µs", "device µs", "count", "name")
 NUMERIC = frozenset(KERNEL_COLUMNS + OP_COLUMNS) - {"kind", "name"}
 
+MODULE_PREFIX = "nn.Module: "
 NAME_CHARS = 300
 """Longer names are cut in the table (the detail pane has the whole name, one Enter away)."""
 
@@ -57,15 +58,17 @@ class AggTable(DataTable):
                 "CPU total µs": a.cpu_total_us, "CPU self µs": a.cpu_self_us}[col] / div
 
     def _cell(self, a: Agg, col: str, grand: float):
-        if col == "name":
-            return plain(a.name[:NAME_CHARS])
+        if col == "name":  # the kind column says "module": its "nn.Module: " prefix only took width
+            name = a.name[len(MODULE_PREFIX):] if a.kind == "module" and a.name.startswith(MODULE_PREFIX) else a.name
+            return plain(name[:NAME_CHARS])
         if col == "kind":
             return a.kind
         if col == "share %":
             return Text(f"{100 * self._value(a, 'total µs') / grand:.1f}", justify="right")
         v = self._value(a, col)
-        return Text(f"{v:g}" if col == "count" else f"{v:,.2f}" if col == "mean µs" else f"{v:,.1f}",
-                    justify="right")
+        if col == "count":  # per step it can be a fraction (a call made in 4 of 3 steps: 1.33)
+            return Text(f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}", justify="right")
+        return Text(f"{v:,.2f}" if col == "mean µs" else f"{v:,.1f}", justify="right")
 
     def refill(self) -> None:
         tr = self.trace
