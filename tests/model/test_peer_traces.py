@@ -4,9 +4,11 @@ from __future__ import annotations
 import gzip
 import json
 
+import numpy as np
 import pytest
 
 from tracetui.model import load_trace
+from tracetui.model.events import K
 
 from tests.conftest import PEER
 
@@ -43,3 +45,23 @@ def test_backward_ops_link_to_forward(peer_dir):
     assert t.tree.fwd_of
     b, f = next(iter(t.tree.fwd_of.items()))
     assert t.store.seq[t.tree.ev[b]] == t.store.seq[t.tree.ev[f]]
+
+
+def _fwd_of_by_loop(t) -> dict:
+    """The rule spelled out as a loop: each backward op (Fwd thread id > 0) -> the first forward op
+    (in file order) with its Sequence number."""
+    store, base = t.store, int(np.flatnonzero(t.tree.ev >= 0)[0])
+    fwd, out = {}, {}
+    for e in range(len(store)):
+        if store.kind[e] == K["op"] and store.seq[e] >= 0 and store.fwd_tid[e] <= 0:
+            fwd.setdefault(int(store.seq[e]), e)
+    for e in range(len(store)):
+        if store.kind[e] == K["op"] and store.seq[e] >= 0 and store.fwd_tid[e] > 0 and int(store.seq[e]) in fwd:
+            out[base + e] = base + fwd[int(store.seq[e])]
+    return out
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_backward_links_follow_the_rule(peer_dir, name):
+    t = load_trace(peer_dir / name)
+    assert t.tree.fwd_of == _fwd_of_by_loop(t)
