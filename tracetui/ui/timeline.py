@@ -28,15 +28,13 @@ class Timeline(Static):
         self.node = 0
         self.zoom = 1.0
         self.pan = 0.0
+        self._win: tuple | None = None  # _window()'s answer for the scope it was asked for
 
     def show(self, node: int) -> None:
         """Draw the step around ``node``; zoomed in, bring ``node`` into view if it is not."""
         self.node = node
         if self.zoom > 1 and node:
-            _, s0, s1, _ = self._window()
-            t = self.trace.tree
-            a = (int(t.start[node]) - s0) / (s1 - s0)
-            b = (int(t.start[node]) + int(t.dur[node]) - s0) / (s1 - s0)
+            a, b = self._selection()
             if b < self.pan or a > self.pan + 1 / self.zoom:
                 self.pan = float(np.clip((a + b) / 2 - 0.5 / self.zoom, 0, 1 - 1 / self.zoom))
         self.refresh_lanes()
@@ -46,27 +44,32 @@ class Timeline(Static):
 
     def _window(self) -> tuple[int, int, int, np.ndarray]:
         """(scope node, its start, its end, its GPU activity): the step around the selection (the
-        root outside any step), stretched to the end of the GPU work it launched."""
+        root outside any step), stretched to the end of the GPU work it launched. Kept per scope:
+        a zoom key asks for it twice, and the whole trace's GPU activity is a scan of every kernel."""
         tr, t = self.trace, self.trace.tree
         step = int(tr.roll.step_of[self.node])
         scope = step if step >= 0 else 0
-        gpu = tr.gpu_descendants(scope)
-        s0, s1 = int(t.start[scope]), int(t.start[scope] + t.dur[scope])
-        if gpu.size:
-            s1 = max(s1, int((t.start[gpu] + t.dur[gpu]).max()))
-        return scope, s0, max(s1, s0 + 1), gpu
+        if self._win is None or self._win[0] != scope:
+            gpu = tr.gpu_descendants(scope)
+            s0, s1 = int(t.start[scope]), int(t.start[scope] + t.dur[scope])
+            if gpu.size:
+                s1 = max(s1, int((t.start[gpu] + t.dur[gpu]).max()))
+            self._win = scope, s0, max(s1, s0 + 1), gpu
+        return self._win
+
+    def _selection(self) -> tuple[float, float]:
+        """Where the selected node starts and ends, as fractions of the window."""
+        _, s0, s1, _ = self._window()
+        t, n = self.trace.tree, self.node
+        return (int(t.start[n]) - s0) / (s1 - s0), (int(t.start[n]) + int(t.dur[n]) - s0) / (s1 - s0)
 
     def zoom_by(self, factor: float) -> None:
         """Zoom keeping the selection where it is on screen (centred when it was off screen);
         without a selection inside the step, keep the middle of the view."""
-        _, s0, s1, _ = self._window()
-        t, old = self.trace.tree, self.zoom
+        old = self.zoom
         new = max(1.0, old * factor)
-        view_mid = self.pan + 0.5 / old
-        if self.node != 0 and int(t.start[self.node]) >= s0 and int(t.start[self.node]) <= s1:
-            focus = ((int(t.start[self.node]) + int(t.dur[self.node]) / 2) - s0) / (s1 - s0)
-        else:
-            focus = view_mid
+        a, b = self._selection()
+        focus = (a + b) / 2 if self.node != 0 and 0 <= a <= 1 else self.pan + 0.5 / old
         at = (focus - self.pan) * old  # where the focus is on screen, 0..1
         if not 0 <= at <= 1:
             at = 0.5
