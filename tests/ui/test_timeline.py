@@ -53,3 +53,18 @@ def test_the_root_shows_every_thread_and_stream_over_the_whole_trace():
     assert {f"cpu {tid}" for tid in host_tracks} == {k for k in lanes if k.startswith("cpu")}
     gpu_chars, gpu_styles = lanes["gpu0 s7"]
     assert gpu_chars.count("█") > 10 and {"red", "yellow"} <= set(gpu_styles)  # GEMMs and pointwise kernels
+
+
+def test_lane_labels_from_the_trace_are_plain_text(tmp_path):
+    """A thread id is whatever the file says: a string with an escape code must not reach the terminal."""
+    import json
+    tid = "\x1b[2J\x1b]0;x\x07"
+    evs = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": tid, "ts": 0, "dur": 50},
+           {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": tid, "ts": 1, "dur": 20}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    t = load_trace(p)
+    tl = Timeline(t)
+    tl.node = int(t.steps[0])
+    text = tl.render_lanes(60).plain
+    assert "\x1b" not in text and "\x07" not in text and "cpu \\x1b" in text

@@ -9,6 +9,8 @@ from tracetui.model.events import K
 from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
 
+from tracetui.textsafe import visible
+
 from .format import plain
 
 CLASS_STYLE = {"gemm": "red", "pointwise": "yellow", "reduction": "magenta", "triton": "green",
@@ -129,7 +131,7 @@ class Timeline(Static):
                 _, a, b = cells(np.array([sel]))
                 if a.size:
                     row[a[0]:b[0] + 1], styles[a[0]:b[0] + 1] = top[0], "reverse " + top[1]
-            out.append(f"{label[:LABEL_W]:<{LABEL_W}}", style="bold")
+            out.append(f"{visible(label)[:LABEL_W]:<{LABEL_W}}", style="bold")  # a tid can be any string
             _emit(out, row.tolist(), styles.tolist())
 
         sel = self.node
