@@ -378,15 +378,26 @@ def test_names_are_plain_text(tmp_path):
     evil = "aten::[bold red]x[/] \x1b[2J"
     p = tmp_path / "evil.json"
     p.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": evil, "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}]}))
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1 \x1b[2J", "pid": 1, "tid": 1, "ts": 0.0, "dur": 9.0},
+        {"ph": "X", "cat": "cpu_op", "name": evil, "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
+         "args": {"\x1b]0;key\x07": 1}}]}))
 
     async def run():
+        from tracetui.ui.timeline import Timeline
+
         app = TraceApp([p])
         async with app.run_test(size=(100, 30)) as pilot:
             s = await explorer(pilot)
             await search(pilot, "aten")
+            await wait_for(pilot, lambda: s.trace.store.args_loaded)
+            s.show_node(s.current)  # with its args: their keys are names from the trace too
             text = detail_text(s)
             assert "[bold red]x[/]" in text and "\\x1b[2J" in text and "\x1b" not in text
+            assert "\\x1b]0;key" in text and "\x07" not in text
+            await pilot.press("4")
+            await pilot.pause()
+            lanes = s.query_one(Timeline).render_lanes(80).plain
+            assert "ProfilerStep#1 \\x1b[2J" in lanes and "\x1b" not in lanes
     asyncio.run(run())
 
 

@@ -9,6 +9,7 @@ from tracetui.model.names import shorten_cpp
 from tracetui.model.perf import estimate, peak_for
 from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
+from tracetui.textsafe import visible
 
 from .format import KIND_STYLE, fmt_us, plain
 
@@ -23,7 +24,7 @@ LAUNCH_KEYS = tuple(LAUNCH_LABELS)
 
 
 def _line(t: Text, label: str, value: str | Text, style: str = "") -> None:
-    t.append(f"{label:>14} ", style="dim")
+    t.append(f"{visible(label):>14} ", style="dim")  # arg keys come from the trace too
     t.append(value if isinstance(value, Text) else Text(value, style=style))
     t.append("\n")
 
@@ -58,7 +59,7 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         base = r.cpu_total[step] if kind not in ("kernel", "memcpy", "memset") else r.device[step]
         val = r.cpu_total[node] if kind not in ("kernel", "memcpy", "memset") else tr.tree.dur[node]
         if base:
-            _line(t, "share of step", f"{100 * val / base:.1f}% of {tr.name(step)}")
+            _line(t, "share of step", plain(f"{100 * val / base:.1f}% of {tr.name(step)}"))
     if tr.n_steps > 1 and kind in ("op", "module", "annotation", "kernel"):
         from tracetui.model.stats import agg_key
         a = tr.agg_by_name.get(("gpu" if kind == "kernel" else "host", agg_key(name)))

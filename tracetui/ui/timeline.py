@@ -92,7 +92,7 @@ class Timeline(Static):
         lo = s0 + self.pan * (s1 - s0)
         hi = lo + span
         out = Text()
-        out.append(f"{tr.name(scope)[:40]}  {span / 1e3:,.1f}µs shown, zoom ×{self.zoom:g} (+/- zoom, [ ] pan)\n",
+        out.append(f"{visible(tr.name(scope))[:40]}  {span / 1e3:,.1f}µs shown, zoom ×{self.zoom:g} (+/- zoom, [ ] pan)\n",
                    style="bold")
         if self.node != scope:
             n = self.node
