@@ -13,8 +13,14 @@ from .textsafe import visible
 US = 1e-3  # ns -> µs
 
 
+def _shown(s: str) -> str:
+    """``s`` with control characters made visible line by line: the last guard before the
+    terminal, for the names, devices and provenance from the file that reach a report line."""
+    return "\n".join(map(visible, s.split("\n")))
+
+
 def _out(s: str = "") -> None:
-    sys.stdout.write(s + "\n")
+    sys.stdout.write(_shown(s) + "\n")
 
 
 def _dump(obj) -> None:
@@ -169,7 +175,10 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
 
 def print_diff(d, as_json: bool = False, write=None) -> None:
     """Print the diff report (or hand each line to ``write``, as the app does)."""
-    emit = write or _out
+    sink = write or _out
+
+    def emit(line: str) -> None:  # the app shows these lines too: the same guard for both
+        sink(_shown(line))
     from .model.diff import diff_dict
     j = diff_dict(d)
     if as_json:

@@ -78,6 +78,24 @@ def test_control_characters_never_reach_the_terminal(tmp_path, capsys):
     assert main(["tree", str(p)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\\x1b[31mred" in out
+    # summary and diff print devices, provenance and op chains from the file too
+    gpu = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 50.0},
+           {"ph": "X", "cat": "cpu_op", "name": evil, "pid": 1, "tid": 1, "ts": 1.0, "dur": 20.0, "args": {"External id": 1}},
+           {"ph": "X", "cat": "cpu_op", "name": "aten::mm\x1b[2J", "pid": 1, "tid": 1, "ts": 2.0, "dur": 10.0,
+            "args": {"External id": 2}},
+           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 3.0, "dur": 2.0,
+            "args": {"correlation": 5, "External id": 2}},
+           {"ph": "X", "cat": "kernel", "name": "k\x1b[5m", "pid": 0, "tid": 7, "ts": 6.0, "dur": 4.0,
+            "args": {"correlation": 5, "External id": 2, "stream": 7}}]
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps({"traceEvents": gpu, "deviceProperties": [{"name": "GPU\x1b[2J"}],
+                             "tracetui": {"workload": "w\x1b[1m", "impl": "eager"}}))
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({"traceEvents": [e for e in gpu if e["name"] != evil]}))
+    for argv in (["summary", str(a)], ["diff", str(a), str(b), "--text"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out and "\\x1b[" in out, argv
 
 
 def test_gen_compile_on_cpu_loads_with_modules(tmp_path):
