@@ -24,8 +24,10 @@ LAUNCH_KEYS = tuple(LAUNCH_LABELS)
 
 
 def _line(t: Text, label: str, value: str | Text, style: str = "") -> None:
-    t.append(f"{visible(label):>14} ", style="dim")  # arg keys come from the trace too
-    t.append(value if isinstance(value, Text) else Text(value, style=style))
+    """One "label value" line. Plain strings are made visible here, whatever built them (arg
+    keys, names decoded from a kernel's name, a step's name): Text values were built safe."""
+    t.append(f"{visible(label):>14} ", style="dim")
+    t.append(value if isinstance(value, Text) else Text(visible(value), style=style))
     t.append("\n")
 
 
