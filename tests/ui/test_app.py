@@ -357,13 +357,20 @@ def test_a_repaired_trace_warns_and_d_spells_out_diagnostics_and_repairs(tmp_pat
     p.write_bytes(raw[: int(len(raw) * 0.6)])  # a killed exporter: the GPU part is gone
     async def run():
         app = TraceApp([p])
-        async with app.run_test(size=(120, 40)) as pilot:
+        async with app.run_test(size=(80, 24)) as pilot:  # a detail pane 6 rows high
             s = await explorer(pilot)
             assert any("ends early" in n.message and LOST_GPU_NOTE in n.message for n in app._notifications)
             assert "repairs" in str(s.query_one("#status").render())
             await pilot.press("d", "D")  # details hidden first: D shows them again
             await pilot.pause()
             assert s.current == 0 and not s.query_one("#details").has_class("hidden")
+            await pilot.pause()
+            pane = s.query_one(DetailPane)
+            assert pane.render_line(0).text.startswith("repairs")  # scrolled to them
+            top = pane.scroll_y
+            await pilot.press("tab", "pagedown")  # the README's way to read on: focus the pane, scroll
+            await pilot.pause()
+            assert app.focused is pane and pane.scroll_y > top
             text = detail_text(s)
             assert "ends early" in text and LOST_GPU_NOTE in text
             diag = s.trace.tree.diagnostics

@@ -312,6 +312,8 @@ class ExplorerScreen(Screen):
         if self.query_one("#details").has_class("hidden"):
             self.action_toggle_details()
         self.jump(0)
+        # after the refresh: a pane that was hidden wraps its text only once it has a width again
+        self.call_after_refresh(self.query_one(DetailPane).scroll_to_heading, "repairs", "diagnostics")
 
     def action_jump_op(self) -> None:
         node = getattr(self, "current", 0)

@@ -37,6 +37,14 @@ class DetailPane(ScrollView, can_focus=True):
         self._wrap()
         self.scroll_to(0, 0, animate=False)
 
+    def scroll_to_heading(self, *headings: str) -> None:
+        """Scroll so the first line that starts with one of ``headings`` is the top row (the
+        pane is 6 rows high at 80x24: a section further down would stay out of sight)."""
+        for y, strip in enumerate(self._strips):
+            if strip.text.startswith(headings):
+                self.scroll_to(0, y, animate=False)
+                return
+
     def _wrap(self) -> None:
         width = self.scrollable_content_region.width or self.size.width
         if width <= 0:  # hidden (`d`): wrap when it is shown again, at its width then
