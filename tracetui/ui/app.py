@@ -259,7 +259,8 @@ class ExplorerScreen(Screen):
         txt.append(visible(tr.path.name), style="bold")
         txt.append(f" · {visible(tr.device_label)} · {tr.n_steps} steps · {len(tr.store):,} events")
         if issues or tr.report.repairs:
-            txt.append(f" · {issues} diagnostics" + (f", {len(tr.report.repairs)} repairs" if tr.report.repairs else ""),
+            txt.append(f" · {issues} diagnostics" + (f", {len(tr.report.repairs)} repairs" if tr.report.repairs else "")
+                       + " (D)",
                        style="yellow")
         if self.kind_filter:
             txt.append(f" · filter: {self.kind_filter}", style="cyan")
