@@ -50,8 +50,6 @@ class AggTable(DataTable):
         div = self.trace.n_steps if self.per_step and self.trace.n_steps else 1
         if col == "name":
             return a.name.lower()
-        if col == "kind":
-            return a.kind
         if col == "mean µs":
             return a.mean_device_us
         return {"count": a.count, "total µs": a.device_total_us, "device µs": a.device_total_us,
