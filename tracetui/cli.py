@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except CliError as e:
-        print(f"tracetui: error: {e}", file=sys.stderr)
+        _error(str(e))
         return 2
     except KeyboardInterrupt:
         return 130
@@ -74,9 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the model raises TraceError for bad input; anything else is ours
         errors = sys.modules.get("tracetui.model.errors")  # not loaded -> cannot be a TraceError
         if errors is not None and isinstance(e, errors.TraceError):
-            print(f"tracetui: error: {e}", file=sys.stderr)
+            _error(str(e))
             return 2
         raise
+
+
+def _error(msg: str) -> None:
+    """The one line bad input gets: file names made visible (no escapes, no line breaks)."""
+    from tracetui.textsafe import visible
+    print(f"tracetui: error: {visible(msg)}", file=sys.stderr)
 
 
 def _announce_folder(path: Path) -> None:
@@ -86,8 +92,9 @@ def _announce_folder(path: Path) -> None:
         found = folder_traces(path)
         chosen = resolve_input(path)
         if len(found) > 1:
-            print(f"tracetui: {path}: opening the newest of {len(found)} traces, {chosen.name} "
-                  f"(pass a file to choose another)", file=sys.stderr)
+            from tracetui.textsafe import visible
+            print(f"tracetui: {visible(str(path))}: opening the newest of {len(found)} traces, "
+                  f"{visible(chosen.name)} (pass a file to choose another)", file=sys.stderr)
 
 
 def _dispatch(args) -> int:
@@ -128,11 +135,14 @@ def _open(paths: list[Path], diff: bool = False) -> int:
         early = start_load(resolved[0])
     try:
         from tracetui.ui.app import TraceApp
-        TraceApp(resolved, diff=diff and len(resolved) == 2, early=early).run()
+        app = TraceApp(resolved, diff=diff and len(resolved) == 2, early=early)
+        app.run()
     finally:
         if early is not None:
             early.cancel()
-    return 0
+    if app.failure is not None:  # the pop-up is gone with the screen: the same line the CLI prints
+        _error(app.failure)
+    return app.return_code or 0  # 2 after a load error, 1 after a crash
 
 
 def _gen(args) -> int:
@@ -174,7 +184,8 @@ def _gen(args) -> int:
                 raise
             failed.append(f"{w.name}/{impl}: {type(e).__name__}: {e}")
             continue
-        print(path)
+        from tracetui.textsafe import visible
+        print(visible(str(path)))
     if failed:
         raise CliError(f"{len(failed)} of {len(jobs)} recordings failed: " + "; ".join(failed))
     return 0
