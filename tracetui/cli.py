@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen")
@@ -62,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
         argv = ["open"] + argv
     args = _parser().parse_args(argv)
+    restore = _on_sigterm()
     try:
         return _dispatch(args)
     except CliError as e:
@@ -77,6 +81,27 @@ def main(argv: list[str] | None = None) -> int:
             _error(str(e))
             return 2
         raise
+    finally:
+        restore()
+
+
+def _on_sigterm():
+    """On SIGTERM, kill the forked decode helpers first (atexit, which does on Ctrl-C, never runs
+    when the default action kills us; a helper went on for 5-8 s), then die of the signal as
+    usual. Returns what puts the previous handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    me = os.getpid()
+
+    def terminate(signum, frame) -> None:
+        forked = sys.modules.get("tracetui.model.forked")
+        if forked is not None and os.getpid() == me:  # not in a helper: its copy lists its siblings
+            forked._kill_live()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _error(msg: str) -> None:
