@@ -234,3 +234,19 @@ def test_552_kb_one_line_file_repairs_in_well_under_a_second(tmp_path):
     t = load_trace(p)
     assert time.perf_counter() - t0 < 2.0
     assert len(t.store) == 4000
+
+
+def test_a_cut_trace_states_one_event_count(tmp_path, capsys):
+    """The repair line spoke of 'kept N complete events' beside the summary's own count of events
+    (a different one: metadata and flows are not events there). One count, one meaning."""
+    import gzip
+    from tests.conftest import TRACES
+    from tracetui.cli import main
+    raw = gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes())
+    p = tmp_path / "cut.json"
+    p.write_bytes(raw[: int(len(raw) * 0.6)])
+    assert main(["summary", str(p)]) == 0
+    out = capsys.readouterr().out
+    counts = set(re.findall(r"([\d,]+) (?:complete )?events?\b", out))
+    assert len(counts) == 1, counts
+    assert "trace ends early" in out
