@@ -29,7 +29,8 @@ _SEP = re.compile(rb"}[ \t\r\n]*,[ \t\r\n]*{")
 """Where one event may end and the next begin: a guess that the decodes on both sides prove."""
 
 _BYTE = re.compile(r"\(byte (\d+)\)")
-_CTRL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_STRING_CTRL = re.compile(rb"[\x00-\x1f]")
+"""Raw control characters: invalid inside a JSON string (tab and newline too), escaped only there."""
 _NAME_KEY = re.compile(rb'"name"[ \t]*:[ \t]*"')
 _EVENT_KEYS = rb"ph|cat|name|pid|tid|ts|dur|id|id2|args|s|bp|cname|tts|scope|bind_id|flow_in|flow_out"
 _NAME_END = re.compile(rb'"(?=[ \t\r\n]*(?:,[ \t\r\n]*"(?:' + _EVENT_KEYS + rb')"[ \t]*:|}))')
@@ -301,15 +302,29 @@ class _Fix:
 
 def _repaired(ev: bytes) -> _Fix:
     """``ev`` with the raw control characters inside its strings escaped, the unescaped quotes
-    inside name values escaped, and stray bytes after its last complete event cut."""
+    inside name values escaped, and stray bytes after its last complete event cut.
+
+    Each step fixes the byte the decoder stopped at and decodes again, so a repair never acts
+    on a guess about where strings are (an unescaped quote would make such a guess wrong)."""
     ev = ev[:_strip_sep(ev, 0, len(ev))]
     ctrl = quotes = 0
-    if _CTRL.search(ev):
-        ev, ctrl = _escape_controls(ev)
     f = _decode_one(ev)
-    for _ in range(MAX_NAME_FIXES):
-        if f is None or f.kind != "bad":
+    for _ in range(MAX_REPAIR_STEPS):
+        if f is None or f.kind != "bad" or f.at >= len(ev):
             break
+        if ev[f.at] < 0x20:  # a raw control character: inside a string, unless after complete events
+            cut = _strip_sep(ev, 0, f.at)
+            if cut > 0 and _decode_one(ev[:cut]) is None:
+                break  # stray bytes after the event: cut below
+            if ctrl >= MAX_CONTROL_STEPS:  # many: escape those inside strings in one pass
+                cand, k = _escape_controls(ev)
+            else:
+                cand, k = ev[:f.at] + b"\\u%04x" % ev[f.at] + ev[f.at + 1:], 1
+            g = _decode_one(cand)
+            if g is not None and g.kind == "bad" and g.at <= f.at:
+                break
+            ev, f, ctrl = cand, g, ctrl + k
+            continue
         fixed = _escape_name_quotes(ev, f.at)
         if fixed is None:
             break
@@ -328,8 +343,11 @@ def _repaired(ev: bytes) -> _Fix:
     return _Fix(f.kind, ev, f.at, ctrl, quotes, stray)
 
 
-MAX_NAME_FIXES = 4
-"""Name values one event may have its quotes escaped in (args can hold names too)."""
+MAX_REPAIR_STEPS = 80
+"""Fixes one event may need (each one decode of the event): its control characters and names."""
+
+MAX_CONTROL_STEPS = 64
+"""Control characters escaped one at a time; past this many, those inside strings in one pass."""
 
 
 def _failure(buf, msg: str, base: int, n: int) -> _Fail:
@@ -367,15 +385,15 @@ _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 def _escape_controls(ev: bytes) -> tuple[bytes, int]:
     """Raw control characters inside the strings of ``ev`` as ``\\u00XX``; those outside strings
-    (padding after an event) are left for the stray-byte cut."""
+    (a layout's newlines, padding after an event) are left alone or for the stray-byte cut."""
     count = 0
 
     def fix(m: re.Match) -> bytes:
         nonlocal count
         s = m.group(0)
-        if not _CTRL.search(s):
+        if not _STRING_CTRL.search(s):
             return s
-        s, k = _CTRL.subn(lambda c: b"\\u%04x" % c.group(0)[0], s)
+        s, k = _STRING_CTRL.subn(lambda c: b"\\u%04x" % c.group(0)[0], s)
         count += k
         return s
     return _STRING.sub(fix, ev), count
