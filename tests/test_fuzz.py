@@ -78,6 +78,13 @@ def _loader_owned(e: BaseException) -> bool:
     return False
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _say_what_was_tolerated():
+    yield
+    if TOLERATED:  # shown with -s (the long run)
+        print(f"\ntolerated, owned by branch loader: {TOLERATED}")
+
+
 def exercise(data: bytes, name: str = "fuzz.json") -> None:
     """Load ``data`` and run every builder over the result; only TraceError may come out."""
     p = _DIR / name

@@ -151,8 +151,8 @@ def test_stray_bytes_and_padding_keep_the_events_around_them():
         "nul_padding_unclosed": (raw[:-2] + b"\x00" * 100, [
             "dropped 100 stray byte(s) after complete events",
             "trace ends early: the events array is not closed (no event was cut)"]),
-        "junk_between": (raw.replace(sep, b"}}xx" + sep[2:]), ["dropped 4 stray byte(s) after complete events"]),
-        "stray_bracket": (raw.replace(sep, b"}}]" + sep[2:]), ["dropped 3 stray byte(s) after complete events"]),
+        "junk_between": (raw.replace(sep, b"}}xx" + sep[2:]), ["dropped 2 stray byte(s) after complete events"]),
+        "stray_bracket": (raw.replace(sep, b"}}]" + sep[2:]), ["dropped 1 stray byte(s) after complete events"]),
         "trailing_junk": (raw + b"garbage", ["dropped 7 stray byte(s) after the end of the document"]),
         "damaged_header": (raw.replace(b'{"traceEvents"', b'{"x": @, "traceEvents"'),
                            ["dropped the damaged top-level fields before traceEvents (24 bytes)"]),

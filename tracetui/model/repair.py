@@ -87,22 +87,21 @@ def fix_utf8(data) -> tuple[bytes | bytearray, int]:
     very end (a cut file) is left as it is, for the truncation repair to drop with its event.
     """
     check = codecs.getincrementaldecoder("utf-8")("strict")
-    view = memoryview(data)
-    try:
+    with memoryview(data) as view:
+        try:
+            for i in range(0, len(data), UTF8_CHUNK):
+                check.decode(view[i:i + UTF8_CHUNK])
+            return data, 0
+        except UnicodeDecodeError:
+            pass
+        dec = codecs.getincrementaldecoder("utf-8")("replace")
+        out, marks = [], 0
         for i in range(0, len(data), UTF8_CHUNK):
-            check.decode(view[i:i + UTF8_CHUNK])
-        return data, 0
-    except UnicodeDecodeError:
-        pass
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
-    out, marks = [], 0
-    for i in range(0, len(data), UTF8_CHUNK):
-        s = dec.decode(view[i:i + UTF8_CHUNK])
-        marks += s.count("\ufffd")
-        out.append(s.encode("utf-8"))
+            s = dec.decode(view[i:i + UTF8_CHUNK])
+            marks += s.count("\ufffd")
+            out.append(s.encode("utf-8"))
     out.append(bytes(dec.getstate()[0]))
-    fixed = b"".join(out)
-    return fixed, marks - bytes(data).count(b"\xef\xbf\xbd") if marks else 0
+    return b"".join(out), marks - data.count(b"\xef\xbf\xbd")  # U+FFFD the file already held
 
 
 def locate_events(text) -> tuple[int, bool] | None:
@@ -266,7 +265,7 @@ class _Walk:
             return None
         self._keep(s, whole)
         m = _NEXT_EVENT.search(self.buf, at, e)
-        self.r.stray += (m.end() - 1 if m else e) - whole
+        self.r.stray += _junk(bytes(self.buf[whole:m.end() - 1 if m else e]))
         if m is None:
             return i + 1
         starts[i] = m.end() - 1
@@ -336,7 +335,7 @@ def _repaired(ev: bytes) -> _Fix:
     if f is not None and f.kind == "bad":  # complete events, then stray bytes
         cut = _strip_sep(ev, 0, f.at)
         if cut > 0 and _decode_one(ev[:cut]) is None:
-            stray = len(ev[cut:].strip().strip(b",").strip())
+            stray = _junk(ev[cut:])
             ev, f = ev[:cut], None
     if f is None:
         return _Fix("ok", ev, ctrl=ctrl, quotes=quotes, stray=stray)
@@ -367,6 +366,11 @@ def _failure(buf, msg: str, base: int, n: int) -> _Fail:
     if rest[:1] == b"," and rest[1:].lstrip()[:1] == b"{":
         return _Fail("bad", close)  # a stray "]" with more events after it
     return _Fail("close", close)
+
+
+def _junk(b: bytes) -> int:
+    """Stray bytes in ``b``, not counting the blanks and the comma that separate events anyway."""
+    return len(b.strip(b" \t\r\n,"))
 
 
 def _strip_sep(buf, lo: int, hi: int) -> int:
