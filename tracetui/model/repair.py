@@ -465,11 +465,7 @@ def recover(path, text, first_error: Exception) -> tuple[bytes, list[str], int]:
     buf = bytearray(text)
     buf.append(0x20)  # the spare byte a run of events ending at the end of the file is closed with
     r = _Walk(buf, n).run(arr + 1)
-    body = b",".join(r.pieces)
-    r.pieces = []
-    head = bytes(buf[:arr + 1])
-    del buf
-    if not body:
+    if not r.pieces:
         if r.dropped:
             raise TraceError(path, f"invalid JSON that could not be repaired ({_short(first_error)})")
         if r.tail is None:
@@ -484,36 +480,45 @@ def recover(path, text, first_error: Exception) -> tuple[bytes, list[str], int]:
                      f"({r.dropped_bytes:,} bytes, the first at byte {r.first_drop:,})")
     if r.stray:
         notes.append(f"dropped {r.stray:,} stray byte(s) after complete events")
-    cut = r.cut_bytes
     if r.cut_bytes:
         notes.append(f"trace ends early: dropped its incomplete last event ({r.cut_bytes:,} bytes)")
     elif r.tail is None:
         notes.append("trace ends early: the events array is not closed (no event was cut)")
-    tail = r.tail
+    head, close, cut = _envelope(bytes(buf[:arr + 1]), bare, r.tail, notes)
+    parts = [head]
+    for i, piece in enumerate(r.pieces):
+        if i:
+            parts.append(b",")
+        parts.append(piece)
+    parts.append(close)
+    doc = b"".join(parts)  # the one copy of the repaired document
+    del parts, r.pieces[:], buf
+    return doc, notes, r.cut_bytes + cut
+
+
+def _envelope(head: bytes, bare: bool, tail: bytes | None, notes: list) -> tuple[bytes, bytes, int]:
+    """(what goes before the events, what closes the document, bytes cut after the events):
+    the file's own fields around the array where they decode, else the least that does."""
     if bare:
-        doc = head + body + b"]"
         if tail is not None and tail.strip():
-            cut += len(tail)
             notes.append(f"dropped the {len(tail):,} bytes after the events array (not JSON)")
-        return doc, notes, cut
+            return head, b"]", len(tail)
+        return head, b"]", 0
     if not _valid(head + b"]}"):
-        notes.append(f"dropped the damaged top-level fields before traceEvents ({arr:,} bytes)")
+        notes.append(f"dropped the damaged top-level fields before traceEvents ({len(head) - 1:,} bytes)")
         head = b'{"traceEvents":['
     if tail is None:
-        return head + body + b"]}", notes, cut
+        return head, b"]}", 0
     kept = _valid_tail(head, tail)
     if kept is None:
-        cut += len(tail)
         if tail.strip():
             notes.append(f"dropped the {len(tail):,} bytes after the events array (damaged or cut short)")
         else:
             notes.append("trace ends early: the file ends right after the events array")
-        kept = b"}"
-    elif len(kept) < len(tail):
-        cut += len(tail) - len(kept)
+        return head, b"]}", len(tail)
+    if len(kept) < len(tail):
         notes.append(f"dropped {len(tail) - len(kept):,} stray byte(s) after the end of the document")
-    doc = head + body + b"]" + kept
-    return doc, notes, cut
+    return head, b"]" + kept, len(tail) - len(kept)
 
 
 MAX_TAIL_TRIES = 64
