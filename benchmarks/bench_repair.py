@@ -1,6 +1,7 @@
 """Tolerant-path benchmark: decoding a damaged trace over decoding the same trace undamaged.
 
     python benchmarks/bench_repair.py [--events 60000 240000] [--rounds 3]
+    python benchmarks/bench_repair.py --quadratic [--tree OTHER_CHECKOUT]
 
 For each size, the same real events (benchmarks/make_large_trace.py, json.dumps's one-line
 layout: the layout issue 21's quadratic repair was measured on) are decoded clean and with one
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,11 +42,41 @@ DAMAGE = {
 }
 
 
+TIME_LOAD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from tracetui.model import load_trace
+t0, c0 = time.perf_counter(), time.process_time()
+t = load_trace(sys.argv[2])
+print(f"{sys.argv[1]}: {len(t.store):,} events, {time.perf_counter() - t0:.3f} s wall, "
+      f"{time.process_time() - c0:.3f} s CPU, {t.report.repairs}")
+"""
+
+
+def quadratic(trees: list[str]) -> None:
+    """Issue 21's quadratic case: a 542 KB one-line file with no ", " after a name (separators
+    "," and ": ") and one invalid byte, loaded by this checkout and by each of ``trees``."""
+    evs = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 5.0,
+            "args": {"External id": i}} for i in range(4400)]
+    raw = json.dumps({"traceEvents": evs}, separators=(",", ": ")).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "one_line.json"
+        p.write_bytes(raw.replace(b'"aten::op2000"', b'"aten::op2000\xff"'))
+        print(f"{p.stat().st_size:,} bytes")
+        for tree in [str(ROOT)] + trees:
+            subprocess.run([sys.executable, "-c", TIME_LOAD, tree, str(p)], check=False)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, nargs="+", default=[60_000, 240_000])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quadratic", action="store_true", help="time issue 21's quadratic case instead")
+    ap.add_argument("--tree", action="append", default=[], help="another checkout to time it with")
     a = ap.parse_args()
+    if a.quadratic:
+        quadratic(a.tree)
+        return
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in a.events:
