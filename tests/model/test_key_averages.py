@@ -1,7 +1,6 @@
 """Our numbers against torch.profiler's own key_averages() on the same run: counts exact, times 1%."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,7 @@ from tracetui.model import load_trace
 from tracetui.model.events import GPU_KINDS, K
 from tracetui.model.stats import aggregate, rollups
 from tracetui.model.trace import OP_KINDS
-from tracetui.workloads.record import key_averages_path
+from tracetui.workloads.record import key_averages_path, read_key_averages
 
 from tests.conftest import DATA, TRACES
 
@@ -23,7 +22,7 @@ def _close(ours: float, theirs: float) -> bool:
 
 
 def check_against_key_averages(trace_path: Path, device: bool) -> int:
-    ref = json.loads(key_averages_path(trace_path).read_text())
+    ref, _ = read_key_averages(key_averages_path(trace_path))
     t = load_trace(trace_path)
     # key_averages() leaves GPU time launched outside any op unattributed; compare in that mode
     # torch 2.13 puts Python frames in key_averages() and in its tree; 2.11 leaves them out
