@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 from collections import Counter
 from itertools import compress
 from operator import attrgetter
+from typing import Callable
 
 import msgspec
 import numpy as np
 
 from .load import LenientLinkArgs
+from .times import MISSING, OK, OUT_OF_RANGE, ns_column
 
 # Node kinds. Host kinds come first: their order is also the tie-break when two events start
 # and end together (the step encloses the annotation, which encloses the module, ...).
@@ -132,6 +134,8 @@ class EventStore:
     skipped: dict = field(default_factory=dict)     # category -> count
     missing_fields: int = 0
     wrong_types: int = 0
+    times_out_of_range: int = 0    # left out: ts or dur beyond int64 ns (~292 years), or not finite
+    negative_durations: int = 0    # kept with dur 0
     _raw: list | None = None
 
     def __len__(self) -> int:
@@ -195,10 +199,6 @@ def _ints_at(get, subset: list, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def _floats(get, items: list) -> np.ndarray:
-    return np.fromiter(map(get, items), dtype=np.float64, count=len(items))
-
-
 def _phases(events: list) -> np.ndarray:
     """Each event's phase letter as a byte (0 where it is not one ASCII letter). Phases are one
     letter in every trace seen, so they are joined into one string and viewed by numpy."""
@@ -210,8 +210,34 @@ def _phases(events: list) -> np.ndarray:
                        dtype=np.uint8, count=len(phs))
 
 
-def build_store(events: list, source: bytes | None = None) -> EventStore:
-    """Split decoded events into columns; count what is skipped or malformed instead of dropping it."""
+class _Rows:
+    """The written text of chosen events' ts or dur, read again from the bytes only when asked
+    (a large time with a fraction: see times.py). ``raw_times()`` gives every event's RawTimes."""
+
+    def __init__(self, source, raw_times: Callable[[], list] | None, xi: np.ndarray):
+        if raw_times is None and source is not None:
+            from .load import raw_times as read  # noqa: PLC0415
+            raw_times = lambda: read(source)  # noqa: E731
+        self.get, self.xi, self.rows = raw_times, xi, None
+
+    def reread(self, field: str) -> Callable[[list[int]], list] | None:
+        if self.get is None:
+            return None
+
+        def texts(idx: list[int]) -> list:
+            if self.rows is None:
+                self.rows = self.get()
+            at = self.xi[idx].tolist()
+            return [bytes(getattr(self.rows[j], field)) for j in at]
+        return texts
+
+
+def build_store(events: list, source: bytes | None = None,
+                raw_times: Callable[[], list] | None = None) -> EventStore:
+    """Split decoded events into columns; count what is skipped or malformed instead of dropping it.
+
+    ``source`` is the bytes ``events`` were decoded from (kept for the lazy args pass), or
+    ``raw_times()`` their written ts/dur: either lets large fractional times be read exactly."""
     skipped: dict[str, int] = {}
     thread_names: dict = {}
     process_names: dict = {}
@@ -236,16 +262,21 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     for c, i in sorted(cat_ids.items()):
         if cat_kind[i] < 0:
             skipped[c or "(none)"] = int(per_cat[i])
-    ts_f = _floats(_ts, xs)
-    dur_f = _floats(_dur, xs)
-    keep = (kind >= 0) & ~np.isnan(ts_f)
-    missing = int(((kind >= 0) & (np.isnan(ts_f) | np.isnan(dur_f))).sum())
-    sel = np.nonzero(keep)[0]
-    if sel.size != len(xs):
-        xs = list(map(xs.__getitem__, sel.tolist()))
-    kind, nid = kind[sel], nid[sel]
-    ts = np.rint(ts_f[sel] * 1000).astype(np.int64)
-    dur = np.rint(np.nan_to_num(dur_f[sel], nan=0.0) * 1000).astype(np.int64)
+    used = kind >= 0
+    if not used.all():  # times of used events only: a skipped category's garbage is not ours to count
+        xs, xi, kind, nid = list(compress(xs, used.tolist())), xi[used], kind[used], nid[used]
+    rows = _Rows(source, raw_times, xi)
+    ts, ts_state = ns_column(list(map(_ts, xs)), rows.reread("ts"))
+    dur, dur_state = ns_column(list(map(_dur, xs)), rows.reread("dur"))
+    missing = int(((ts_state == MISSING) | (dur_state == MISSING)).sum())
+    out_of_range = int(((ts_state == OUT_OF_RANGE) | (dur_state == OUT_OF_RANGE)).sum())
+    keep = (ts_state == OK) & (dur_state != OUT_OF_RANGE)
+    if not keep.all():
+        sel = np.flatnonzero(keep)
+        xs, xi, kind, nid = list(map(xs.__getitem__, sel.tolist())), xi[sel], kind[sel], nid[sel]
+        ts, dur, dur_state = ts[sel], dur[sel], dur_state[sel]
+    negative = int((dur < 0).sum())
+    dur[dur_state == MISSING] = 0
     args = list(map(_args, xs))
     gpu = np.isin(kind, list(GPU_KINDS))
     op = kind == K["op"]
@@ -284,9 +315,9 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     store = EventStore(
         names=names, name_id=nid, kind=kind, track=track, track_keys=list(track_ids), ts=ts,
         dur=np.maximum(dur, 0), corr=corr, ext=ext, seq=seq, fwd_tid=fwd,
-        file_index=xi.astype(np.int64)[sel], source=source,
+        file_index=xi.astype(np.int64), source=source,
         thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
-        missing_fields=missing, wrong_types=wrong,
+        missing_fields=missing, wrong_types=wrong, times_out_of_range=out_of_range, negative_durations=negative,
     )
     return store
 
@@ -332,4 +363,6 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
         fwd_tid=cat([p.fwd_tid for p in parts]), file_index=cat(file_index), source=a.source,
         thread_names=thread_names, process_names=process_names, flows=Flows.joined([p.flows for p in parts]),
         skipped=skipped, missing_fields=sum(p.missing_fields for p in parts), wrong_types=sum(p.wrong_types for p in parts),
+        times_out_of_range=sum(p.times_out_of_range for p in parts),
+        negative_durations=sum(p.negative_durations for p in parts),
     )

@@ -54,8 +54,8 @@ class Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: Union[int, str, None] = None
     tid: Union[int, str, None] = None
-    ts: float = NAN
-    dur: float = NAN
+    ts: Union[int, float] = NAN    # an integer stays a Python int: exact at any size (times.py)
+    dur: Union[int, float] = NAN
     id: Union[int, str, None] = None
     args: LinkArgs = msgspec.field(default_factory=LinkArgs)
 
@@ -86,6 +86,16 @@ class LenientDocument(Document):
 
 class RawDocument(msgspec.Struct):
     traceEvents: list[RawArgs]
+
+
+class RawTimes(msgspec.Struct, gc=False):
+    """Each event's ts and dur as written, for the large ones a float cannot hold to the ns."""
+    ts: msgspec.Raw = msgspec.Raw(b"null")
+    dur: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class RawTimesDocument(msgspec.Struct):
+    traceEvents: list[RawTimes]
 
 
 @dataclass
@@ -184,6 +194,16 @@ def _salvage_gzip(data: bytes) -> bytes:
 _decoders = {False: (msgspec.json.Decoder(Document), msgspec.json.Decoder(list[Event])),
              True: (msgspec.json.Decoder(LenientDocument), msgspec.json.Decoder(list[LenientEvent]))}
 _raw_decoders = (msgspec.json.Decoder(RawDocument), msgspec.json.Decoder(list[RawArgs]))
+
+
+_raw_times_decoders = (msgspec.json.Decoder(RawTimesDocument), msgspec.json.Decoder(list[RawTimes]))
+
+
+def raw_times(data) -> list:
+    """Every event's written ts/dur (``RawTimes``), in file order: the exact-time re-read."""
+    if first_byte(data) == b"[":
+        return _raw_times_decoders[1].decode(data)
+    return _raw_times_decoders[0].decode(data).traceEvents
 
 
 def raw_args(data: bytes) -> list:

@@ -17,7 +17,7 @@ import msgspec
 
 from . import forked
 from .events import EventStore, build_store, concat_stores
-from .load import LENIENT_NOTE, Document, Event, LenientEvent, first_byte
+from .load import LENIENT_NOTE, Document, Event, LenientEvent, RawTimes, first_byte
 
 MIN_BYTES = 16 << 20
 """Below this the fork costs more than it saves (measured ~60 ms on 61 MB, when a full envelope pass preceded it)."""
@@ -36,6 +36,7 @@ class _Envelope(msgspec.Struct):
 _envelope = msgspec.json.Decoder(_Envelope)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _lists = (msgspec.json.Decoder(list[Event]), msgspec.json.Decoder(list[LenientEvent]))
+_times = msgspec.json.Decoder(list[RawTimes])
 _SEP = re.compile(rb"\}\s*,")
 TIMES: dict = {}
 """Stage times of the last split load, both processes, and the helper's private memory (for benchmarks)."""
@@ -198,17 +199,17 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
     """
     in_place = base is not None and isinstance(data, bytearray)
 
-    def piece(x: int, y: int) -> tuple[list, bool]:
+    def piece(x: int, y: int, decode: Callable = _decode_list):
         if in_place:
             ox, oy = data[base + x], data[base + y]
             data[base + x], data[base + y] = 0x5B, 0x5D  # "[" and "]"
             try:
-                return _decode_list(arr[x:y + 1])
+                return decode(arr[x:y + 1])
             finally:  # the buffer is the lazy args pass's source: it must be the file again
                 data[base + x], data[base + y] = ox, oy
         buf = bytearray(arr[x:y + 1])
         buf[0], buf[-1] = 0x5B, 0x5D
-        return _decode_list(buf)
+        return decode(buf)
 
     def part(lo: int, hi: int, child: bool, progress=None) -> tuple[EventStore, int, bool, dict]:
         stores, offsets, n, lenient = [], [], 0, False
@@ -219,7 +220,7 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
             t0 = time.perf_counter()
             events, lax = piece(x, y)
             t1 = time.perf_counter()
-            stores.append(build_store(events))
+            stores.append(build_store(events, raw_times=lambda: piece(x, y, _times.decode)))
             t_dec, t_idx = t_dec + t1 - t0, t_idx + time.perf_counter() - t1
             offsets.append(n)
             n += len(events)

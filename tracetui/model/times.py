@@ -1,0 +1,130 @@
+"""Event times (``ts``/``dur``, µs as written) -> exact int64 nanoseconds.
+
+float64 keeps ~16 significant digits; an epoch timestamp with a ns fraction
+(``1712195496004644.183``) has 19. Below ``EXACT_BELOW_US`` the decoded float is close enough
+that ``rint(x * 1000)`` is the written value to the ns, so the common, relative-time trace stays
+one numpy pass. At or above it, a value written as a JSON integer (msgspec decodes it as a
+Python int, exact) is multiplied in int64; one written with a fraction or an exponent is read
+again from its digits (``reread``, a second decode that keeps the number's text).
+"""
+from __future__ import annotations
+
+from itertools import compress
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import Callable
+
+import numpy as np
+
+EXACT_BELOW_US = float(1 << 42)
+"""|x| below 2^42 µs (~51 days): the float's error (half an ulp, <= 2^-12 µs) plus the product's
+rounding stay under half a ns, so rint(x*1000) is exact for values written with <= 3 decimals."""
+
+MAX_US = (2 ** 63 - 1) // 1000
+"""The largest |time| in µs whose ns fit int64 (~292 years): beyond it a time is out of range."""
+
+OK, MISSING, OUT_OF_RANGE = 0, 1, 2
+"""State of each converted time."""
+
+
+def exact_ns(text: bytes | str) -> int | None:
+    """The JSON number ``text`` (µs) as int ns, rounded half to even below the ns; None when it
+    is not a number or out of range."""
+    try:
+        d = Decimal(text.decode() if isinstance(text, (bytes, bytearray, memoryview)) else text)
+    except (InvalidOperation, UnicodeDecodeError, ValueError):
+        return None
+    if not d.is_finite() or (d and d.adjusted() > 18):  # > 1e18 µs: never fits (checked before int())
+        return None
+    ns = int(d.scaleb(3).to_integral_value(rounding=ROUND_HALF_EVEN))
+    return ns if abs(ns) <= MAX_US * 1000 else None
+
+
+def _as_float(v) -> float:
+    try:
+        return float(v)
+    except (OverflowError, TypeError, ValueError):
+        return float("inf") if isinstance(v, int) else float("nan")
+
+
+def ns_column(values: list, reread: Callable[[list[int]], list] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(ns as int64, state per value: OK / MISSING (None or NaN) / OUT_OF_RANGE) of µs values
+    as msgspec decoded them (int, float or NaN). ``reread(indices)`` gives the written text of
+    those values (bytes), for the large ones written with a fraction; without it they go
+    through float (exact only below EXACT_BELOW_US)."""
+    n = len(values)
+    try:
+        f = np.fromiter(values, dtype=np.float64, count=n)
+    except (OverflowError, TypeError, ValueError):  # an int beyond float64, or an odd type
+        f = np.fromiter(map(_as_float, values), dtype=np.float64, count=n)
+    small = np.abs(f) < EXACT_BELOW_US  # False for NaN and inf
+    state = np.where(np.isnan(f), MISSING, OK).astype(np.int8)
+    if small.all():
+        return np.rint(f * 1000).astype(np.int64), state
+    ns = np.zeros(n, dtype=np.int64)
+    ns[small] = np.rint(f[small] * 1000).astype(np.int64)
+    big = np.flatnonzero(~small & (state == OK))
+    if not big.size:
+        return ns, state
+    vals = values if big.size == n else list(map(values.__getitem__, big.tolist()))
+    types = set(map(type, vals))
+    if types == {int}:  # written as integers: exact as they are
+        try:
+            v = np.fromiter(vals, dtype=np.int64, count=len(vals))
+        except OverflowError:
+            v = None
+        if v is not None:
+            fits = np.abs(v) <= MAX_US
+            ns[big[fits]] = v[fits] * 1000
+            state[big[~fits]] = OUT_OF_RANGE
+            return ns, state
+    is_int = np.fromiter((type(x) is int for x in vals), dtype=bool, count=len(vals))
+    for i, x in zip(big[is_int].tolist(), compress(vals, is_int.tolist())):  # ints among floats: rare
+        if abs(x) <= MAX_US:
+            ns[i] = x * 1000
+        else:
+            state[i] = OUT_OF_RANGE
+    floats = big[~is_int]
+    if reread is not None:
+        got, ok = exact_ns_many(reread(floats.tolist()))
+    else:  # no bytes to read again: the float, exact only below EXACT_BELOW_US
+        x = f[floats]
+        ok = np.abs(x) <= MAX_US
+        got = np.where(ok, np.rint(np.where(ok, x, 0) * 1000), 0).astype(np.int64)
+    ns[floats] = got
+    state[floats[~ok]] = OUT_OF_RANGE
+    return ns, state
+
+
+_STRINGS = getattr(np, "strings", None)
+_VECTOR = _STRINGS is not None and hasattr(_STRINGS, "slice")  # numpy >= 2.3
+
+
+def exact_ns_many(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``exact_ns`` of many numbers at once: (ns, ok). Plain decimals (``-123.4567``) are cut
+    into integer and fraction digits by numpy's string functions; anything else (an exponent,
+    an old numpy) goes through ``exact_ns`` one by one."""
+    n = len(texts)
+    ns, ok = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    plain = np.zeros(n, dtype=bool)
+    if n and _VECTOR:
+        st = _STRINGS
+        a = np.array(texts, dtype=bytes)
+        ip, dot, fr = st.partition(a, b".")
+        neg = st.startswith(ip, b"-")
+        mag = np.where(neg, st.slice(ip, 1, None), ip)
+        plain = (st.isdigit(mag) & (st.str_len(mag) <= 16)
+                 & (st.isdigit(fr) | ((fr == b"") & (dot == b""))))
+        whole = np.where(plain, mag, b"0").astype(np.int64)
+        plain &= whole < MAX_US  # else whole * 1000 could wrap: exact_ns says out of range
+        whole[~plain] = 0
+        frac = st.ljust(np.where(plain, fr, b"0"), 4, b"0")
+        val = whole * 1000 + st.slice(frac, 0, 3).astype(np.int64)
+        first = st.slice(frac, 3, 4).astype(np.int64)  # the first digit below the ns
+        rest = st.strip(st.slice(frac, 4, None), b"0") != b""
+        val += (first > 5) | ((first == 5) & (rest | (val % 2 == 1)))  # round half to even
+        ok = plain & (val <= MAX_US * 1000)
+        ns = np.where(ok, np.where(neg, -val, val), 0)
+    for i in np.flatnonzero(~plain).tolist():
+        t = exact_ns(texts[i])
+        ns[i], ok[i] = (t, True) if t is not None else (0, False)
+    return ns, ok
