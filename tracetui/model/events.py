@@ -14,7 +14,7 @@ from typing import Callable
 import msgspec
 import numpy as np
 
-from .load import LenientLinkArgs
+from .load import BAD_EVENT_CAT, LenientLinkArgs
 from .times import MISSING, OK, OUT_OF_RANGE, ns_column
 
 # Node kinds. Host kinds come first: their order is also the tie-break when two events start
@@ -39,13 +39,18 @@ _any_decoder = msgspec.json.Decoder()
 _RAW_LOCK = threading.Lock()  # the app's worker and its UI thread may both ask for args first
 
 
+_I64 = 1 << 63
+
+
 def _int(v, default=-1) -> int:
-    if type(v) is int:
-        return v
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
+    """An int64 link id from an int or a numeric string; ``default`` for anything else,
+    including ids that do not fit int64 (Kineto's are far smaller: such a file is damaged)."""
+    if type(v) is not int:
+        try:
+            v = int(v)
+        except (TypeError, ValueError, OverflowError):
+            return default
+    return v if -_I64 <= v < _I64 else default
 
 
 def _id_column(values: list) -> np.ndarray:
@@ -136,6 +141,7 @@ class EventStore:
     wrong_types: int = 0
     times_out_of_range: int = 0    # left out: ts or dur beyond int64 ns (~292 years), or not finite
     negative_durations: int = 0    # kept with dur 0
+    unreadable: dict = field(default_factory=dict)  # events left out: a field of the wrong type -> count
     _raw: list | None = None
 
     def __len__(self) -> int:
@@ -180,22 +186,26 @@ class _Ids(dict):
         return i
 
 
-def _ints(get, items: list) -> np.ndarray:
-    """int64 column of one field: ints kept, numeric strings parsed, anything else -1 (lenient files)."""
+def _ints(get, items: list, bad: list | None = None) -> np.ndarray:
+    """int64 column of one field: ints kept, numeric strings parsed, anything else -1 (lenient
+    files); ints beyond int64 are -1 too, and counted into ``bad[0]``."""
     try:
         return np.fromiter(map(get, items), dtype=np.int64, count=len(items))
     except (TypeError, ValueError, OverflowError):
-        return np.asarray([_int(v) for v in map(get, items)], dtype=np.int64)
+        vals = list(map(get, items))
+        if bad is not None:
+            bad[0] += sum(1 for v in vals if type(v) is int and not -_I64 <= v < _I64)
+        return np.asarray([_int(v) for v in vals], dtype=np.int64)
 
 
 def _subset(items: list, mask: np.ndarray) -> list:
     return items if mask.all() else list(compress(items, mask.tolist()))
 
 
-def _ints_at(get, subset: list, mask: np.ndarray) -> np.ndarray:
+def _ints_at(get, subset: list, mask: np.ndarray, bad: list | None = None) -> np.ndarray:
     """``_ints`` of ``subset``, the events where ``mask`` is set, placed there; -1 elsewhere."""
     out = np.full(mask.size, -1, dtype=np.int64)
-    out[mask] = _ints(get, subset)
+    out[mask] = _ints(get, subset, bad)
     return out
 
 
@@ -282,22 +292,23 @@ def build_store(events: list, source: bytes | None = None,
     op = kind == K["op"]
     ops = _subset(args, op)
     launch = gpu | (kind == K["runtime"])
-    corr = _ints_at(_corr, _subset(args, launch), launch)
+    huge = [0]  # link ids beyond int64
+    corr = _ints_at(_corr, _subset(args, launch), launch, huge)
     linked = gpu | op | (kind == K_ANNOTATION)
-    ext = _ints_at(_ext, _subset(args, linked), linked)
-    seq = _ints_at(_seq, ops, op)
-    fwd = _ints_at(_fwd, ops, op)
-    stream = _ints_at(_stream, _subset(args, gpu), gpu)
+    ext = _ints_at(_ext, _subset(args, linked), linked, huge)
+    seq = _ints_at(_seq, ops, op, huge)
+    fwd = _ints_at(_fwd, ops, op, huge)
+    stream = _ints_at(_stream, _subset(args, gpu), gpu, huge)
     keys = list(map(_pid_tid, xs))
     for j in np.nonzero(gpu)[0].tolist():
         pid, tid = keys[j]
         keys[j] = ("gpu", pid, int(stream[j]) if stream[j] >= 0 else tid)
     track_ids = _Ids()
     track = np.fromiter(map(track_ids.__getitem__, keys), dtype=np.int32, count=len(keys))
-    wrong = 0
+    wrong = huge[0]
     if args and isinstance(args[0], LenientLinkArgs):  # the lenient schema was needed
-        wrong = sum(1 for a in args for v in (a.correlation, a.external_id)
-                    if v is not None and not isinstance(v, int))
+        wrong += sum(1 for a in args for v in (a.correlation, a.external_id)
+                     if v is not None and not isinstance(v, int))
     is_start, is_end = ph == ord("s"), (ph == ord("f")) | (ph == ord("t"))
     is_flow = is_start | is_end
     flows = Flows.of(list(compress(events, is_flow.tolist())), is_start[is_flow])
@@ -309,7 +320,11 @@ def build_store(events: list, source: bytes | None = None,
             elif e.name == "process_name":
                 process_names[e.pid] = label.strip()
     rest = ~(is_x | is_flow | (ph == ord("M")))
+    unreadable: dict[str, int] = {}
     for (cat, phase), c in Counter((e.cat, e.ph) for e in compress(events, rest.tolist())).items():
+        if cat.startswith(BAD_EVENT_CAT) and not phase:  # load._decode_each's stand-in
+            unreadable[cat[1:]] = unreadable.get(cat[1:], 0) + c
+            continue
         label = f"{cat or '(none)'} ({phase or '?'})"
         skipped[label] = skipped.get(label, 0) + c
     store = EventStore(
@@ -318,6 +333,7 @@ def build_store(events: list, source: bytes | None = None,
         file_index=xi.astype(np.int64), source=source,
         thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
         missing_fields=missing, wrong_types=wrong, times_out_of_range=out_of_range, negative_durations=negative,
+        unreadable=unreadable,
     )
     return store
 
@@ -345,7 +361,7 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
 
     a = parts[0]
     name_id, track, file_index = [a.name_id], [a.track], [a.file_index + offsets[0]]
-    skipped = dict(a.skipped)
+    skipped, unreadable = dict(a.skipped), dict(a.unreadable)
     thread_names, process_names = dict(a.thread_names), dict(a.process_names)
     for b, offset in zip(parts[1:], offsets[1:]):
         name_id.append(remap(b.names, names, name_ids)[b.name_id])
@@ -353,6 +369,8 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
         file_index.append(b.file_index + offset)
         for k, c in b.skipped.items():
             skipped[k] = skipped.get(k, 0) + c
+        for k, c in b.unreadable.items():
+            unreadable[k] = unreadable.get(k, 0) + c
         thread_names.update(b.thread_names)
         process_names.update(b.process_names)
     cat = np.concatenate
@@ -364,5 +382,5 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
         thread_names=thread_names, process_names=process_names, flows=Flows.joined([p.flows for p in parts]),
         skipped=skipped, missing_fields=sum(p.missing_fields for p in parts), wrong_types=sum(p.wrong_types for p in parts),
         times_out_of_range=sum(p.times_out_of_range for p in parts),
-        negative_durations=sum(p.negative_durations for p in parts),
+        negative_durations=sum(p.negative_durations for p in parts), unreadable=unreadable,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from itertools import pairwise
-from typing import Callable, Union
+from typing import Callable
 
 import msgspec
 
@@ -26,11 +26,11 @@ MIN_BYTES = 16 << 20
 class _Envelope(msgspec.Struct):
     """The document with traceEvents left undecoded: validates the whole file and locates the array."""
     traceEvents: msgspec.Raw
-    deviceProperties: Union[list, None] = None
-    distributedInfo: Union[dict, None] = None
-    tracetui: Union[dict, None] = None
-    schemaVersion: Union[int, str, None] = None
-    baseTimeNanoseconds: Union[int, float, None] = None
+    deviceProperties: object = None  # as load.Document: any value, load.clean_meta sorts it out
+    distributedInfo: object = None
+    tracetui: object = None
+    schemaVersion: object = None
+    baseTimeNanoseconds: object = None
 
 
 _envelope = msgspec.json.Decoder(_Envelope)
@@ -85,7 +85,7 @@ def _split_point(arr: memoryview, tries: int = 64, at: float = 0.5, pos: int | N
             evs = _lists[1].decode(b"[" + bytes(arr[c + 1:nxt]) + b"]")
             if evs and evs[0].ph:
                 return c
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             pass
         pos = c + 1
     return None
@@ -156,11 +156,14 @@ def decode_index(data: bytes, min_bytes: int | None = None,
     stop the load: the helper is then killed)."""
     if not enabled(data, min_bytes) or first_byte(data) != b"{":
         return None
-    found = _quick_envelope(data)
-    got = _decode_halves(data, *found, progress) if found else None
-    if got is None:
-        found = _full_envelope(data)
+    try:
+        found = _quick_envelope(data)
         got = _decode_halves(data, *found, progress) if found else None
+        if got is None:
+            found = _full_envelope(data)
+            got = _decode_halves(data, *found, progress) if found else None
+    except RecursionError:  # nested too deep: the one-process path says so
+        return None
     return got
 
 
@@ -294,7 +297,7 @@ class Early:
     def finish(self, progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
         try:
             mine = self.first(progress)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             self.cancel()
             return None
         got = self.pending.result()
@@ -319,7 +322,10 @@ def start(data: bytes | bytearray, path=None, report=None, head_bytes: int = EAR
     unavailable."""
     if not enabled(data) or first_byte(data) != b"{":
         return None
-    found = _quick_envelope(data)
+    try:
+        found = _quick_envelope(data)
+    except RecursionError:
+        return None
     if found is None:
         return None
     env, arr, base = found
