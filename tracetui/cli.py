@@ -25,18 +25,25 @@ def bundled_default() -> list[Path]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tracetui", description="Read PyTorch profiler traces in the terminal.")
     sub = p.add_subparsers(dest="cmd")
-    o = sub.add_parser("open", help="open the explorer (the default command)")
+    lo = argparse.ArgumentParser(add_help=False)  # how a trace is read: every reading subcommand
+    lo.add_argument("--steps", metavar="REGEX", default=None,
+                    help="annotations matching REGEX are the steps (default: ProfilerStep#N, else a "
+                         "numbered step-like record_function such as train_step_3)")
+    lo.add_argument("--torch-version", metavar="X.Y", default=None,
+                    help="torch version that recorded the trace, for its CPU self-time rule "
+                         "(default: the recorded one, else <= 2.12)")
+    o = sub.add_parser("open", parents=[lo], help="open the explorer (the default command)")
     o.add_argument("traces", nargs="*", type=Path, help="trace file(s) or trace folder; two open a diff")
-    s = sub.add_parser("summary", help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
+    s = sub.add_parser("summary", parents=[lo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
     s.add_argument("trace", type=Path)
     s.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
     s.add_argument("--top", type=int, default=15, help="rows in the op and kernel tables")
-    t = sub.add_parser("tree", help="the hierarchy as indented text")
+    t = sub.add_parser("tree", parents=[lo], help="the hierarchy as indented text")
     t.add_argument("trace", type=Path)
     t.add_argument("--depth", type=int, default=None)
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true")
-    d = sub.add_parser("diff", help="align two traces and report what changed and what fusion removed")
+    d = sub.add_parser("diff", parents=[lo], help="align two traces and report what changed and what fusion removed")
     d.add_argument("a", type=Path)
     d.add_argument("b", type=Path)
     g = d.add_mutually_exclusive_group()
@@ -90,6 +97,17 @@ def _announce_folder(path: Path) -> None:
                   f"(pass a file to choose another)", file=sys.stderr)
 
 
+def _load_opts(args) -> dict:
+    """The load_trace() options every reading subcommand shares."""
+    if args.steps is not None:
+        import re
+        try:
+            re.compile(args.steps)
+        except re.error as e:
+            raise CliError(f"--steps {args.steps!r}: not a valid regular expression ({e})") from None
+    return {"steps": args.steps, "torch_version": args.torch_version}
+
+
 def _dispatch(args) -> int:
     for p in [getattr(args, k, None) for k in ("trace", "a", "b")] + list(getattr(args, "traces", None) or []):
         if p is not None:
@@ -99,27 +117,28 @@ def _dispatch(args) -> int:
     if args.cmd == "summary":
         from tracetui.model import load_trace
         from tracetui.report import print_summary
-        print_summary(load_trace(args.trace), as_json=args.json, top=args.top)
+        print_summary(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
         return 0
     if args.cmd == "tree":
         from tracetui.model import load_trace
         from tracetui.report import print_tree
-        print_tree(load_trace(args.trace), depth=args.depth, text_filter=args.filter, as_json=args.json)
+        print_tree(load_trace(args.trace, **_load_opts(args)), depth=args.depth, text_filter=args.filter, as_json=args.json)
         return 0
     if args.cmd == "diff":
         if args.text or args.json:
             from tracetui.model import load_trace
             from tracetui.model.diff import diff_traces
             from tracetui.report import print_diff
-            print_diff(diff_traces(load_trace(args.a), load_trace(args.b)), as_json=args.json)
+            opts = _load_opts(args)
+            print_diff(diff_traces(load_trace(args.a, **opts), load_trace(args.b, **opts)), as_json=args.json)
             return 0
-        return _open([args.a, args.b], diff=True)
+        return _open([args.a, args.b], diff=True, load_opts=_load_opts(args))
     if not args.traces:  # the bundled story: eager vs torch.compile MLP on an H200
-        return _open(bundled_default(), diff=True)
-    return _open(args.traces, diff=len(args.traces) == 2)
+        return _open(bundled_default(), diff=True, load_opts=_load_opts(args))
+    return _open(args.traces, diff=len(args.traces) == 2, load_opts=_load_opts(args))
 
 
-def _open(paths: list[Path], diff: bool = False) -> int:
+def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None) -> int:
     from tracetui.model.load import resolve_input
     resolved = [resolve_input(p) for p in paths]  # fail fast with a one-line error, before the UI starts
     early = None
@@ -128,7 +147,7 @@ def _open(paths: list[Path], diff: bool = False) -> int:
         early = start_load(resolved[0])
     try:
         from tracetui.ui.app import TraceApp
-        TraceApp(resolved, diff=diff and len(resolved) == 2, early=early).run()
+        TraceApp(resolved, diff=diff and len(resolved) == 2, early=early, load_opts=load_opts).run()
     finally:
         if early is not None:
             early.cancel()
