@@ -244,9 +244,10 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
                 n = f.readinto(data)
                 if n < len(data):  # the file shrank meanwhile
                     del data[n:]
-                data += f.read(limit + 1 - len(data))   # or grew
-                if len(data) > limit:
-                    raise TraceError(path, f"grew past the {limit:,}-byte limit ({MAX_BYTES_ENV}) while read")
+                while more := f.read(1 << 20):  # or grew (in steps: read(n) allocates n up front)
+                    data += more
+                    if len(data) > limit:
+                        raise TraceError(path, f"grew past the {limit:,}-byte limit ({MAX_BYTES_ENV}) while read")
     except OSError as e:
         raise TraceError(path, f"cannot read: {e.strerror or e}") from None
     report.raw_size = len(data)
