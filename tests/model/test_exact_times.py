@@ -13,7 +13,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import numpy as np
 import pytest
 
-from tracetui.model import forked, load_trace, split
+from tracetui.model import forked, load, load_trace, split
 from tracetui.model.events import HOST_KINDS
 from tracetui.model.load import LoadReport, decode, read_bytes
 
@@ -172,7 +172,17 @@ def _check_truth(store, truth: dict) -> None:
     assert store.dur.tolist() == [truth[p][1] for p in pos]
 
 
-def test_synthetic_fast_path(tmp_path):
+@pytest.fixture(params=["as-text", "re-read"])
+def times_by(request, monkeypatch):
+    """Both ways to the digits: decoded as text (the file's head shows epoch fractions), or
+    decoded as floats and the large ones read again (a head that did not show them)."""
+    if request.param == "re-read":
+        monkeypatch.setattr(load, "text_times", lambda data: False)
+        monkeypatch.setattr(split, "text_times", lambda data: False)
+    return request.param
+
+
+def test_synthetic_fast_path(tmp_path, times_by):
     text, truth = synthetic()
     path = tmp_path / "epoch.json"
     path.write_text(text)
@@ -183,7 +193,7 @@ def test_synthetic_fast_path(tmp_path):
     assert t.tree.diagnostics["partial_overlaps"] == 0 and not t.report.repairs
 
 
-def test_synthetic_split_path(tmp_path, monkeypatch):
+def test_synthetic_split_path(tmp_path, monkeypatch, times_by):
     if not forked.available():
         pytest.skip("no fork here: the two-process path cannot run")
     text, truth = synthetic(layers=40, steps=6)
@@ -202,7 +212,7 @@ def test_synthetic_split_path(tmp_path, monkeypatch):
     _check(t, events, reference(events))
 
 
-def test_synthetic_tolerant_path(tmp_path):
+def test_synthetic_tolerant_path(tmp_path, times_by):
     text, truth = synthetic()
     raw = text.encode().replace(b'"aten::linear"', b'"aten::lin\xffear"', 1)  # invalid UTF-8
     path = tmp_path / "epoch.json"

@@ -14,7 +14,7 @@ from typing import Callable
 import msgspec
 import numpy as np
 
-from .load import BAD_EVENT_CAT, LenientLinkArgs
+from .load import BAD_EVENT_CAT, TEXT_TIMES, LenientLinkArgs
 from .times import MISSING, OK, OUT_OF_RANGE, ns_column
 
 # Node kinds. Host kinds come first: their order is also the tie-break when two events start
@@ -234,11 +234,12 @@ class _Rows:
         if self.get is None:
             return None
 
+        get = attrgetter(field)
+
         def texts(idx: list[int]) -> list:
             if self.rows is None:
                 self.rows = self.get()
-            at = self.xi[idx].tolist()
-            return [bytes(getattr(self.rows[j], field)) for j in at]
+            return list(map(get, map(self.rows.__getitem__, self.xi[idx].tolist())))
         return texts
 
 
@@ -276,8 +277,9 @@ def build_store(events: list, source: bytes | None = None,
     if not used.all():  # times of used events only: a skipped category's garbage is not ours to count
         xs, xi, kind, nid = list(compress(xs, used.tolist())), xi[used], kind[used], nid[used]
     rows = _Rows(source, raw_times, xi)
-    ts, ts_state = ns_column(list(map(_ts, xs)), rows.reread("ts"))
-    dur, dur_state = ns_column(list(map(_dur, xs)), rows.reread("dur"))
+    text = bool(xs) and isinstance(xs[0], TEXT_TIMES)  # fractional times decoded as their text
+    ts, ts_state = ns_column(list(map(_ts, xs)), rows.reread("ts"), text)
+    dur, dur_state = ns_column(list(map(_dur, xs)), rows.reread("dur"), text)
     missing = int(((ts_state == MISSING) | (dur_state == MISSING)).sum())
     out_of_range = int(((ts_state == OUT_OF_RANGE) | (dur_state == OUT_OF_RANGE)).sum())
     keep = (ts_state == OK) & (dur_state != OUT_OF_RANGE)

@@ -67,6 +67,29 @@ class LenientEvent(Event):
     args: LenientLinkArgs = msgspec.field(default_factory=LenientLinkArgs)
 
 
+class TextTimesEvent(Event):
+    """An event whose fractional ts/dur stay their text (decoded with ``float_hook=str``): used
+    where the file's head shows epoch-sized fractional times, so no second pass re-reads them."""
+    ts: object = NAN
+    dur: object = NAN
+
+
+class LenientTextTimesEvent(LenientEvent):
+    ts: object = NAN
+    dur: object = NAN
+
+
+TEXT_TIMES = (TextTimesEvent, LenientTextTimesEvent)
+
+_BIG_FRACTION = re.compile(rb'"(?:ts|dur)"\s*:\s*-?\d{13,}[.eE]')
+"""A time of 13+ integer digits (>= 1e12 µs) with a fraction: float64 may not hold it to the ns."""
+
+
+def text_times(data) -> bool:
+    """Whether to decode times as text: the file's first MB has an epoch-sized fractional time."""
+    return _BIG_FRACTION.search(data, 0, min(len(data), 1 << 20)) is not None
+
+
 class RawArgs(msgspec.Struct, gc=False):
     """Second, lazy pass: each event's args as undecoded bytes, for the detail pane."""
     args: msgspec.Raw = msgspec.Raw(b"{}")
@@ -87,6 +110,14 @@ class LenientDocument(Document):
     traceEvents: list[LenientEvent]
 
 
+class TextTimesDocument(Document):
+    traceEvents: list[TextTimesEvent]
+
+
+class LenientTextTimesDocument(Document):
+    traceEvents: list[LenientTextTimesEvent]
+
+
 class RawDocument(msgspec.Struct):
     traceEvents: list[RawArgs]
 
@@ -102,9 +133,11 @@ class EachDocument(msgspec.Struct):
 
 
 class RawTimes(msgspec.Struct, gc=False):
-    """Each event's ts and dur as written, for the large ones a float cannot hold to the ns."""
-    ts: msgspec.Raw = msgspec.Raw(b"null")
-    dur: msgspec.Raw = msgspec.Raw(b"null")
+    """Each event's ts and dur as written, for the large ones a float cannot hold to the ns:
+    decoded with ``float_hook=str``, so a number with a fraction or exponent stays its text
+    (an integer is an int, exact already)."""
+    ts: object = None
+    dur: object = None
 
 
 class RawTimesDocument(msgspec.Struct):
@@ -389,10 +422,16 @@ def _inflate_until_error(d, buf, out: _Out) -> None:
 
 _decoders = {False: (msgspec.json.Decoder(Document), msgspec.json.Decoder(list[Event])),
              True: (msgspec.json.Decoder(LenientDocument), msgspec.json.Decoder(list[LenientEvent]))}
+_text_decoders = {
+    False: (msgspec.json.Decoder(TextTimesDocument, float_hook=str),
+            msgspec.json.Decoder(list[TextTimesEvent], float_hook=str)),
+    True: (msgspec.json.Decoder(LenientTextTimesDocument, float_hook=str),
+           msgspec.json.Decoder(list[LenientTextTimesEvent], float_hook=str))}
 _raw_decoders = (msgspec.json.Decoder(RawDocument), msgspec.json.Decoder(list[RawArgs]))
 
 
-_raw_times_decoders = (msgspec.json.Decoder(RawTimesDocument), msgspec.json.Decoder(list[RawTimes]))
+_raw_times_decoders = (msgspec.json.Decoder(RawTimesDocument, float_hook=str),
+                       msgspec.json.Decoder(list[RawTimes], float_hook=str))
 
 
 _each_decoders = (msgspec.json.Decoder(EachDocument), msgspec.json.Decoder(list[msgspec.Raw]))
@@ -417,7 +456,7 @@ def _one_by_one(data, decoder, default) -> list:
     return out
 
 
-_one_times, _one_args = msgspec.json.Decoder(RawTimes), msgspec.json.Decoder(RawArgs)
+_one_times, _one_args = msgspec.json.Decoder(RawTimes, float_hook=str), msgspec.json.Decoder(RawArgs)
 
 
 def raw_times(data) -> list:
@@ -472,8 +511,9 @@ def _decode_fast(path: Path, data: bytes, report: LoadReport) -> Document:
     """Strict schema first (ints where Kineto writes ints); a lenient one if a file disagrees;
     event by event if even that fails, skipping (and counting) the events that do not fit."""
     bare = first_byte(data) == b"["  # Chrome's bare array form
+    decoders = _text_decoders if text_times(data) else _decoders
     for lenient in (False, True):
-        doc_dec, list_dec = _decoders[lenient]
+        doc_dec, list_dec = decoders[lenient]
         try:
             doc = Document(traceEvents=list_dec.decode(data)) if bare else doc_dec.decode(data)
         except msgspec.ValidationError:

@@ -17,7 +17,8 @@ import msgspec
 
 from . import forked
 from .events import EventStore, build_store, concat_stores
-from .load import LENIENT_NOTE, Document, Event, LenientEvent, RawTimes, first_byte
+from .load import (LENIENT_NOTE, Document, Event, LenientEvent, LenientTextTimesEvent, RawTimes, TextTimesEvent,
+                   first_byte, text_times)
 
 MIN_BYTES = 16 << 20
 """Below this the fork costs more than it saves (measured ~60 ms on 61 MB, when a full envelope pass preceded it)."""
@@ -36,7 +37,7 @@ class _Envelope(msgspec.Struct):
 _envelope = msgspec.json.Decoder(_Envelope)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _lists = (msgspec.json.Decoder(list[Event]), msgspec.json.Decoder(list[LenientEvent]))
-_times = msgspec.json.Decoder(list[RawTimes])
+_times = msgspec.json.Decoder(list[RawTimes], float_hook=str)  # as load.raw_times
 _SEP = re.compile(rb"\}\s*,")
 TIMES: dict = {}
 """Stage times of the last split load, both processes, and the helper's private memory (for benchmarks)."""
@@ -57,12 +58,18 @@ def enabled(data: bytes, min_bytes: int | None = None) -> bool:
     return len(data) >= (MIN_BYTES if min_bytes is None else min_bytes) and forked.available()
 
 
-def _decode_list(buf) -> tuple[list, bool]:
-    """A JSON array of events: strict schema first, then the lenient one (like load._decode_fast)."""
+_text_lists = (msgspec.json.Decoder(list[TextTimesEvent], float_hook=str),
+               msgspec.json.Decoder(list[LenientTextTimesEvent], float_hook=str))
+
+
+def _decode_list(buf, text: bool = False) -> tuple[list, bool]:
+    """A JSON array of events: strict schema first, then the lenient one (like load._decode_fast);
+    with ``text``, fractional times stay text (load.text_times)."""
+    lists = _text_lists if text else _lists
     try:
-        return _lists[0].decode(buf), False
+        return lists[0].decode(buf), False
     except msgspec.ValidationError:
-        return _lists[1].decode(buf), True
+        return lists[1].decode(buf), True
 
 
 def _split_point(arr: memoryview, tries: int = 64, at: float = 0.5, pos: int | None = None,
@@ -201,8 +208,10 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
     copy-on-write pages), else the piece is copied out.
     """
     in_place = base is not None and isinstance(data, bytearray)
+    text = text_times(data)
+    events_of = lambda buf: _decode_list(buf, text)  # noqa: E731
 
-    def piece(x: int, y: int, decode: Callable = _decode_list):
+    def piece(x: int, y: int, decode: Callable = events_of):
         if in_place:
             ox, oy = data[base + x], data[base + y]
             data[base + x], data[base + y] = 0x5B, 0x5D  # "[" and "]"

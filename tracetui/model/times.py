@@ -9,7 +9,7 @@ again from its digits (``reread``, a second decode that keeps the number's text)
 """
 from __future__ import annotations
 
-from itertools import compress
+from itertools import compress, repeat
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Callable
 
@@ -26,12 +26,14 @@ OK, MISSING, OUT_OF_RANGE = 0, 1, 2
 """State of each converted time."""
 
 
-def exact_ns(text: bytes | str) -> int | None:
+def exact_ns(text: bytes | str | int | None) -> int | None:
     """The JSON number ``text`` (µs) as int ns, rounded half to even below the ns; None when it
     is not a number or out of range."""
+    if type(text) is int:
+        return text * 1000 if abs(text) <= MAX_US else None
     try:
         d = Decimal(text.decode() if isinstance(text, (bytes, bytearray, memoryview)) else text)
-    except (InvalidOperation, UnicodeDecodeError, ValueError):
+    except (InvalidOperation, UnicodeDecodeError, ValueError, TypeError):
         return None
     if not d.is_finite() or (d and d.adjusted() > 18):  # > 1e18 µs: never fits (checked before int())
         return None
@@ -46,12 +48,25 @@ def _as_float(v) -> float:
         return float("inf") if isinstance(v, int) else float("nan")
 
 
-def ns_column(values: list, reread: Callable[[list[int]], list] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def ns_column(values: list, reread: Callable[[list[int]], list] | None = None,
+              text: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(ns as int64, state per value: OK / MISSING (None or NaN) / OUT_OF_RANGE) of µs values
     as msgspec decoded them (int, float or NaN). ``reread(indices)`` gives the written text of
-    those values (bytes), for the large ones written with a fraction; without it they go
-    through float (exact only below EXACT_BELOW_US)."""
+    those values (str or bytes), for the large ones written with a fraction; without it they go
+    through float (exact only below EXACT_BELOW_US). With ``text``, a value may be its written
+    text already (a str: load.TextTimesEvent), read from its digits here."""
     n = len(values)
+    if text:  # numbers with a fraction came as their text: read every one from its digits
+        is_text = np.fromiter(map(isinstance, values, repeat(str, n)), dtype=bool, count=n)
+        if is_text.any():
+            ns, state = np.zeros(n, dtype=np.int64), np.full(n, OK, dtype=np.int8)
+            at = np.flatnonzero(is_text)
+            got, ok = exact_ns_many(list(compress(values, is_text.tolist())))
+            ns[at], state[at[~ok]] = got, OUT_OF_RANGE
+            rest = np.flatnonzero(~is_text)
+            if rest.size:  # integers and missing values
+                ns[rest], state[rest] = ns_column(list(compress(values, (~is_text).tolist())), reread)
+            return ns, state
     try:
         f = np.fromiter(values, dtype=np.float64, count=n)
     except (OverflowError, TypeError, ValueError):  # an int beyond float64, or an odd type
@@ -77,13 +92,16 @@ def ns_column(values: list, reread: Callable[[list[int]], list] | None = None) -
             ns[big[fits]] = v[fits] * 1000
             state[big[~fits]] = OUT_OF_RANGE
             return ns, state
-    is_int = np.fromiter((type(x) is int for x in vals), dtype=bool, count=len(vals))
-    for i, x in zip(big[is_int].tolist(), compress(vals, is_int.tolist())):  # ints among floats: rare
-        if abs(x) <= MAX_US:
-            ns[i] = x * 1000
-        else:
-            state[i] = OUT_OF_RANGE
-    floats = big[~is_int]
+    if types == {float}:
+        floats = big
+    else:  # ints among floats: rare
+        is_int = np.fromiter((type(x) is int for x in vals), dtype=bool, count=len(vals))
+        for i, x in zip(big[is_int].tolist(), compress(vals, is_int.tolist())):
+            if abs(x) <= MAX_US:
+                ns[i] = x * 1000
+            else:
+                state[i] = OUT_OF_RANGE
+        floats = big[~is_int]
     if reread is not None:
         got, ok = exact_ns_many(reread(floats.tolist()))
     else:  # no bytes to read again: the float, exact only below EXACT_BELOW_US
@@ -99,31 +117,33 @@ _STRINGS = getattr(np, "strings", None)
 _VECTOR = _STRINGS is not None and hasattr(_STRINGS, "slice")  # numpy >= 2.3
 
 
-def exact_ns_many(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """``exact_ns`` of many numbers at once: (ns, ok). Plain decimals (``-123.4567``) are cut
-    into integer and fraction digits by numpy's string functions; anything else (an exponent,
-    an old numpy) goes through ``exact_ns`` one by one."""
+def exact_ns_many(texts: list) -> tuple[np.ndarray, np.ndarray]:
+    """``exact_ns`` of many numbers (str or bytes) at once: (ns, ok). Unsigned plain decimals
+    (``123.4567``) are cut into integer and fraction digits by numpy's string functions;
+    anything else (a sign, an exponent, an old numpy) goes through ``exact_ns`` one by one."""
     n = len(texts)
     ns, ok = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     plain = np.zeros(n, dtype=bool)
     if n and _VECTOR:
         st = _STRINGS
-        a = np.array(texts, dtype=bytes)
-        ip, dot, fr = st.partition(a, b".")
-        neg = st.startswith(ip, b"-")
-        mag = np.where(neg, st.slice(ip, 1, None), ip)
-        plain = (st.isdigit(mag) & (st.str_len(mag) <= 16)
-                 & (st.isdigit(fr) | ((fr == b"") & (dot == b""))))
-        whole = np.where(plain, mag, b"0").astype(np.int64)
-        plain &= whole < MAX_US  # else whole * 1000 could wrap: exact_ns says out of range
-        whole[~plain] = 0
-        frac = st.ljust(np.where(plain, fr, b"0"), 4, b"0")
-        val = whole * 1000 + st.slice(frac, 0, 3).astype(np.int64)
-        first = st.slice(frac, 3, 4).astype(np.int64)  # the first digit below the ns
+        try:
+            a = np.array(texts, dtype=bytes)  # texts of JSON numbers: ASCII
+        except (UnicodeEncodeError, TypeError, ValueError):
+            a = np.array([t if isinstance(t, (str, bytes)) else b"" for t in texts], dtype=bytes)
+        whole, dot, fr = st.partition(a, b".")
+        digits = st.str_len(whole)
+        plain = st.isdigit(whole) & (st.isdigit(fr) | ((fr == b"") & (dot == b"")))  # no sign, no exponent
+        # below int64's 9223372036854775 µs, so that the ns parse cannot overflow
+        plain &= (digits < 16) | ((digits == 16) & (whole < b"9223372036854775"))  # else: exact_ns
+        frac = st.ljust(fr, 4, b"0")
+        # the ns as one integer: the whole µs and the first three fraction digits, parsed at once
+        val = np.where(plain, st.add(whole, st.slice(frac, 0, 3)), b"0").astype(np.int64)
+        first = st.slice(frac, 3, 4)  # the first digit below the ns
         rest = st.strip(st.slice(frac, 4, None), b"0") != b""
-        val += (first > 5) | ((first == 5) & (rest | (val % 2 == 1)))  # round half to even
-        ok = plain & (val <= MAX_US * 1000)
-        ns = np.where(ok, np.where(neg, -val, val), 0)
+        val += (first > b"5") | ((first == b"5") & (rest | (val % 2 == 1)))  # round half to even
+        plain &= val <= MAX_US * 1000
+        ok = plain.copy()
+        ns = np.where(ok, val, 0)
     for i in np.flatnonzero(~plain).tolist():
         t = exact_ns(texts[i])
         ns[i], ok[i] = (t, True) if t is not None else (0, False)
