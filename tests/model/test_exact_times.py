@@ -16,6 +16,7 @@ import pytest
 from tracetui.model import forked, load, load_trace, split
 from tracetui.model.events import HOST_KINDS
 from tracetui.model.load import LoadReport, decode, read_bytes
+from tracetui.model.times import exact_ns_many, ns_column
 
 from tests.conftest import PEER
 
@@ -222,3 +223,22 @@ def test_synthetic_tolerant_path(tmp_path, times_by):
     assert any("UTF-8" in r for r in report.repairs)  # it did take the tolerant path
     t = load_trace(path)
     _check_truth(t.store, truth)
+
+
+def test_digit_parsers_against_decimal():
+    """The vectorised digit parse and the float split below 2^43 µs, against Decimal."""
+    rng = np.random.default_rng(19)
+    texts = [f"{w}.{f:03d}" for w, f in zip(rng.integers(0, 9 * 10 ** 15, 5000).tolist(),
+                                             rng.integers(0, 1000, 5000).tolist())]
+    texts += [f"{w}.{f:07d}" for w, f in zip(rng.integers(0, 10 ** 16, 2000).tolist(),
+                                             rng.integers(0, 10 ** 7, 2000).tolist())]
+    texts += ["-12.5", "1.5E+15", "7", "12.", "1e400", "9223372036854775.808", "0.0005", "0.0015", "0.00150001"]
+    limit = (2 ** 63 - 1) // 1000 * 1000  # the documented range: int64 ns, whole µs
+    want = [_ns(t) if abs(_ns(t)) <= limit else None for t in texts]
+    got, ok = exact_ns_many(texts)
+    assert [g if o else None for g, o in zip(got.tolist(), ok.tolist())] == want
+    # floats between 2^42 and 2^43 µs with 3 decimals (Kineto's ~5e12 µs): exact without digits
+    mid = [f"{w}.{f:03d}" for w, f in zip(rng.integers(2 ** 42, 2 ** 43, 20000).tolist(),
+                                          rng.integers(0, 1000, 20000).tolist())]
+    ns, state = ns_column([float(t) for t in mid])
+    assert ns.tolist() == [_ns(t) for t in mid] and not state.any()

@@ -279,7 +279,7 @@ def build_store(events: list, source: bytes | None = None,
     rows = _Rows(source, raw_times, xi)
     text = bool(xs) and isinstance(xs[0], TEXT_TIMES)  # fractional times decoded as their text
     ts, ts_state = ns_column(list(map(_ts, xs)), rows.reread("ts"), text)
-    dur, dur_state = ns_column(list(map(_dur, xs)), rows.reread("dur"), text)
+    dur, dur_state = ns_column(list(map(_dur, xs)), rows.reread("dur"))
     missing = int(((ts_state == MISSING) | (dur_state == MISSING)).sum())
     out_of_range = int(((ts_state == OUT_OF_RANGE) | (dur_state == OUT_OF_RANGE)).sum())
     keep = (ts_state == OK) & (dur_state != OUT_OF_RANGE)

@@ -68,21 +68,21 @@ class LenientEvent(Event):
 
 
 class TextTimesEvent(Event):
-    """An event whose fractional ts/dur stay their text (decoded with ``float_hook=str``): used
-    where the file's head shows epoch-sized fractional times, so no second pass re-reads them."""
+    """An event whose fractional ts stays its text (decoded with ``float_hook=str``): used
+    where the file's head shows epoch-sized fractional times, so no second pass re-reads them.
+    (Durations are small: a large fractional one is re-read, see times.py.)"""
     ts: object = NAN
-    dur: object = NAN
 
 
 class LenientTextTimesEvent(LenientEvent):
     ts: object = NAN
-    dur: object = NAN
 
 
 TEXT_TIMES = (TextTimesEvent, LenientTextTimesEvent)
 
-_BIG_FRACTION = re.compile(rb'"(?:ts|dur)"\s*:\s*-?\d{13,}[.eE]')
-"""A time of 13+ integer digits (>= 1e12 µs) with a fraction: float64 may not hold it to the ns."""
+_BIG_FRACTION = re.compile(rb'"ts"\s*:\s*-?\d{14,}[.eE]')
+"""A ts of 14+ integer digits (>= 1e13 µs, past times.EXACT_BELOW_US) with a fraction: float64
+does not hold it to the ns (an epoch timestamp, 16 digits)."""
 
 
 def text_times(data) -> bool:
