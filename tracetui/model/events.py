@@ -273,16 +273,14 @@ def build_store(events: list, source: bytes | None = None,
     for c, i in sorted(cat_ids.items()):
         if cat_kind[i] < 0:
             skipped[c or "(none)"] = int(per_cat[i])
-    used = kind >= 0
-    if not used.all():  # times of used events only: a skipped category's garbage is not ours to count
-        xs, xi, kind, nid = list(compress(xs, used.tolist())), xi[used], kind[used], nid[used]
     rows = _Rows(source, raw_times, xi)
     text = bool(xs) and isinstance(xs[0], TEXT_TIMES)  # fractional times decoded as their text
     ts, ts_state = ns_column(list(map(_ts, xs)), rows.reread("ts"), text)
     dur, dur_state = ns_column(list(map(_dur, xs)), rows.reread("dur"))
-    missing = int(((ts_state == MISSING) | (dur_state == MISSING)).sum())
-    out_of_range = int(((ts_state == OUT_OF_RANGE) | (dur_state == OUT_OF_RANGE)).sum())
-    keep = (ts_state == OK) & (dur_state != OUT_OF_RANGE)
+    used = kind >= 0  # a skipped category's odd times are not counted
+    missing = int((used & ((ts_state == MISSING) | (dur_state == MISSING))).sum())
+    out_of_range = int((used & ((ts_state == OUT_OF_RANGE) | (dur_state == OUT_OF_RANGE))).sum())
+    keep = used & (ts_state == OK) & (dur_state != OUT_OF_RANGE)
     if not keep.all():
         sel = np.flatnonzero(keep)
         xs, xi, kind, nid = list(map(xs.__getitem__, sel.tolist())), xi[sel], kind[sel], nid[sel]
