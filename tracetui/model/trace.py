@@ -19,6 +19,7 @@ from .load import LENIENT_NOTE, LoadReport, decode, read_bytes, resolve_input
 from . import split as _split
 from .split import decode_index
 from .names import KernelName, decode_kernel
+from .taxonomy import classify
 from .stats import Agg, Rollups, aggregate, busy_ns, rollups
 from .tree import Tree, build_tree
 
@@ -162,8 +163,8 @@ class Trace:
                              launching_op=self.name(op) if op is not None else None)
 
     def kernel_classes(self, nodes: np.ndarray) -> list[str]:
-        """``kernel_info(n).klass`` of each GPU node in ``nodes``, decoding each (name, launching op,
-        kind, launched as a user Triton kernel) once: the timeline colours every kernel of a step
+        """``kernel_info(n).klass`` of each GPU node in ``nodes``, classifying each (name, launching
+        op, kind, launched as a user Triton kernel) once: the timeline colours every kernel of a step
         (100k on a large one), and ``kernel_info`` per node took ~20 µs."""
         t = self.tree
         nodes = np.asarray(nodes, dtype=np.int64)
@@ -191,8 +192,7 @@ class Trace:
             rest, u = divmod(k, 2)
             rest, kd = divmod(rest, 16)
             nid, oid = divmod(rest, n_names)
-            cls.append(decode_kernel(names[nid], KINDS[kd], user_triton=bool(u),
-                                     launching_op=names[oid - 1] if oid else None).klass)
+            cls.append(classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[0])
         return [cls[i] for i in inv.ravel().tolist()]
 
     @cached_property
