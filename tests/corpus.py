@@ -35,7 +35,6 @@ class Case:
     universe: set = field(default_factory=set)  # names compared (others: root, thread labels)
     words: str = ""                    # what the error line must say
     repaired: bool | None = None       # must the load report repairs?
-    dangerous: bool = False            # unbounded on a branch without the fix (memory, a hang)
 
 
 def base_doc() -> dict:
@@ -305,7 +304,7 @@ def files(doc) -> list[Case]:
 
 
 def loader_owned(doc) -> list[Case]:
-    """Cases the `loader` branch fixes (issue 21): each states the correct result after the fix."""
+    """Cases issue 21 gave to the `loader` branch: each states the correct result after its fix."""
     raw = layout(doc, "compact")
     evs = doc["traceEvents"]
     full = _counted(evs)
@@ -315,6 +314,11 @@ def loader_owned(doc) -> list[Case]:
     def with_events(extra, name, **kw):
         d = dict(doc, traceEvents=evs + extra)
         return _ok(name, json.dumps(d).encode(), full + _counted(extra), universe | set(_counted(extra)), **kw)
+
+    def left_out(extra, name, repaired=True):
+        """An event with a field of the wrong type or out of range: it alone is left out, and said."""
+        d = dict(doc, traceEvents=evs + extra)
+        return _ok(name, json.dumps(d).encode(), full, universe | {e["name"] for e in extra}, repaired=repaired)
 
     def folder(name, entries, **kw):
         def make(d: Path) -> Path:
@@ -345,24 +349,23 @@ def loader_owned(doc) -> list[Case]:
         with_events([{**x, "name": "aten::big_ext", "args": {"External id": big * 2}}], "id_2_64_external"),
         with_events([{**x, "name": "aten::big_seq", "args": {"Sequence number": big}}], "id_2_63_sequence"),
         with_events([{**x, "name": "aten::big_stream", "args": {"stream": big}}], "id_2_63_stream"),
-        _ok("deep_args", json.dumps(dict(doc, traceEvents=evs + [{**x, "name": "aten::deep", "args": {"deep": 0}}])).encode()
-            .replace(b'"deep": 0', b'"deep": ' + b"[" * 1200 + b"1" + b"]" * 1200),
-            full + Counter({"aten::deep": 1}), universe | {"aten::deep"}),
+        _err("deep_args", json.dumps(dict(doc, traceEvents=evs + [{**x, "name": "aten::deep", "args": {"deep": 0}}]))
+             .encode().replace(b'"deep": 0', b'"deep": ' + b"[" * 1200 + b"1" + b"]" * 1200), "nested deeper"),
         _ok("provenance_big_int", json.dumps(dict(doc, tracetui={"device_type": "cuda", "device": "H200",
                                                                   "seed": 1 << 70})).encode(), full, universe),
         _ok("provenance_device_number", json.dumps(dict(doc, tracetui={"device_type": "cuda",
                                                                         "device": 7})).encode(), full, universe),
-        with_events([{**x, "name": "aten::float_pid", "pid": 1.5}], "pid_float", repaired=True),
-        with_events([{**x, "name": "aten::ts_string", "ts": "soon"}], "ts_string"),
-        with_events([{**x, "name": "aten::no_dur", "dur": None}], "null_dur"),
-        with_events([{**x, "name": "aten::args_list", "args": [1, 2]}], "args_not_object"),
+        left_out([{**x, "name": "aten::float_pid", "pid": 1.5}], "pid_float"),
+        left_out([{**x, "name": "aten::ts_string", "ts": "soon"}], "ts_string"),
+        left_out([{**x, "name": "aten::no_dur", "dur": None}], "null_dur"),
+        left_out([{**x, "name": "aten::args_list", "args": [1, 2]}], "args_not_object"),
         _ok("device_props_object", json.dumps(dict(doc, deviceProperties={"name": "H200"})).encode(), full,
             universe),
         _ok("provenance_device_list", json.dumps(dict(doc, tracetui={"device_type": "cuda",
                                                                       "device": ["H200"]})).encode(), full, universe),
         with_events([{**x, "name": 7}], "name_number"),
-        with_events([{**x, "name": "aten::huge_ts", "ts": 1e308}], "ts_1e308"),
-        with_events([{**x, "name": "aten::ts_2_64", "ts": 2 ** 65}], "ts_beyond_2_64"),
+        left_out([{**x, "name": "aten::huge_ts", "ts": 1e308}], "ts_1e308", repaired=None),
+        left_out([{**x, "name": "aten::ts_2_64", "ts": 2 ** 65}], "ts_beyond_2_64", repaired=None),
         with_events([dict(x, name=f"aten::nest{i}", ts=100.0 + i, dur=1000.0 - 2 * i) for i in range(300)],
                     "deep_tree"),
         _ok("utf8_bom", b"\xef\xbb\xbf" + raw, full, universe),
@@ -373,28 +376,19 @@ def loader_owned(doc) -> list[Case]:
         _err("only_unknown_categories", json.dumps({"traceEvents": [
             {"ph": "X", "cat": "gpu_user_annotation", "name": "a", "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0}]}).encode(),
             "gpu_user_annotation"),
-        _err("gzip_bomb", gzip.compress(b" " * (1 << 20)) * 3000, "limit", file="bomb.json.gz", dangerous=True),
-        folder("folder_with_fifo", fifo, keep=full, universe=universe, dangerous=True),
+        _err("gzip_bomb", gzip.compress(b" " * (1 << 20)) * 3000, "limit", file="bomb.json.gz"),
+        folder("folder_with_fifo", fifo, keep=full, universe=universe),
         folder("folder_with_broken_link", broken_link, keep=full, universe=universe),
-        folder("folder_with_dev_zero", dev_zero, keep=full, universe=universe, dangerous=True),
+        folder("folder_with_dev_zero", dev_zero, keep=full, universe=universe),
     ]
 
 
 LOADER_ITEMS = {
-    "id_2_63_correlation": "link ids >= 2^63", "id_2_64_external": "link ids >= 2^63",
-    "id_2_63_sequence": "link ids >= 2^63", "id_2_63_stream": "link ids >= 2^63",
-    "deep_args": "recursion", "deep_tree": "recursion (tree --json)", "same_ts": "recursion (tree --json)",
-    "provenance_big_int": "provenance", "provenance_device_number": "provenance",
-    "pid_float": "wrong-typed fields", "ts_string": "wrong-typed fields", "name_number": "wrong-typed fields",
-    "null_dur": "wrong-typed fields", "args_not_object": "wrong-typed fields",
-    "device_props_object": "wrong-typed fields", "provenance_device_list": "provenance",
-    "ts_1e308": "exact timestamps", "ts_beyond_2_64": "exact timestamps",
-    "utf8_bom": "BOM message", "gzip_two_members": "concatenated gzip members",
-    "gzip_bad_crc": "gzip damage recovery", "only_unknown_categories": "unused categories message",
-    "gzip_bomb": "gzip caps", "folder_with_fifo": "FIFOs/devices",
-    "folder_with_broken_link": "broken symlinks", "folder_with_dev_zero": "FIFOs/devices",
+    "deep_tree": "tree --json recursion", "same_ts": "tree --json recursion",
 }
-"""Corpus cases issue 21 gives to the `loader` branch: expected to fail here until it is merged."""
+"""Corpus cases issue 21 gave to the `loader` branch that still fail after it was merged (main at
+0a7748e): a tree deeper than Python's recursion limit still breaks `tree --json` (tree_dict
+recurses per level). Marked xfail until fixed; every other loader case passes here."""
 
 
 def all_cases() -> list[Case]:

@@ -1,5 +1,6 @@
 """Run corpus cases through the CLI (summary, tree --json, diff) and the app, in one process whose
-address space is capped, so a case that eats memory fails alone instead of taking the machine.
+address space is capped, so a case that eats memory (a gzip bomb, a link to /dev/zero, where
+unfixed) fails alone instead of taking the machine.
 
     python tests/corpus_runner.py MANIFEST.json RESULTS.json
 

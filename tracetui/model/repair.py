@@ -369,8 +369,9 @@ def _failure(buf, msg: str, base: int, n: int) -> _Fail:
 
 
 def _junk(b: bytes) -> int:
-    """Stray bytes in ``b``, not counting the blanks and the comma that separate events anyway."""
-    return len(b.strip(b" \t\r\n,"))
+    """Stray bytes in ``b``, not counting blanks and the one comma that separates events anyway."""
+    b = b.strip(b" \t\r\n")
+    return len(b) - (b"," in b)
 
 
 def _strip_sep(buf, lo: int, hi: int) -> int:

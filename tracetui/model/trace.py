@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -15,12 +16,16 @@ import numpy as np
 from .errors import TraceError
 from .heap import large_arrays_on_heap
 from .events import GPU_KINDS, HOST_KINDS, K, KINDS, EventStore, build_store
-from .load import LENIENT_NOTE, LoadReport, decode, read_bytes, resolve_input
+from .load import LENIENT_NOTE, LoadReport, clean_meta, decode, read_bytes, resolve_input
 from . import split as _split
 from .split import decode_index
 from .names import KernelName, decode_kernel
-from .stats import Agg, Rollups, aggregate, busy_ns, rollups
+from .selftime import SelfTimeRule, self_time_rule
+from .stats import Agg, Rollups, aggregate, rollups
+from .steps import StepChoice, choose_steps
+from .taxonomy import classify
 from .tree import Tree, build_tree
+from .windows import StepWindow, Windows
 
 Progress = Callable[[str, float], None]
 """Callback(stage, fraction done) used by the app's loading worker."""
@@ -37,6 +42,8 @@ class Trace:
     meta: dict
     report: LoadReport
     timings: dict = field(default_factory=dict)
+    step_choice: StepChoice | None = None
+    self_time: SelfTimeRule | None = None
 
     # ---- identity
     @property
@@ -153,15 +160,17 @@ class Trace:
         return np.stack(cols, axis=1) if cols else np.zeros((gpu.size, 0), dtype=np.int64)
 
     def kernel_info(self, i: int) -> KernelName:
+        """What GPU node ``i`` is: class and library from its launching op, then its name (taxonomy.py)."""
         kind = self.kind(i)
         launcher = self.launcher(i)
-        user_triton = bool(launcher is not None and self.name(launcher).startswith("cuLaunchKernel")
-                           and self.launching_op(i) is None)
-        return decode_kernel(self.name(i), kind, user_triton=user_triton)
+        op = self.launching_op(i)
+        user_triton = bool(launcher is not None and self.name(launcher).startswith("cuLaunchKernel") and op is None)
+        return decode_kernel(self.name(i), kind, user_triton=user_triton,
+                             launching_op=self.name(op) if op is not None else None)
 
     def kernel_classes(self, nodes: np.ndarray) -> list[str]:
-        """``kernel_info(n).klass`` of each GPU node in ``nodes``, decoding each (name, kind,
-        launched as a user Triton kernel) once: the timeline colours every kernel of a step
+        """``kernel_info(n).klass`` of each GPU node in ``nodes``, classifying each (name, launching
+        op, kind, launched as a user Triton kernel) once: the timeline colours every kernel of a step
         (100k on a large one), and ``kernel_info`` per node took ~20 µs."""
         t = self.tree
         nodes = np.asarray(nodes, dtype=np.int64)
@@ -171,16 +180,25 @@ class Trace:
         p = np.maximum(par, 0)
         launcher = (par > 0) & np.isin(t.kind[p], [K["runtime"], K["op"], K["annotation"]])
         culaunch = launcher & self._culaunch_names[t.name_id[p]]
-        # launching_op is None: the activity has no External id, or no op lies above it
+        # the launching op: the first op along the ancestors (innermost); None when the activity
+        # has no External id or no op lies above it
         rows = np.searchsorted(self._gpu_nodes, nodes)
         anc = self._gpu_ancestors[rows]
-        has_op = ((anc >= 0) & (t.kind[np.maximum(anc, 0)] == K["op"])).any(axis=1)
-        user = culaunch & ~((self.store.ext[t.ev[nodes]] > 0) & has_op)
-        key = (t.name_id[nodes].astype(np.int64) * 16 + t.kind[nodes]) * 2 + user
+        is_op = (anc >= 0) & (t.kind[np.maximum(anc, 0)] == K["op"])
+        has_op = is_op.any(axis=1) & (self.store.ext[t.ev[nodes]] > 0)
+        op_node = anc[np.arange(len(nodes)), np.argmax(is_op, axis=1)] if anc.shape[1] else np.zeros(len(nodes), np.int64)
+        op_id = np.where(has_op, t.name_id[np.maximum(op_node, 0)], -1).astype(np.int64)
+        user = culaunch & ~has_op
+        n_names = len(t.names) + 1
+        key = ((t.name_id[nodes].astype(np.int64) * n_names + op_id + 1) * 16 + t.kind[nodes]) * 2 + user
         uniq, inv = np.unique(key, return_inverse=True)
         names = self.tree.names
-        cls = [decode_kernel(names[k // 32], KINDS[(k // 2) % 16], user_triton=bool(k % 2)).klass
-               for k in uniq.tolist()]
+        cls = []
+        for k in uniq.tolist():
+            rest, u = divmod(k, 2)
+            rest, kd = divmod(rest, 16)
+            nid, oid = divmod(rest, n_names)
+            cls.append(classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[0])
         return [cls[i] for i in inv.ravel().tolist()]
 
     @cached_property
@@ -217,21 +235,29 @@ class Trace:
         self.op_table, self.kernel_table, self._gpu_ancestors, self.agg_by_name  # noqa: B018
         return self
 
-    def step_gpu(self, step: int) -> dict:
-        """GPU busy/idle inside a step's window, and the CPU time spent launching."""
-        t = self.tree
-        gpu = self.gpu_descendants(step)
-        s0, s1 = int(t.start[step]), int(t.start[step] + t.dur[step])
-        if gpu.size:
-            ends = t.start[gpu] + t.dur[gpu]
-            span0, span1 = min(s0, int(t.start[gpu].min())), max(s1, int(ends.max()))
-            busy = busy_ns(t.start[gpu], ends)
-        else:
-            span0, span1, busy = s0, s1, 0
-        rt = np.nonzero((t.kind == K["runtime"]) & (self.roll.step_of == step))[0]
-        return {"window_ns": span1 - span0, "busy_ns": busy, "idle_ns": (span1 - span0) - busy,
-                "launch_cpu_ns": int(t.dur[rt].sum()), "kernels": int(self.roll.kernels[step]),
-                "cpu_ns": int(t.dur[step])}
+    @cached_property
+    def windows(self) -> Windows:
+        """Every step as a window of its whole process (``windows.py``)."""
+        return Windows(self)
+
+    def step_window(self, step: int) -> StepWindow:
+        return self.windows.by_node[step]
+
+    def step_gpu_nodes(self, step: int) -> np.ndarray:
+        """GPU activity the step launched on any thread of its process, in time order."""
+        g = self.step_window(step).gpu
+        return g[np.argsort(self.tree.start[g], kind="stable")]
+
+    def step_breakdown(self, step: int) -> dict:
+        """Per-step figures over the step's window (ns): see ``Windows.breakdown``."""
+        return self.windows.breakdown(self.step_window(step))
+
+    def _step_totals_from_windows(self) -> None:
+        """A step's device time and kernel count are its window's (every thread), not only what
+        its own thread launched (key_averages() counts only that; the tests compare both)."""
+        for w in self.windows.windows:
+            self.roll.device[w.node] = int(self.tree.dur[w.gpu].sum())
+            self.roll.kernels[w.node] = int((self.tree.kind[w.gpu] == K["kernel"]).sum())
 
 
 LOST_GPU_NOTE = ("no GPU activity survived the cut (Kineto writes runtime calls and kernels after "
@@ -317,10 +343,13 @@ def start_load(path) -> "_split.Early | _Gunzipping | None":
     return _split.start(data, path, report)
 
 
-def load_trace(path, progress: Progress | None = None, early: "_split.Early | _Gunzipping | None" = None) -> Trace:
+def load_trace(path, progress: Progress | None = None, early: "_split.Early | _Gunzipping | None" = None,
+               steps: str | None = None, torch_version: str | None = None) -> Trace:
     """Read, decode, link and roll up a trace file (or the newest trace in a folder).
 
     ``early`` is ``start_load``'s handle: used when it is for the same file, else discarded.
+    ``steps`` is a regex naming the step markers (else ``steps.choose_steps`` decides);
+    ``torch_version`` overrides the recording's version for the self-time rule.
     """
     # Loading allocates millions of small objects and no cycles; the cyclic GC would rescan
     # them all at every threshold (measured: ~30% of load time on a 270k-event trace).
@@ -328,7 +357,7 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | _G
     gc.disable()
     try:
         with large_arrays_on_heap():  # GB-sized traces: numpy temporaries reuse heap pages
-            return _load(path, progress, early)
+            return _load(path, progress, early, steps, torch_version)
     finally:
         if early is not None:
             early.cancel()  # a no-op once its result was collected
@@ -336,7 +365,23 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | _G
             gc.enable()
 
 
-def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | None") -> Trace:
+def _why_empty(store: EventStore) -> str:
+    """Why a trace gave no events, naming what was left out (categories, unreadable events)."""
+    left = [f"{c:,} {k}" for k, c in sorted(store.skipped.items(), key=lambda kv: -kv[1])]
+    bad = sum(store.unreadable.values())
+    if bad:
+        fields = ", ".join(sorted(store.unreadable))
+        return f"not a PyTorch profiler trace: {bad:,} event(s) with a field of the wrong type ({fields})"
+    if store.times_out_of_range:
+        left.insert(0, f"{store.times_out_of_range:,} with ts/dur out of range")
+    if not left:
+        return "trace holds no events"
+    more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+    return f"trace holds no events tracetui uses (skipped: {', '.join(left[:5])}{more})"
+
+
+def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | None",
+          steps: str | None = None, torch_version: str | None = None) -> Trace:
     say = progress or (lambda stage, frac: None)
 
     def decoded(frac: float) -> None:  # after each piece this process decoded (it may cancel)
@@ -367,21 +412,29 @@ def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | 
         say("indexing", 0.55)
         store = build_store(doc.traceEvents, source=data)
     if not len(store) and not store.flows:
-        raise TraceError(path, "trace holds no events")
+        raise TraceError(path, _why_empty(store))
     if report.truncated_bytes and doc.deviceProperties and not np.isin(store.kind, list(GPU_KINDS)).any():
         report.repairs.append(LOST_GPU_NOTE)
-    meta = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
-            "tracetui": doc.tracetui, "schemaVersion": doc.schemaVersion}
+    meta = clean_meta(doc)
     del doc
+    try:
+        choice = choose_steps(store, steps)
+    except re.error as e:
+        raise TraceError(path, f"--steps {steps!r} is not a valid regular expression ({e})") from None
+    rule = self_time_rule(meta, bool((store.kind == K["python"]).any() or (store.kind == K["module"]).any()),
+                          torch_version)
     t3 = time.perf_counter()
     say("linking", 0.75)
     tree = build_tree(store, title=path.name)
     t4 = time.perf_counter()
     say("rolling up", 0.9)
-    roll = rollups(tree)
+    roll = rollups(tree, python_owns_time=rule.frames_own_time)
     t5 = time.perf_counter()
     say("done", 1.0)
     timings = {"read": t1 - t0, "decode": t2 - t1, "index": t3 - t2, "link": t4 - t3, "rollup": t5 - t4}
     if split is not None:  # decode and index overlapped on two cores
         timings = {"read": t1 - t0, "decode+index (2 processes)": t3 - t1, "link": t4 - t3, "rollup": t5 - t4}
-    return Trace(path=path, tree=tree, roll=roll, meta=meta, report=report, timings=timings)
+    trace = Trace(path=path, tree=tree, roll=roll, meta=meta, report=report, timings=timings,
+                  step_choice=choice, self_time=rule)
+    trace._step_totals_from_windows()
+    return trace
