@@ -25,25 +25,32 @@ def bundled_default() -> list[Path]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tracetui", description="Read PyTorch profiler traces in the terminal.")
     sub = p.add_subparsers(dest="cmd")
-    o = sub.add_parser("open", help="open the explorer (the default command)")
+    lo = argparse.ArgumentParser(add_help=False)  # how a trace is read: every reading subcommand
+    lo.add_argument("--steps", metavar="REGEX", default=None,
+                    help="annotations matching REGEX are the steps (default: ProfilerStep#N, else a "
+                         "numbered step-like record_function such as train_step_3)")
+    lo.add_argument("--torch-version", metavar="X.Y", default=None,
+                    help="torch version that recorded the trace, for its CPU self-time rule "
+                         "(default: the recorded one, else <= 2.12)")
+    o = sub.add_parser("open", parents=[lo], help="open the explorer (the default command)")
     o.add_argument("traces", nargs="*", type=Path, help="trace file(s) or trace folder; two open a diff")
-    s = sub.add_parser("summary", help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
+    s = sub.add_parser("summary", parents=[lo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
     s.add_argument("trace", type=Path)
     s.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
     s.add_argument("--top", type=int, default=15, help="rows in the op and kernel tables")
-    t = sub.add_parser("tree", help="the hierarchy as indented text")
+    t = sub.add_parser("tree", parents=[lo], help="the hierarchy as indented text")
     t.add_argument("trace", type=Path)
     t.add_argument("--depth", type=int, default=None)
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true")
-    d = sub.add_parser("diff", help="align two traces and report what changed and what fusion removed")
+    d = sub.add_parser("diff", parents=[lo], help="align two traces and report what changed and what fusion removed")
     d.add_argument("a", type=Path)
     d.add_argument("b", type=Path)
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
-    gen.add_argument("workload", nargs="?", choices=("linear", "mlp"))
+    gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
     gen.add_argument("--all", action="store_true", help="record the whole ladder into -o DIR")
     gen.add_argument("--device", choices=("cuda", "cpu"), default=None)
@@ -51,7 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-stack", dest="with_stack", action="store_false",
                      help="skip Python stacks (eager nn.Module scopes need them on torch <= 2.11)")
     gen.add_argument("--active", type=int, default=3, help="profiled steps")
-    for name in ("batch", "seq", "dim", "hidden", "in-features", "out-features"):
+    gen.add_argument("--mode", default=None, help="torch.compile mode with --impl compile, e.g. max-autotune-no-cudagraphs")
+    gen.add_argument("--step-marker", choices=("profiler", "record_function"), default="profiler",
+                     help="ProfilerStep#N (schedule) or record_function('train_step_<i>') with no ProfilerStep")
+    gen.add_argument("--memory", action="store_true", help="profile_memory=True: [memory] alloc/free events")
+    gen.add_argument("--backward-thread", action="store_true",
+                     help="CPU: run backward on a torch thread, as CUDA autograd does (transformer)")
+    for name in ("batch", "seq", "dim", "hidden", "in-features", "out-features", "heads", "layers", "vocab"):
         gen.add_argument(f"--{name}", type=int, default=None)
     gen.add_argument("-o", "--output", type=Path, default=None, help="file (or folder with --all)")
     return p
@@ -90,6 +103,17 @@ def _announce_folder(path: Path) -> None:
                   f"(pass a file to choose another)", file=sys.stderr)
 
 
+def _load_opts(args) -> dict:
+    """The load_trace() options every reading subcommand shares."""
+    if args.steps is not None:
+        import re
+        try:
+            re.compile(args.steps)
+        except re.error as e:
+            raise CliError(f"--steps {args.steps!r}: not a valid regular expression ({e})") from None
+    return {"steps": args.steps, "torch_version": args.torch_version}
+
+
 def _dispatch(args) -> int:
     for p in [getattr(args, k, None) for k in ("trace", "a", "b")] + list(getattr(args, "traces", None) or []):
         if p is not None:
@@ -99,27 +123,28 @@ def _dispatch(args) -> int:
     if args.cmd == "summary":
         from tracetui.model import load_trace
         from tracetui.report import print_summary
-        print_summary(load_trace(args.trace), as_json=args.json, top=args.top)
+        print_summary(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
         return 0
     if args.cmd == "tree":
         from tracetui.model import load_trace
         from tracetui.report import print_tree
-        print_tree(load_trace(args.trace), depth=args.depth, text_filter=args.filter, as_json=args.json)
+        print_tree(load_trace(args.trace, **_load_opts(args)), depth=args.depth, text_filter=args.filter, as_json=args.json)
         return 0
     if args.cmd == "diff":
         if args.text or args.json:
             from tracetui.model import load_trace
             from tracetui.model.diff import diff_traces
             from tracetui.report import print_diff
-            print_diff(diff_traces(load_trace(args.a), load_trace(args.b)), as_json=args.json)
+            opts = _load_opts(args)
+            print_diff(diff_traces(load_trace(args.a, **opts), load_trace(args.b, **opts)), as_json=args.json)
             return 0
-        return _open([args.a, args.b], diff=True)
+        return _open([args.a, args.b], diff=True, load_opts=_load_opts(args))
     if not args.traces:  # the bundled story: eager vs torch.compile MLP on an H200
-        return _open(bundled_default(), diff=True)
-    return _open(args.traces, diff=len(args.traces) == 2)
+        return _open(bundled_default(), diff=True, load_opts=_load_opts(args))
+    return _open(args.traces, diff=len(args.traces) == 2, load_opts=_load_opts(args))
 
 
-def _open(paths: list[Path], diff: bool = False) -> int:
+def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None) -> int:
     from tracetui.model.load import resolve_input
     resolved = [resolve_input(p) for p in paths]  # fail fast with a one-line error, before the UI starts
     early = None
@@ -128,7 +153,7 @@ def _open(paths: list[Path], diff: bool = False) -> int:
         early = start_load(resolved[0])
     try:
         from tracetui.ui.app import TraceApp
-        TraceApp(resolved, diff=diff and len(resolved) == 2, early=early).run()
+        TraceApp(resolved, diff=diff and len(resolved) == 2, early=early, load_opts=load_opts).run()
     finally:
         if early is not None:
             early.cancel()
@@ -142,10 +167,13 @@ def _gen(args) -> int:
         raise CliError("`tracetui gen` needs torch: pip install -e '.[gen]'") from None
     from tracetui.workloads.models import workloads
     from tracetui.workloads.record import default_device, ladder, ladder_filename, record
-    sizes = {k: getattr(args, k) for k in ("batch", "seq", "dim", "hidden", "in_features", "out_features")}
-    ws = workloads(**sizes)
+    sizes = {k: getattr(args, k) for k in ("batch", "seq", "dim", "hidden", "in_features", "out_features",
+                                           "heads", "layers", "vocab")}
     dtype = getattr(torch, args.dtype) if args.dtype else None
     device = args.device or default_device()
+    ws = workloads(device=device, **sizes)
+    options = dict(mode=args.mode, step_marker=args.step_marker, memory=args.memory,
+                   backward_thread=args.backward_thread)
     jobs = []
     if args.all:
         out_dir = args.output or BUNDLED
@@ -156,14 +184,14 @@ def _gen(args) -> int:
             jobs.append((ws[wl], impl, stack, out_dir / ladder_filename(wl, impl, stack)))
     else:
         if not args.workload:
-            raise CliError("gen: name a workload (linear, mlp) or pass --all")
+            raise CliError("gen: name a workload (linear, mlp, transformer) or pass --all")
         out = args.output or Path(ladder_filename(args.workload, args.impl, args.with_stack))
         jobs.append((ws[args.workload], args.impl, args.with_stack, out))
     failed = []
     for i, (w, impl, stack, out) in enumerate(jobs):
         print(f"[tracetui gen] ({i + 1}/{len(jobs)}) {w.name}/{impl}{' +stack' if stack else ''}", file=sys.stderr)
         try:
-            path = record(w, impl, out, device=device, dtype=dtype, with_stack=stack, active=args.active)
+            path = record(w, impl, out, device=device, dtype=dtype, with_stack=stack, active=args.active, **options)
         except ValueError as e:
             if len(jobs) == 1:
                 raise CliError(str(e)) from None

@@ -27,6 +27,10 @@ def _dump(obj) -> None:
     sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
 
 
+TEXT_OP_KINDS = ("op", "annotation", "step", "runtime")
+"""The text summary's op table leaves Python frames and modules to the tree; --json lists every row."""
+
+
 def attribution(t: Trace, node: int) -> dict:
     """Which module and ATen ops a GPU activity came from: the facts a user asks first."""
     mod = t.scope_module(node)
@@ -34,13 +38,9 @@ def attribution(t: Trace, node: int) -> dict:
     return {"module": t.name(mod)[len("nn.Module: "):] if mod else None, "ops": ops}
 
 
-def summary_dict(t: Trace, top: int = 15) -> dict:
-    steps = []
-    for s in t.steps:
-        g = t.step_gpu(s)
-        steps.append({"name": t.name(s), "cpu_us": g["cpu_ns"] * US, "gpu_busy_us": g["busy_ns"] * US,
-                      "gpu_idle_us": g["idle_ns"] * US, "launch_cpu_us": g["launch_cpu_ns"] * US,
-                      "kernels": g["kernels"]})
+def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None) -> dict:
+    """The summary as data; ``op_kinds`` keeps only those kinds in ``ops`` (before ``top`` applies)."""
+    steps = [step_dict(t, s) for s in t.steps]
     classes: dict = {}
     kernels = []
     for a in t.kernel_table:
@@ -52,10 +52,10 @@ def summary_dict(t: Trace, top: int = 15) -> dict:
                         "mean_us": a.mean_device_us, "class": info.klass, "library": info.library})
     ops = [{"name": a.name, "kind": a.kind, "count": a.count, "cpu_total_us": a.cpu_total_us,
             "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us}
-           for a in t.op_table if a.kind in ("op", "annotation", "step", "runtime")]
+           for a in t.op_table if op_kinds is None or a.kind in op_kinds]  # default: every key_averages() row
     first_step = []
     if t.steps:
-        for g in t.gpu_descendants(t.steps[0]).tolist():
+        for g in t.step_gpu_nodes(t.steps[0]).tolist():
             if t.tree.kind[g] != K["kernel"]:
                 continue  # memcpy/memset are in the kernel table and classes, not this list
             info = t.kernel_info(g)
@@ -63,6 +63,9 @@ def summary_dict(t: Trace, top: int = 15) -> dict:
                                **attribution(t, g)})
     return {
         "file": str(t.path), "device": t.device_name, "steps": t.n_steps, "events": len(t.store),
+        "step_marker": {"rule": t.step_choice.rule, "description": t.step_choice.description},
+        "self_time_rule": {"frames_own_time": t.self_time.frames_own_time, "label": t.self_time.label,
+                           "reason": t.self_time.reason},
         "provenance": t.provenance or None, "per_step": steps, "kernel_classes": classes,
         "kernels": kernels[:top] if top else kernels, "ops": ops[:top] if top else ops,
         "first_step_kernels": first_step, "diagnostics": t.tree.diagnostics,
@@ -70,8 +73,23 @@ def summary_dict(t: Trace, top: int = 15) -> dict:
     }
 
 
+def step_dict(t: Trace, step: int) -> dict:
+    """One step's breakdown over its window, in µs (``windows.Windows.breakdown``)."""
+    b = t.step_breakdown(step)
+    us = lambda ns: ns * US  # noqa: E731
+    return {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
+            "gpu_busy_us": us(b["busy_ns"]), "other_steps_us": us(b["other_steps_ns"]),
+            "gpu_idle_us": us(b["idle_ns"]), "idle_split_us": {k: us(v) for k, v in b["idle_split_ns"].items()},
+            "device_us": us(b["device_ns"]), "kernels": b["kernels"], "gpu_events": b["gpu_events"],
+            "busy_by_class_us": {k: us(v) for k, v in b["busy_by_class_ns"].items()},
+            "comm_exposed_us": us(b["comm_exposed_ns"]), "comm_overlapped_us": us(b["comm_overlapped_ns"]),
+            "launch_cpu_us": us(b["launch_cpu_ns"]), "launches": b["launches"],
+            "sync_cpu_us": us(b["sync_cpu_ns"]), "syncs": b["syncs"], "threads": b["threads"],
+            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]}
+
+
 def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
-    d = summary_dict(t, top=top)
+    d = summary_dict(t, top=top, op_kinds=None if as_json else TEXT_OP_KINDS)
     if as_json:
         _dump(d)
         return
@@ -82,11 +100,23 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
              f"torch {prov.get('torch')} on {prov.get('device')}")
     for r in d["load"]["repairs"]:
         _out(f"  ! {r}")
+    _out(f"  steps: {d['step_marker']['description']}")
+    _out(f"  CPU self time: {d['self_time_rule']['label']} — {d['self_time_rule']['reason']}")
     if d["per_step"]:
-        _out("\nper step            CPU µs   GPU busy µs   GPU idle µs   launch CPU µs  kernels")
+        _out("\nper step (window: host start → end of its last GPU work; all threads and streams; µs)")
+        _out("  step             window     busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
         for s in d["per_step"]:
-            _out(f"  {visible(s['name'])[:16]:16s} {s['cpu_us']:9.1f} {s['gpu_busy_us']:13.1f} {s['gpu_idle_us']:13.1f} "
-                 f"{s['launch_cpu_us']:15.1f} {s['kernels']:8d}")
+            sp = s["idle_split_us"]
+            _out(f"  {visible(s['name'])[:16]:16s} {s['window_us']:9.1f} {s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} "
+                 f"{s['gpu_idle_us']:9.1f} ({sp['host_wait']:.1f}/{sp['kernel_wait']:.1f}/{sp['other']:.1f})"
+                 f" {s['launch_cpu_us']:11.1f} {s['sync_cpu_us']:9.1f} {s['kernels']:7d}  {s['verdict']}")
+        s = d["per_step"][0]
+        _out(f"  {visible(s['name'])}: {s['verdict']} — {s['verdict_reason']}")
+        classes = s["busy_by_class_us"]
+        if classes:
+            _out("  busy by class: " + ", ".join(f"{c} {v:.1f}" for c, v in sorted(classes.items(), key=lambda x: -x[1]))
+                 + (f"; communication exposed {s['comm_exposed_us']:.1f}, overlapped {s['comm_overlapped_us']:.1f}"
+                    if s["comm_exposed_us"] or s["comm_overlapped_us"] else ""))
     if d["first_step_kernels"]:
         _out(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
         for k in d["first_step_kernels"][:40]:

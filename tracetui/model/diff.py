@@ -125,7 +125,7 @@ def _step_units(t: Trace, scope: int) -> list[int]:
     """Work units of one step, in launch order."""
     tree = t.tree
     if t.has_gpu:
-        g = t.gpu_descendants(scope)
+        g = t.step_gpu_nodes(scope) if scope else t.gpu_descendants(scope)  # a step: its whole window
         return [int(x) for x in g if tree.kind[x] == K["kernel"]]
     # CPU only: leaf compute ops (no op children) and Inductor C++ kernels, by start time
     sub = np.nonzero((t.roll.step_of == scope) if scope else np.ones(len(tree.kind), bool))[0]

@@ -111,6 +111,15 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     top = np.nonzero(host & (tree.cparent >= 0))[0]
     top = top[~host[tree.cparent[top]] & ~gpu[tree.cparent[top]]]
     np.add.at(cpu_total, tree.cparent[top], cpu_total[top])
+    # a step's group of another thread's work (tree.py) totals its top-level events
+    grp = np.nonzero((kind == K["thread"]) & (tree.parent > 0))[0]
+    grp = grp[kind[tree.parent[grp]] == K["step"]]
+    if grp.size:
+        is_grp = np.zeros(n, dtype=bool)
+        is_grp[grp] = True
+        members = np.nonzero((tree.parent > 0) & is_grp[np.maximum(tree.parent, 0)])[0]
+        for col in (cpu_total, device, kernels):
+            np.add.at(col, tree.parent[members], col[members])
     # step of every node in the display tree, top-down
     step_of = np.full(n, -1, dtype=np.int64)
     d_order = np.argsort(tree.depth, kind="stable")

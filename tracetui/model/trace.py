@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,9 +20,12 @@ from .load import LENIENT_NOTE, LoadReport, decode, read_bytes, resolve_input
 from . import split as _split
 from .split import decode_index
 from .names import KernelName, decode_kernel
+from .selftime import SelfTimeRule, self_time_rule
+from .stats import Agg, Rollups, aggregate, rollups
+from .steps import StepChoice, choose_steps
 from .taxonomy import classify
-from .stats import Agg, Rollups, aggregate, busy_ns, rollups
 from .tree import Tree, build_tree
+from .windows import StepWindow, Windows
 
 Progress = Callable[[str, float], None]
 """Callback(stage, fraction done) used by the app's loading worker."""
@@ -38,6 +42,8 @@ class Trace:
     meta: dict
     report: LoadReport
     timings: dict = field(default_factory=dict)
+    step_choice: StepChoice | None = None
+    self_time: SelfTimeRule | None = None
 
     # ---- identity
     @property
@@ -229,21 +235,29 @@ class Trace:
         self.op_table, self.kernel_table, self._gpu_ancestors, self.agg_by_name  # noqa: B018
         return self
 
-    def step_gpu(self, step: int) -> dict:
-        """GPU busy/idle inside a step's window, and the CPU time spent launching."""
-        t = self.tree
-        gpu = self.gpu_descendants(step)
-        s0, s1 = int(t.start[step]), int(t.start[step] + t.dur[step])
-        if gpu.size:
-            ends = t.start[gpu] + t.dur[gpu]
-            span0, span1 = min(s0, int(t.start[gpu].min())), max(s1, int(ends.max()))
-            busy = busy_ns(t.start[gpu], ends)
-        else:
-            span0, span1, busy = s0, s1, 0
-        rt = np.nonzero((t.kind == K["runtime"]) & (self.roll.step_of == step))[0]
-        return {"window_ns": span1 - span0, "busy_ns": busy, "idle_ns": (span1 - span0) - busy,
-                "launch_cpu_ns": int(t.dur[rt].sum()), "kernels": int(self.roll.kernels[step]),
-                "cpu_ns": int(t.dur[step])}
+    @cached_property
+    def windows(self) -> Windows:
+        """Every step as a window of its whole process (``windows.py``)."""
+        return Windows(self)
+
+    def step_window(self, step: int) -> StepWindow:
+        return self.windows.by_node[step]
+
+    def step_gpu_nodes(self, step: int) -> np.ndarray:
+        """GPU activity the step launched on any thread of its process, in time order."""
+        g = self.step_window(step).gpu
+        return g[np.argsort(self.tree.start[g], kind="stable")]
+
+    def step_breakdown(self, step: int) -> dict:
+        """Per-step figures over the step's window (ns): see ``Windows.breakdown``."""
+        return self.windows.breakdown(self.step_window(step))
+
+    def _step_totals_from_windows(self) -> None:
+        """A step's device time and kernel count are its window's (every thread), not only what
+        its own thread launched (key_averages() counts only that; the tests compare both)."""
+        for w in self.windows.windows:
+            self.roll.device[w.node] = int(self.tree.dur[w.gpu].sum())
+            self.roll.kernels[w.node] = int((self.tree.kind[w.gpu] == K["kernel"]).sum())
 
 
 LOST_GPU_NOTE = ("no GPU activity survived the cut (Kineto writes runtime calls and kernels after "
@@ -329,10 +343,13 @@ def start_load(path) -> "_split.Early | _Gunzipping | None":
     return _split.start(data, path, report)
 
 
-def load_trace(path, progress: Progress | None = None, early: "_split.Early | _Gunzipping | None" = None) -> Trace:
+def load_trace(path, progress: Progress | None = None, early: "_split.Early | _Gunzipping | None" = None,
+               steps: str | None = None, torch_version: str | None = None) -> Trace:
     """Read, decode, link and roll up a trace file (or the newest trace in a folder).
 
     ``early`` is ``start_load``'s handle: used when it is for the same file, else discarded.
+    ``steps`` is a regex naming the step markers (else ``steps.choose_steps`` decides);
+    ``torch_version`` overrides the recording's version for the self-time rule.
     """
     # Loading allocates millions of small objects and no cycles; the cyclic GC would rescan
     # them all at every threshold (measured: ~30% of load time on a 270k-event trace).
@@ -340,7 +357,7 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | _G
     gc.disable()
     try:
         with large_arrays_on_heap():  # GB-sized traces: numpy temporaries reuse heap pages
-            return _load(path, progress, early)
+            return _load(path, progress, early, steps, torch_version)
     finally:
         if early is not None:
             early.cancel()  # a no-op once its result was collected
@@ -348,7 +365,8 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | _G
             gc.enable()
 
 
-def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | None") -> Trace:
+def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | None",
+          steps: str | None = None, torch_version: str | None = None) -> Trace:
     say = progress or (lambda stage, frac: None)
 
     def decoded(frac: float) -> None:  # after each piece this process decoded (it may cancel)
@@ -385,15 +403,24 @@ def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | 
     meta = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
             "tracetui": doc.tracetui, "schemaVersion": doc.schemaVersion}
     del doc
+    try:
+        choice = choose_steps(store, steps)
+    except re.error as e:
+        raise TraceError(path, f"--steps {steps!r} is not a valid regular expression ({e})") from None
+    rule = self_time_rule(meta, bool((store.kind == K["python"]).any() or (store.kind == K["module"]).any()),
+                          torch_version)
     t3 = time.perf_counter()
     say("linking", 0.75)
     tree = build_tree(store, title=path.name)
     t4 = time.perf_counter()
     say("rolling up", 0.9)
-    roll = rollups(tree)
+    roll = rollups(tree, python_owns_time=rule.frames_own_time)
     t5 = time.perf_counter()
     say("done", 1.0)
     timings = {"read": t1 - t0, "decode": t2 - t1, "index": t3 - t2, "link": t4 - t3, "rollup": t5 - t4}
     if split is not None:  # decode and index overlapped on two cores
         timings = {"read": t1 - t0, "decode+index (2 processes)": t3 - t1, "link": t4 - t3, "rollup": t5 - t4}
-    return Trace(path=path, tree=tree, roll=roll, meta=meta, report=report, timings=timings)
+    trace = Trace(path=path, tree=tree, roll=roll, meta=meta, report=report, timings=timings,
+                  step_choice=choice, self_time=rule)
+    trace._step_totals_from_windows()
+    return trace

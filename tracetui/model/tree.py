@@ -231,6 +231,9 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
                 inside = (k >= 0) & (ts[kids] < s_end[np.maximum(k, 0)])
                 parent_e[kids[inside]] = st[k[inside]] + base
 
+    # --- a step shows the other threads' work in its interval (backward on pt_autograd_0, ...)
+    groups = _step_thread_groups(store, host, parent_e, thread_node, base)
+
     # --- GPU activity under its launch: correlation first, External id second
     is_gpu = np.isin(kind_e, list(GPU_KINDS))
     gpu = np.nonzero(is_gpu)[0]
@@ -266,7 +269,7 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
 
     # --- assemble node arrays
     G = len(group_nodes)
-    n = base + n_ev + G
+    n = base + n_ev + G + len(groups)
     kind = np.empty(n, dtype=np.int8)
     name_id = np.empty(n, dtype=np.int32)
     ev = np.full(n, -1, dtype=np.int64)
@@ -275,11 +278,15 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     parent = np.full(n, -1, dtype=np.int64)
     cparent = np.full(n, -1, dtype=np.int64)
     kind[0], name_id[0] = K["root"], nid(title)
+    moved: dict = {}
+    for g in groups:
+        moved[g[1]] = moved.get(g[1], 0) + g[2].size
     for t, node in thread_node.items():
         pid, tid = store.track_keys[t]
-        label = store.thread_names.get((pid, tid)) or f"thread {tid}"
-        pname = store.process_names.get(pid) or "pid"
-        kind[node], name_id[node] = K["thread"], nid(f"{label} [{pname} {pid}]")
+        label = _thread_label(store, pid, tid)
+        if moved.get(t) and moved[t] == int((parent_e == node).sum()):  # all of it went under steps
+            label += " (its work is shown under the steps)"
+        kind[node], name_id[node] = K["thread"], nid(label)
         parent[node] = cparent[node] = 0
     sl = slice(base, base + n_ev)
     kind[sl], name_id[sl], ev[sl] = kind_e, store.name_id, np.arange(n_ev)
@@ -289,12 +296,19 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
         _, dev, stream = key
         kind[node], name_id[node] = K["gpu"], nid(f"GPU {dev} stream {stream}: activity with no launch found")
         parent[node] = cparent[node] = 0
+    for j, (step_e, track, members) in enumerate(groups):
+        node = base + n_ev + G + j
+        pid, tid = store.track_keys[track]
+        kind[node], name_id[node] = K["thread"], nid(_thread_label(store, pid, tid))
+        parent[node] = cparent[node] = base + step_e
+        parent[base + members] = node
     orphan = parent[sl] < 0  # host events on tracks with nothing (should not happen) -> root
     parent[sl][orphan] = 0
     cparent[sl][orphan] = 0
     # synthetic nodes (threads, GPU groups) span their children: one pass, not a scan per node
     synthetic = np.zeros(n, dtype=bool)
     synthetic[list(thread_node.values()) + list(group_nodes.values())] = True
+    synthetic[base + n_ev + G:] = True
     kids = np.nonzero((parent > 0) & synthetic[np.maximum(parent, 0)])[0]
     if kids.size:
         lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
@@ -313,6 +327,43 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
                 diagnostics=diag)
     tree.fwd_of = _link_backward(store, base)
     return tree
+
+
+def _thread_label(store: EventStore, pid, tid) -> str:
+    label = store.thread_names.get((pid, tid)) or f"thread {tid}"
+    pname = store.process_names.get(pid) or "pid"
+    return f"{label} [{pname} {pid}]"
+
+
+def _step_thread_groups(store: EventStore, host: np.ndarray, parent_e: np.ndarray, thread_node: dict,
+                        base: int) -> list[tuple[int, int, np.ndarray]]:
+    """(step event, other thread's track, its top-level events starting in the step's interval).
+
+    Display only: those events move under a group node below the step, so drilling from a step
+    reaches its backward and optimizer work; their containment parents (and so every CPU self
+    time) stay on their own thread, as in torch's tree.
+    """
+    steps = np.nonzero(store.kind == K["step"])[0]
+    if not steps.size:
+        return []
+    pid_of = {t: store.track_keys[t][0] for t in thread_node}
+    out = []
+    for st_track in dict.fromkeys(store.track[steps].tolist()):
+        st = steps[store.track[steps] == st_track]
+        st = st[np.argsort(store.ts[st], kind="stable")]
+        s0, s1 = store.ts[st], store.ts[st] + store.dur[st]
+        for t2, tnode in thread_node.items():
+            if t2 == st_track or pid_of[t2] != pid_of.get(st_track):
+                continue
+            ev = host[(store.track[host] == t2)]
+            ev = ev[parent_e[ev] == tnode]
+            k = np.searchsorted(s0, store.ts[ev], side="right") - 1
+            inside = (k >= 0) & (store.ts[ev] < s1[np.maximum(k, 0)])
+            ev, k = ev[inside], k[inside]
+            for kk in np.unique(k).tolist():
+                out.append((int(st[kk]), t2, ev[k == kk]))
+    out.sort(key=lambda g: (int(store.ts[g[0]]), g[1]))
+    return out
 
 
 def _link_backward(store: EventStore, base: int) -> dict:

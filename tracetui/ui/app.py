@@ -63,10 +63,11 @@ class LoadingScreen(Screen):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel loading"), Binding("q", "app.quit", "Quit")]
 
-    def __init__(self, paths: list[Path], on_done, early=None):
+    def __init__(self, paths: list[Path], on_done, early=None, load_opts: dict | None = None):
         super().__init__()
         self.paths, self.on_done = paths, on_done
         self.early = early  # start_load()'s head start on the first path, if the CLI made one
+        self.load_opts = load_opts or {}  # --steps, --torch-version
 
     def compose(self) -> ComposeResult:
         with Vertical(id="loading-box"):
@@ -96,7 +97,8 @@ class LoadingScreen(Screen):
                 self.app.call_from_thread(self._progress, f"{p.name}: {stage}", 100 * (i + frac) / n)
 
             try:
-                traces.append(load_trace(p, progress=progress, early=self.early if i == 0 else None))
+                traces.append(load_trace(p, progress=progress, early=self.early if i == 0 else None,
+                                         **self.load_opts))
             except Cancelled:
                 return
             except TraceError as e:
@@ -257,7 +259,9 @@ class ExplorerScreen(Screen):
         if extra:  # first, so 80 columns still show what just changed (match count, mode)
             txt.append(extra + " · ", style="bold cyan")
         txt.append(visible(tr.path.name), style="bold")
-        txt.append(f" · {visible(tr.device_label)} · {tr.n_steps} steps · {len(tr.store):,} events")
+        marker = tr.step_choice.short if tr.step_choice and tr.step_choice.rule != "ProfilerStep" else ""
+        txt.append(f" · {visible(tr.device_label)} · {tr.n_steps} steps" + (f" ({visible(marker)})" if marker and tr.n_steps else "")
+                   + f" · {len(tr.store):,} events")
         if issues or tr.report.repairs:
             txt.append(f" · {issues} diagnostics" + (f", {len(tr.report.repairs)} repairs" if tr.report.repairs else "")
                        + " (D)",
@@ -506,18 +510,20 @@ class TraceApp(App):
         Binding("ctrl+o", "open", "Open file"),
     ]
 
-    def __init__(self, paths: list[Path], diff: bool = False, early=None):
+    def __init__(self, paths: list[Path], diff: bool = False, early=None, load_opts: dict | None = None):
         super().__init__()
         self.paths = [Path(p) for p in paths]
         self.diff = diff and len(self.paths) == 2
         self.traces: list[Trace] = []
         self.early = early
+        self.load_opts = load_opts or {}
 
     def on_mount(self) -> None:
         # before any worker starts: quitting must not wait for a load that is still decoding
         asyncio.get_running_loop().set_default_executor(DaemonExecutor())
         early, self.early = self.early, None
-        self.push_screen(LoadingScreen(self.paths[:2] if self.diff else self.paths[:1], self._loaded, early))
+        self.push_screen(LoadingScreen(self.paths[:2] if self.diff else self.paths[:1], self._loaded, early,
+                                       self.load_opts))
 
     def _loaded(self, traces: list[Trace]) -> None:
         self.traces = traces
@@ -547,7 +553,7 @@ class TraceApp(App):
                 self.notify(visible(str(e)), severity="error")
                 return
             self.diff = False
-            self.push_screen(LoadingScreen([p], self._loaded))
+            self.push_screen(LoadingScreen([p], self._loaded, load_opts=self.load_opts))
 
         self.push_screen(OpenScreen(), opened)
 

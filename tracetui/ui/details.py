@@ -44,7 +44,10 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
     t.append(plain(shown, "bold"))
     if shown != name:
         t.append("  (shortened: press f for the full name)", style="dim italic")
-    t.append("\n\n")
+    t.append("\n")
+    if kind == "step":  # first: where the step's time went is what a step is opened for
+        _step_section(tr, node, t)
+    t.append("\n")
     r = tr.roll
     if kind in ("kernel", "memcpy", "memset"):
         _line(t, "device time", fmt_us(tr.tree.dur[node]))
@@ -72,14 +75,6 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         _load_section(tr, t)
     # steps, threads and groups show no args of note: don't wait for the args pass for them
     args = tr.args(node) if tr.store.args_loaded or kind not in ARGLESS else {}
-    if kind == "step":
-        g = tr.step_gpu(node)
-        _line(t, "GPU busy", f"{fmt_us(g['busy_ns'])} of {fmt_us(g['window_ns'])} "
-                             f"({100 * g['busy_ns'] / max(g['window_ns'], 1):.0f}%)")
-        _line(t, "GPU idle", fmt_us(g["idle_ns"]))
-        _line(t, "launch CPU", fmt_us(g["launch_cpu_ns"]))
-        if g["busy_ns"] and g["idle_ns"] > g["busy_ns"]:
-            _line(t, "", "GPU idle more than busy: overhead/launch bound", "bold yellow")
     if "Input Dims" in args:
         t.append("\ninputs\n", style="bold")
         dims, types, strides = args.get("Input Dims") or [], args.get("Input type") or [], args.get("Input Strides") or []
@@ -186,3 +181,26 @@ def _kernel_section(tr: Trace, node: int, args: dict, t: Text) -> None:
                 ai = roof.flops / roof.bytes
                 ridge = peak[0] * 1e12 / (peak[1] * 1e12)
                 _line(t, "bound", f"{'compute' if ai > ridge else 'memory'} ({ai:,.0f} FLOP/B vs ridge {ridge:,.0f})")
+
+
+def _step_section(tr, node: int, t: Text) -> None:
+    """The step's window breakdown: every thread and stream, idle split, verdict."""
+    b = tr.step_breakdown(node)
+    win = max(b["window_ns"], 1)
+    pct = lambda ns: f"{100 * ns / win:.0f}%"  # noqa: E731
+    t.append("step window (all threads and streams)\n", style="bold")
+    _line(t, "window", f"{fmt_us(b['window_ns'])} (host {fmt_us(b['cpu_ns'])}, {b['threads']} thread{'s' if b['threads'] != 1 else ''})")
+    _line(t, "GPU busy", f"{fmt_us(b['busy_ns'])} ({pct(b['busy_ns'])}), {b['kernels']} kernels")
+    if b["other_steps_ns"]:
+        _line(t, "other steps", f"{fmt_us(b['other_steps_ns'])} ({pct(b['other_steps_ns'])}): the GPU was behind")
+    sp = b["idle_split_ns"]
+    _line(t, "GPU idle", f"{fmt_us(b['idle_ns'])} ({pct(b['idle_ns'])}): host wait {fmt_us(sp['host_wait'])}, "
+                         f"kernel wait {fmt_us(sp['kernel_wait'])}, other {fmt_us(sp['other'])}")
+    for c, v in sorted(b["busy_by_class_ns"].items(), key=lambda x: -x[1]):
+        _line(t, f"  {c}", fmt_us(v))
+    if b["comm_ns"]:
+        _line(t, "communication", f"exposed {fmt_us(b['comm_exposed_ns'])}, overlapped {fmt_us(b['comm_overlapped_ns'])}")
+    _line(t, "launch CPU", f"{fmt_us(b['launch_cpu_ns'])} in {b['launches']} launches")
+    _line(t, "sync CPU", f"{fmt_us(b['sync_cpu_ns'])} in {b['syncs']} calls")
+    _line(t, "verdict", b["verdict"], "bold yellow")
+    t.append(plain(f"  {b['verdict_reason']}\n", "dim"))

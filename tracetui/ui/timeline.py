@@ -54,7 +54,7 @@ class Timeline(Static):
         step = int(tr.roll.step_of[self.node])
         scope = step if step >= 0 else 0
         if self._win is None or self._win[0] != scope:
-            gpu = tr.gpu_descendants(scope)
+            gpu = tr.step_gpu_nodes(scope) if step >= 0 else tr.gpu_descendants(scope)
             s0, s1 = int(t.start[scope]), int(t.start[scope] + t.dur[scope])
             if gpu.size:
                 s1 = max(s1, int((t.start[gpu] + t.dur[gpu]).max()))
@@ -155,7 +155,7 @@ class Timeline(Static):
                 lane(f"gpu{key[1]} s{key[2]}",
                      [(g[cls == c], "█", CLASS_STYLE.get(c, "white")) for c in sorted(set(cls.tolist()))],
                      "·", "dim")
-            busy = tr.step_gpu(scope) if step >= 0 else None
+            busy = tr.step_breakdown(scope) if step >= 0 else None
             if busy:
                 out.append(f"GPU busy {busy['busy_ns'] / 1e3:,.1f}µs, idle {busy['idle_ns'] / 1e3:,.1f}µs "
                            f"of {busy['window_ns'] / 1e3:,.1f}µs\n", style="dim")

@@ -1,0 +1,301 @@
+"""Steps as windows of the whole process: what the GPU did for a step, on every thread and stream.
+
+The tree answers "who launched what"; a window answers "where did the time go". A step's window
+starts where its marker starts on the host and owns every piece of GPU activity whose launch
+(the runtime call, or the op when only the External id links them) starts inside the marker's
+interval on any thread of the same process: the forward on the main thread, the backward on
+``pt_autograd_0``, the optimizer, data-loader threads. This is HTA's rule. GPU activity with no
+launch found counts for the step whose interval holds its own start.
+
+The GPU can run behind the host, so the window ends at the later of the marker's end and the
+end of the step's last GPU activity. Inside it every nanosecond is exactly one of: busy with this
+step's work, busy with other steps' work (the queue was behind), or idle; idle splits into host
+wait, kernel wait and other (HTA's idle-time breakdown). Windows of consecutive steps can overlap
+when the GPU lags; the host intervals never do.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from .events import GPU_KINDS, K
+
+RUNTIME_ROLES = (
+    (re.compile(r"GraphLaunch"), "launch", "a CUDA/HIP graph launch enqueues a whole captured graph"),
+    (re.compile(r"(?i)launch"), "launch", "cudaLaunchKernel, cuLaunchKernel(Ex), hipLaunchKernel, "
+                                          "hipExtModuleLaunchKernel: enqueue one kernel"),
+    (re.compile(r"(?i)mem(cpy|set)\w*async"), "launch", "async copies and sets are enqueued like kernels"),
+    (re.compile(r"(?i)synchronize"), "sync", "the host blocks until the device (stream, event) is done"),
+    (re.compile(r"(?i)^(cuda|hip|cu)mem(cpy|set)(?!.*async)"), "sync",
+     "a synchronous copy or set waits for the device before it returns"),
+    (re.compile(r"(?i)(malloc|free|hostalloc|hostregister|memgetinfo)"), "alloc",
+     "allocator calls: not launches, and not waits on the device"),
+)
+"""Runtime/driver call name -> role, first match wins. Only ``launch`` counts as launch CPU;
+``sync`` is reported on its own line; everything else (stream/event bookkeeping, queries,
+``cudaStreamWaitEvent``, which enqueues a device-side wait) is neither."""
+
+KERNEL_WAIT_NS = 5_000
+"""An idle gap before work that was already enqueued counts as kernel wait (launch latency and
+the hand-over between back-to-back kernels) up to this length; longer gaps are "other" (waiting
+on an event, another stream, a collective)."""
+
+COMM_CLASSES = frozenset({"communication"})
+"""Taxonomy classes (tracetui/model/taxonomy.py) that count as communication."""
+NON_COMPUTE = COMM_CLASSES | {"memcpy", "memset"}
+
+VERDICTS = (
+    ("GPU-bound", "busy >= 80% of the window: the GPU ran this step's work nearly all the time"),
+    ("sync-bound", "the host spent >= 25% of the step in synchronising calls while the GPU idled"),
+    ("launch-bound", "idle is mostly host wait and launch calls took >= 30% of the step's host time"),
+    ("CPU-bound", "idle is mostly host wait: the host was busy with other work, not launching"),
+    ("mixed", "none of the above dominates"),
+)
+"""Per-step verdicts, tried in order; each names the figures it follows from."""
+
+
+def runtime_role(name: str) -> str:
+    """``launch`` | ``sync`` | ``alloc`` | ``other`` for a runtime/driver call name (``RUNTIME_ROLES``)."""
+    for rx, role, _ in RUNTIME_ROLES:
+        if rx.search(name):
+            return role
+    return "other"
+
+
+def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of intervals (overlapping streams and devices counted once)."""
+    s, e = _merged(starts, ends)
+    return int((e - s).sum())
+
+
+def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as disjoint, sorted (start, end) arrays."""
+    if not starts.size:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    o = np.argsort(starts, kind="stable")
+    s, e = starts[o], ends[o]
+    run_end = np.maximum.accumulate(e)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > run_end[:-1]
+    grp = np.cumsum(new) - 1
+    g_end = np.zeros(int(new.sum()), dtype=np.int64)
+    np.maximum.at(g_end, grp, e)
+    return s[new], g_end
+
+
+def _groups(step_ix: np.ndarray, n: int) -> list[np.ndarray]:
+    """Positions grouped by step index (0..n-1), each in its original order; -1 dropped."""
+    o = np.argsort(step_ix, kind="stable")
+    bounds = np.searchsorted(step_ix[o], np.arange(n + 1))
+    return [o[bounds[i]:bounds[i + 1]] for i in range(n)]
+
+
+def _clip(starts, ends, lo, hi):
+    s, e = np.maximum(starts, lo), np.minimum(ends, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+@dataclass
+class StepWindow:
+    """One step: its marker node, host interval and the GPU activity it launched (node ids)."""
+    node: int
+    name: str
+    pid: object
+    start: int          # ns, marker start
+    end: int            # ns, marker end
+    gpu: np.ndarray     # GPU activity nodes launched in [start, end) on any thread of ``pid``
+    runtime: np.ndarray  # runtime/driver call nodes starting in [start, end) on any thread of ``pid``
+    threads: list = field(default_factory=list)  # host track keys with events starting in the window
+
+    @property
+    def gpu_end(self) -> int:
+        return self.end
+
+
+class Windows:
+    """Every step window of a trace, and the per-step breakdown over each."""
+
+    def __init__(self, trace):
+        self.trace = trace
+        t = trace.tree
+        store = t.store
+        self._pid_of_track = [k[0] if k and k[0] != "gpu" else None for k in store.track_keys]
+        steps = trace.steps
+        gpu = trace._gpu_nodes
+        # the launch of each piece of GPU activity: its runtime call, or the op linked by External id
+        par = t.parent[gpu] if gpu.size else gpu
+        launcher = np.where((par > 0) & np.isin(t.kind[np.maximum(par, 0)], [K["runtime"], K["op"], K["annotation"]]),
+                            par, -1)
+        self.launcher = launcher
+        self.launch_ts = np.where(launcher >= 0, t.start[np.maximum(launcher, 0)], t.start[gpu])
+        self.launch_end = np.where(launcher >= 0, t.start[np.maximum(launcher, 0)] + t.dur[np.maximum(launcher, 0)],
+                                   -1)
+        g_pid = self._pids(launcher)
+        rt = np.nonzero(t.kind == K["runtime"])[0]
+        r_pid = self._pids(rt)
+        host = np.nonzero(np.isin(t.kind, [K["step"], K["annotation"], K["module"], K["python"], K["op"],
+                                           K["runtime"]]))[0]
+        h_pid = self._pids(host)
+        steps = np.asarray(steps, dtype=np.int64)
+        s_pid = self._pids(steps)
+        g_step = self._assign(steps, s_pid, self.launch_ts, g_pid, any_pid=True)
+        r_step = self._assign(steps, s_pid, t.start[rt], r_pid)
+        h_step = self._assign(steps, s_pid, t.start[host], h_pid)
+        g_by, r_by, h_by = (_groups(x, steps.size) for x in (g_step, r_step, h_step))
+        self.windows: list[StepWindow] = []
+        for k, (s, pid) in enumerate(zip(steps.tolist(), s_pid.tolist())):
+            s0, s1 = int(t.start[s]), int(t.start[s] + t.dur[s])
+            h = host[h_by[k]]
+            tracks = sorted({store.track_keys[x] for x in np.unique(store.track[t.ev[h]]).tolist()}, key=str)
+            self.windows.append(StepWindow(node=s, name=t.name(s), pid=pid, start=s0, end=s1,
+                                           gpu=gpu[g_by[k]], runtime=rt[r_by[k]], threads=tracks))
+        self.by_node = {w.node: w for w in self.windows}
+
+    def _pids(self, nodes: np.ndarray) -> np.ndarray:
+        """The host process of each node (None where there is none: -1, or a GPU node)."""
+        t = self.trace.tree
+        out = np.empty(nodes.size, dtype=object)
+        ev = np.where(nodes >= 0, t.ev[np.maximum(nodes, 0)], -1)
+        tr = np.where(ev >= 0, t.store.track[np.maximum(ev, 0)], -1)
+        pid_of = self._pid_of_track
+        out[:] = [pid_of[x] if x >= 0 else None for x in tr.tolist()]
+        return out
+
+    def _assign(self, steps: np.ndarray, s_pid: np.ndarray, ts: np.ndarray, pid: np.ndarray,
+                any_pid: bool = False) -> np.ndarray:
+        """Index (into ``steps``) of the step whose host interval holds each time, on the same
+        process (any process where ``pid`` is None and ``any_pid``), else -1."""
+        t = self.trace.tree
+        out = np.full(ts.size, -1, dtype=np.int64)
+        for p in dict.fromkeys(s_pid.tolist()):
+            mine = np.nonzero(s_pid == p)[0]
+            mine = mine[np.argsort(t.start[steps[mine]], kind="stable")]
+            s0 = t.start[steps[mine]]
+            s1 = s0 + t.dur[steps[mine]]
+            sel = (pid == p) | ((pid == None) if any_pid else False)  # noqa: E711 - object array
+            idx = np.nonzero(sel)[0]
+            k = np.searchsorted(s0, ts[idx], side="right") - 1
+            inside = (k >= 0) & (ts[idx] < s1[np.maximum(k, 0)])
+            out[idx[inside]] = mine[k[inside]]
+        return out
+
+    @cached_property
+    def _all_gpu(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every GPU activity interval of the trace, merged (what the GPU did, whoever launched it)."""
+        t = self.trace.tree
+        g = self.trace._gpu_nodes
+        return _merged(t.start[g], t.start[g] + t.dur[g])
+
+    def breakdown(self, w: StepWindow) -> dict:
+        """The step's figures (ns): window, busy (own work), other steps' work, idle and its split,
+        busy by kernel class, communication exposed/overlapped, launch and sync CPU, and a verdict.
+
+        Invariant: ``busy + other_steps + idle == window`` and every part is >= 0.
+        """
+        tr = self.trace
+        t = tr.tree
+        g = w.gpu
+        st, en = t.start[g], t.start[g] + t.dur[g]
+        w0 = w.start
+        w1 = max(w.end, int(en.max())) if g.size else w.end
+        own_s, own_e = _merged(*_clip(st, en, w0, w1))
+        busy = int((own_e - own_s).sum())
+        all_s, all_e = _clip(*self._all_gpu, w0, w1)
+        covered = int((all_e - all_s).sum())
+        window = w1 - w0
+        idle = window - covered
+        host_wait = kernel_wait = other = 0
+        # gaps in the GPU's whole activity inside the window, and what ended each gap
+        gaps_s = np.r_[w0, all_e]
+        gaps_e = np.r_[all_s, w1]
+        ok = gaps_e > gaps_s
+        gaps_s, gaps_e = gaps_s[ok], gaps_e[ok]
+        if gaps_s.size:
+            starts = t.start[tr._gpu_nodes]
+            order = np.argsort(starts, kind="stable")
+            nxt = np.searchsorted(starts[order], gaps_e, side="left")
+            gap = gaps_e - gaps_s
+            last = (gaps_e >= w1) | (nxt >= order.size)  # nothing more was enqueued in this window
+            enq = np.full(gaps_s.size, -1, dtype=np.int64)
+            if order.size:
+                enq = np.where(last, -1, self.launch_end[order[np.minimum(nxt, order.size - 1)]])
+            hw = last | (enq > gaps_s)    # idle before the host had enqueued the next work
+            unknown = ~hw & (enq < 0)     # no launch known for the next work: cannot say who waited
+            kw = ~hw & ~unknown & (gap <= KERNEL_WAIT_NS)
+            host_wait, kernel_wait = int(gap[hw].sum()), int(gap[kw].sum())
+            other = int(gap.sum()) - host_wait - kernel_wait
+        classes: dict = {}
+        comm = np.zeros(g.size, dtype=bool)
+        if g.size:
+            klass = np.array(tr.kernel_classes(g), dtype=object)
+            for c in sorted(set(klass.tolist())):
+                m = klass == c
+                classes[c] = union_ns(*_clip(st[m], en[m], w0, w1))
+            comm = np.isin(klass, list(COMM_CLASSES))
+            compute = ~np.isin(klass, list(NON_COMPUTE))
+        else:
+            compute = comm
+        c_s, c_e = _merged(*_clip(st[comm], en[comm], w0, w1))
+        k_s, k_e = _merged(*_clip(st[compute], en[compute], w0, w1))
+        comm_total = int((c_e - c_s).sum())
+        overlapped = _intersection_ns(c_s, c_e, k_s, k_e)
+        names = t.names
+        rt_roles = [runtime_role(names[t.name_id[i]]) for i in w.runtime.tolist()]
+        dur_rt = t.dur[w.runtime]
+        launch_cpu = int(sum(d for d, r in zip(dur_rt.tolist(), rt_roles) if r == "launch"))
+        sync_cpu = int(sum(d for d, r in zip(dur_rt.tolist(), rt_roles) if r == "sync"))
+        out = {
+            "window_ns": window, "cpu_ns": w.end - w.start, "busy_ns": busy,
+            "other_steps_ns": covered - busy, "idle_ns": idle,
+            "idle_split_ns": {"host_wait": host_wait, "kernel_wait": kernel_wait, "other": other},
+            "device_ns": int(t.dur[g].sum()), "kernels": int((t.kind[g] == K["kernel"]).sum()),
+            "gpu_events": int(g.size), "busy_by_class_ns": classes,
+            "comm_ns": comm_total, "comm_exposed_ns": comm_total - overlapped, "comm_overlapped_ns": overlapped,
+            "launch_cpu_ns": launch_cpu, "launches": rt_roles.count("launch"), "sync_cpu_ns": sync_cpu,
+            "syncs": rt_roles.count("sync"), "threads": len(w.threads),
+        }
+        out["verdict"], out["verdict_reason"] = verdict(out)
+        return out
+
+
+def _intersection_ns(a_s, a_e, b_s, b_e) -> int:
+    """Length of (union A) ∩ (union B), both given as disjoint sorted intervals."""
+    if not a_s.size or not b_s.size:
+        return 0
+    total = 0
+    j = 0
+    for s, e in zip(a_s.tolist(), a_e.tolist()):
+        while j < b_s.size and b_e[j] <= s:
+            j += 1
+        k = j
+        while k < b_s.size and b_s[k] < e:
+            total += min(e, int(b_e[k])) - max(s, int(b_s[k]))
+            k += 1
+    return total
+
+
+def verdict(b: dict) -> tuple[str, str]:
+    """The first of ``VERDICTS`` that holds, and the figures it follows from."""
+    win, cpu = max(b["window_ns"], 1), max(b["cpu_ns"], 1)
+    busy_pct = 100 * b["busy_ns"] / win
+    hw = b["idle_split_ns"]["host_wait"]
+    idle = max(b["idle_ns"], 1)
+    figures = (f"busy {busy_pct:.0f}% of the window, idle {100 * b['idle_ns'] / win:.0f}% "
+               f"(host wait {100 * hw / idle:.0f}% of it), launch CPU {100 * b['launch_cpu_ns'] / cpu:.0f}% "
+               f"and sync CPU {100 * b['sync_cpu_ns'] / cpu:.0f}% of the step")
+    if not b["gpu_events"]:
+        return "CPU only", "the step launched no GPU work"
+    if busy_pct >= 80:
+        return "GPU-bound", figures
+    if b["sync_cpu_ns"] >= 0.25 * cpu:
+        return "sync-bound", figures
+    if hw >= 0.5 * b["idle_ns"] and b["launch_cpu_ns"] >= 0.3 * cpu:
+        return "launch-bound", figures
+    if hw >= 0.5 * b["idle_ns"]:
+        return "CPU-bound", figures
+    return "mixed", figures
