@@ -16,7 +16,7 @@ import numpy as np
 from .errors import TraceError
 from .heap import large_arrays_on_heap
 from .events import GPU_KINDS, HOST_KINDS, K, KINDS, EventStore, build_store
-from .load import LENIENT_NOTE, LoadReport, decode, read_bytes, resolve_input
+from .load import LENIENT_NOTE, LoadReport, clean_meta, decode, read_bytes, resolve_input
 from . import split as _split
 from .split import decode_index
 from .names import KernelName, decode_kernel
@@ -365,6 +365,21 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | _G
             gc.enable()
 
 
+def _why_empty(store: EventStore) -> str:
+    """Why a trace gave no events, naming what was left out (categories, unreadable events)."""
+    left = [f"{c:,} {k}" for k, c in sorted(store.skipped.items(), key=lambda kv: -kv[1])]
+    bad = sum(store.unreadable.values())
+    if bad:
+        fields = ", ".join(sorted(store.unreadable))
+        return f"not a PyTorch profiler trace: {bad:,} event(s) with a field of the wrong type ({fields})"
+    if store.times_out_of_range:
+        left.insert(0, f"{store.times_out_of_range:,} with ts/dur out of range")
+    if not left:
+        return "trace holds no events"
+    more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+    return f"trace holds no events tracetui uses (skipped: {', '.join(left[:5])}{more})"
+
+
 def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | None",
           steps: str | None = None, torch_version: str | None = None) -> Trace:
     say = progress or (lambda stage, frac: None)
@@ -397,11 +412,10 @@ def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | 
         say("indexing", 0.55)
         store = build_store(doc.traceEvents, source=data)
     if not len(store) and not store.flows:
-        raise TraceError(path, "trace holds no events")
+        raise TraceError(path, _why_empty(store))
     if report.truncated_bytes and doc.deviceProperties and not np.isin(store.kind, list(GPU_KINDS)).any():
         report.repairs.append(LOST_GPU_NOTE)
-    meta = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
-            "tracetui": doc.tracetui, "schemaVersion": doc.schemaVersion}
+    meta = clean_meta(doc)
     del doc
     try:
         choice = choose_steps(store, steps)
