@@ -120,6 +120,8 @@ class LoadingScreen(Screen):
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "load")
+        if self.early is not None:  # the worker may not have started: the head-start child goes too
+            self.early.cancel()
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
