@@ -121,7 +121,7 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
         _out(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
         for k in d["first_step_kernels"][:40]:
             src = (" > ".join(k["ops"]) or "(no ATen op)")
-            _out(f"  {k['class']:9s} {k['device_us']:9.1f} µs  {visible(_short(k['name']))[:58]:58s}"
+            _out(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {visible(_short(k['name']))[:58]:58s}"
                  f"  <- {visible(src)}{' in ' + visible(k['module']) if k['module'] else ''}")
         if len(d["first_step_kernels"]) > 40:
             _out(f"  … {len(d['first_step_kernels']) - 40} more")
