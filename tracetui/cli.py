@@ -107,14 +107,37 @@ def _on_sigterm():
     me = os.getpid()
 
     def terminate(signum, frame) -> None:
-        forked = sys.modules.get("tracetui.model.forked")
-        if forked is not None and os.getpid() == me:  # not in a helper: its copy lists its siblings
-            forked._kill_live()
+        if os.getpid() == me:  # not in a helper: its copy of the list names its siblings
+            forked = sys.modules.get("tracetui.model.forked")
+            if forked is not None:
+                forked._kill_live()
+            for pid in _children():  # one forked a moment ago, not yet listed by forked.py
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
     previous = signal.signal(signal.SIGTERM, terminate)
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux; elsewhere none are found, and none are forked)."""
+    pids: set[int] = set()
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            pass
+    return pids
 
 
 def _error(msg: str) -> None:
