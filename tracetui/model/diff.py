@@ -354,14 +354,19 @@ def _step_units(t: Trace, scope: int) -> list[int]:
         if "cpp_fused" in name or "triton_" in name:
             out.append(o)
             continue
-        if name in _VIEW_OPS or name in _CPU_BOOKKEEPING or not name.startswith(_CPU_WORK):
+        if not _is_work(name):
             continue
-        if any(tree.kind[c] == K["op"] and t.name(int(c)) not in _VIEW_OPS for c in tree.children(o)):
+        if any(tree.kind[c] == K["op"] and _is_work(t.name(int(c))) for c in tree.children(o)):
             continue  # not a leaf: its children do the work
         if _inside_kernel(t, o):
             continue
         out.append(o)
     return sorted(out, key=lambda n: tree.start[n])
+
+
+def _is_work(name: str) -> bool:
+    """An op that computes (not a view, not allocator bookkeeping, not an autograd node)."""
+    return name.startswith(_CPU_WORK) and name not in _VIEW_OPS and name not in _CPU_BOOKKEEPING
 
 
 def _window_ops(t: Trace, w) -> np.ndarray:
@@ -503,7 +508,9 @@ def _assign_blocks(items: list[Item]) -> None:
     for it in items:
         for m in it.module_path:
             inst.setdefault(_class_name(m), set()).add(m)
-    repeated = {c for c, s in inst.items() if len(s) >= 2}
+    # a layer holds other modules (Block > Linear): a repeated leaf module (Linear) is not a layer
+    inner = {_class_name(m) for it in items for m in it.module_path[:-1]}
+    repeated = {c for c, s in inst.items() if len(s) >= 2 and c in inner}
     votes = Counter()
     for it in items:
         c = next((_class_name(m) for m in it.module_path if _class_name(m) in repeated), None)
@@ -662,6 +669,18 @@ def diff_traces(a: Trace, b: Trace) -> DiffResult:
                 pair_of[id(y)] = x
             order.append((x, y))
         rows_of_gap.append(order)
+    # a fused kernel paired with a fused kernel of A is a fusion instead when the gap also holds
+    # A's unpaired GEMMs of its module scope (a dual-GEMM kernel replacing two GEMMs and a GeGLU)
+    for g, (ga, gb) in enumerate(gaps):
+        loose = [x for x in ga if x.anchor]
+        for y in gb:
+            x = pair_of.get(id(y))
+            if x is not None and x.name != y.name and x.klass == y.klass == "triton" and y.module_path and any(
+                    z.module_path[:len(y.module_path)] == y.module_path for z in loose):
+                del pair_of[id(y)]
+                order = rows_of_gap[g]
+                k = order.index((x, y))
+                order[k:k + 1] = [(x, None), (None, y)]
     paired_a = {id(x) for x in pair_of.values()}
     free = lambda x: id(x) not in claimed and id(x) not in paired_a  # noqa: E731
 
@@ -782,8 +801,12 @@ def _wanted_there(x: Item, gb: list[Item], pair_of: dict) -> bool:
 
 
 def _absorbed_ops(f: Fusion) -> list[str]:
-    return list(dict.fromkeys(next((o for o in x.op_short() if o in f.kernel.ind_ops), x.op_short()[0] if x.op_short() else "?")
-                              for x in f.replaces))
+    """What each replaced kernel did, in order, once each: the op the fused kernel's name lists,
+    else its launching op, else (a kernel launched outside any op) its own name."""
+    def one(x: Item) -> str:
+        ops = x.op_short()
+        return next((o for o in ops if o in f.kernel.ind_ops), ops[0] if ops else x.name)
+    return list(dict.fromkeys(one(x) for x in f.replaces))
 
 
 def _row(x: Item | None, y: Item | None, claimed: dict, fusion_of_b: dict, ia, ib) -> Row:

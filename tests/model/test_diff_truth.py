@@ -1,0 +1,301 @@
+"""The diff on real models (issue 20): fusion stays inside a layer, nothing is claimed twice, an
+Inductor kernel replaces only ops its name lists, and the totals reconcile with references
+computed here from the raw JSON (never through the model).
+
+Recordings: a 4-layer decoder train step recorded eager and compiled on the CPU (Inductor's C++
+kernel profiling on) once per session, the bundled H200 MLP ladder, and HTA's before/after pair.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tracetui.model import load_trace
+from tracetui.model.changes import changes, diff_dict, totals
+from tracetui.model.diff import diff_traces
+from tracetui.model.ladder import ladder
+from tracetui.model.names import inductor_ops
+
+from tests.conftest import TRACES
+
+LAYERS = 4
+
+# What counts as one unit of work on a CPU-only trace, as the README defines it: a leaf ATen op
+# (no op of its own below it but views), or an Inductor C++ kernel; views and allocator
+# bookkeeping launch nothing.
+VIEWS = {"view", "t", "transpose", "as_strided", "reshape", "expand", "_unsafe_view", "permute", "select",
+         "slice", "squeeze", "unsqueeze", "empty", "empty_like", "empty_strided", "resolve_conj", "detach",
+         "alias", "contiguous", "lift_fresh", "split", "split_with_sizes", "unbind", "flatten", "unflatten",
+         "view_as", "chunk", "narrow", "_reshape_alias", "expand_as", "numpy_T"}
+BOOKKEEPING = {"resize_", "set_", "record_stream", "_local_scalar_dense"}
+WORK_NS = ("aten::", "mkldnn::", "quantized::", "c10d::", "_c10d_functional::", "inductor::", "fbgemm::")
+
+
+def raw_events(path: Path) -> list[dict]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def raw_steps(ev: list[dict]) -> list[dict]:
+    return sorted((e for e in ev if e.get("ph") == "X" and re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))),
+                  key=lambda e: e["ts"])
+
+
+def _in_step(steps, pid, ts):
+    for k, s in enumerate(steps):
+        if s["pid"] == pid and s["ts"] <= ts < s["ts"] + s["dur"]:
+            return k
+    return None
+
+
+def gpu_reference(path: Path) -> tuple[float, float]:
+    """Mean per step of (kernel µs, kernel count): kernels whose launch starts inside the step's
+    host interval on any thread of its process (HTA's rule), joined on (pid, correlation)."""
+    ev = raw_events(path)
+    steps = raw_steps(ev)
+    launch = {(e["pid"], e["args"]["correlation"]): e for e in ev
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    pids = {s["pid"] for s in steps}
+    us, n = [0.0] * len(steps), [0] * len(steps)
+    for e in ev:
+        if e.get("cat") != "kernel":
+            continue
+        corr = e["args"].get("correlation")
+        rt = next((launch[(p, corr)] for p in pids if (p, corr) in launch), None)
+        if rt is None:
+            continue
+        k = _in_step(steps, rt["pid"], rt["ts"])
+        if k is not None:
+            us[k] += e["dur"]
+            n[k] += 1
+    return sum(us) / len(steps), sum(n) / len(steps)
+
+
+def cpu_units(path: Path) -> tuple[list[list[dict]], list[dict]]:
+    """Per step, the units of work (leaf ops and C++ kernels, by start time), and every cpu_op."""
+    ev = raw_events(path)
+    steps = raw_steps(ev)
+    ops = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    by_tid = defaultdict(list)
+    for o in ops:
+        by_tid[(o["pid"], o["tid"])].append(o)
+    work_below, in_kernel = set(), set()
+    for lst in by_tid.values():
+        lst.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack: list[dict] = []
+        for o in lst:
+            while stack and o["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+                stack.pop()
+            short = o["name"].split("::")[-1]
+            if any("cpp_fused" in s["name"] for s in stack):
+                in_kernel.add(id(o))
+            if o["name"].startswith(WORK_NS) and short not in VIEWS and short not in BOOKKEEPING:
+                for s in stack:
+                    work_below.add(id(s))
+            stack.append(o)
+    per = [[] for _ in steps]
+    for o in ops:
+        name = o["name"]
+        short = name.split("::")[-1]
+        kernel = "cpp_fused" in name
+        leaf = (name.startswith(WORK_NS) and short not in VIEWS and short not in BOOKKEEPING
+                and id(o) not in work_below and id(o) not in in_kernel)
+        if kernel or leaf:
+            k = _in_step(steps, o["pid"], o["ts"])
+            if k is not None:
+                per[k].append(o)
+    for p in per:
+        p.sort(key=lambda e: e["ts"])
+    return per, ops
+
+
+def enclosing(ops_by_tid: dict, e: dict, prefix: str) -> list[str]:
+    """Names of the events of ``ops_by_tid`` on ``e``'s thread that contain it and start with ``prefix``."""
+    return [o["name"] for o in ops_by_tid[(e["pid"], e["tid"])]
+            if o["ts"] <= e["ts"] and e["ts"] + e.get("dur", 0) <= o["ts"] + o["dur"] and o["name"].startswith(prefix)]
+
+
+@pytest.fixture(scope="session")
+def transformer_cpu(tmp_path_factory) -> dict:
+    """A 4-layer pre-LN decoder (attention through SDPA, GELU MLP), one train step per profiler
+    step (forward, loss, backward, SGD), recorded eager and torch.compile'd on the CPU."""
+    torch = pytest.importorskip("torch")
+    import torch._inductor.config as ic
+    from torch import nn
+    from torch.nn import functional as F
+    from torch.profiler import ProfilerActivity, profile, schedule
+    ic.cpp.enable_kernel_profile = True
+
+    class Attention(nn.Module):
+        def __init__(self, d, h):
+            super().__init__()
+            self.h, self.qkv, self.proj = h, nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in self.qkv(x).split(c, dim=2))
+            return self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c))
+
+    class Block(nn.Module):
+        def __init__(self, d, h):
+            super().__init__()
+            self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(d), Attention(d, h), nn.LayerNorm(d)
+            self.fc, self.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+
+    class Decoder(nn.Module):
+        def __init__(self, vocab=256, seq=32, d=64, h=4, layers=LAYERS):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+            self.blocks = nn.ModuleList(Block(d, h) for _ in range(layers))
+            self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+        def forward(self, idx, targets):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+            for blk in self.blocks:
+                x = blk(x)
+            return F.cross_entropy(self.head(self.ln_f(x)).flatten(0, 1), targets.flatten())
+
+    out = tmp_path_factory.mktemp("transformer")
+    paths = {}
+    for impl in ("eager", "compile"):
+        torch.manual_seed(0)
+        model = Decoder()
+        run = torch.compile(model) if impl == "compile" else model
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        tok = torch.randint(0, 256, (2, 33))
+        idx, tgt = tok[:, :-1], tok[:, 1:]
+
+        def step():
+            run(idx, tgt).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        for _ in range(2):
+            step()
+        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
+                     record_shapes=True, with_modules=True, with_stack=True) as prof:
+            for _ in range(3):
+                step()
+                prof.step()
+        paths[impl] = out / f"decoder_{impl}.json"
+        prof.export_chrome_trace(str(paths[impl]))
+    return paths
+
+
+@pytest.fixture(scope="session")
+def transformer_diff(transformer_cpu):
+    a, b = load_trace(transformer_cpu["eager"]), load_trace(transformer_cpu["compile"])
+    return a, b, diff_traces(a, b)
+
+
+def _claims_once(res) -> None:
+    claimed = [x.node for f in res.fusions for x in f.replaces]
+    assert len(claimed) == len(set(claimed)), "an eager kernel claimed twice"
+    for side in ("a", "b"):  # every unit of each side is in exactly one row
+        nodes = [getattr(r, side).node for r in res.rows if getattr(r, side) is not None]
+        assert len(nodes) == len(set(nodes))
+
+
+def test_transformer_fusions_stay_in_their_layer(transformer_cpu, transformer_diff):
+    a, b, res = transformer_diff
+    assert len(res.fusions) >= 2 * LAYERS, "fewer fused kernels than the layers would give"
+    _claims_once(res)
+    ev = raw_events(transformer_cpu["eager"])
+    by_tid = defaultdict(list)
+    for e in ev:
+        if e.get("ph") == "X" and e.get("cat") in ("python_function", "cpu_op"):
+            by_tid[(e["pid"], e["tid"])].append(e)
+    by_key = {(e["name"], round(e["ts"] * 1000)): e for e in ev if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
+    units, _ = cpu_units(transformer_cpu["eager"])
+    first = units[0]
+    pos = {(e["name"], round(e["ts"] * 1000)): i for i, e in enumerate(first)}
+    anchors = [i for i, e in enumerate(first)
+               if e["name"].split("::")[-1] in ("mm", "addmm", "bmm") or "scaled_dot_product" in e["name"]]
+    vocab = {n.split("::")[-1] for n in a.tree.names if "::" in n}
+    multi_layer = 0
+    for f in res.fusions:
+        raw = [by_key[(x.name, int(a.tree.start[x.node]))] for x in f.replaces]
+        blocks = set()
+        for e in raw:
+            mods = [m for m in enclosing(by_tid, e, "nn.Module: Block_")]
+            blocks.update(int(m.rsplit("_", 1)[1]) for m in mods)
+        # one layer; the residual add ending block k and ln_1 opening block k+1 are one kernel
+        # in Inductor (no GEMM between them), so two adjacent blocks are the one exception
+        assert len(blocks) <= 1 or (len(blocks) == 2 and max(blocks) - min(blocks) == 1), (f.kernel.name, blocks)
+        multi_layer += len(blocks) == 2
+        # between the same anchors: at most one anchor inside the span of what it replaced
+        # (gelu(gate) * up waits for the up GEMM: pointwise work may move past an independent GEMM)
+        ps = [pos[(x.name, int(a.tree.start[x.node]))] for x in f.replaces if (x.name, int(a.tree.start[x.node])) in pos]
+        if ps and f.replaces[0].node in {x.node for x in a._diff_items}:
+            inside = [i for i in anchors if min(ps) < i < max(ps)]
+            assert len(inside) <= 1, (f.kernel.name, inside)
+        # replaced ops within the kernel's decoded op list: some op enclosing each replaced unit
+        ops = set(inductor_ops(f.kernel.name, vocab)[0])
+        for e in raw:
+            chain = {n.split("::")[-1].rstrip("_") for n in enclosing(by_tid, e, "aten::")}
+            assert chain & ops, (f.kernel.name, e["name"], ops)
+    assert multi_layer < len(res.fusions)
+    # a kernel Inductor emits once per layer folds into one change: "4× per step, one per block"
+    folded = [c for c in changes(res) if c.kind == "fusion" and c.count == LAYERS]
+    assert folded and any(c.fold == "one per block" for c in folded)
+
+
+def test_transformer_totals_reconcile_with_raw_json(transformer_cpu, transformer_diff):
+    a, b, res = transformer_diff
+    per_a, _ = cpu_units(transformer_cpu["eager"])
+    per_b, _ = cpu_units(transformer_cpu["compile"])
+    ref = {side: (sum(sum(e["dur"] for e in p) for p in per) / len(per), sum(len(p) for p in per) / len(per))
+           for side, per in (("a", per_a), ("b", per_b))}
+    t = totals(res)
+    ref_delta = ref["b"][0] - ref["a"][0]
+    assert abs(t["rows_delta_us"] - ref_delta) <= 0.01 * max(ref["a"][0], ref["b"][0])
+    assert t["launches_saved"] == ref["a"][1] - ref["b"][1]
+    assert t["kernels_a"] == ref["a"][1] and t["kernels_b"] == ref["b"][1]
+    j = diff_dict(res)
+    assert sum(k["delta_us"] for k in j["kernels"]) == pytest.approx(t["device_delta_us"], abs=1e-6)
+    assert t["unexplained"] == sum(1 for k in j["kernels"] if k["status"] in ("added", "removed")
+                                   and not k["reason"] and not k["fused_into"])
+
+
+def test_mlp_ladder_reconciles_on_every_rung():
+    names = ["mlp_eager", "mlp_compile", "mlp_triton", "mlp_fused"]
+    paths = [TRACES / f"{n}.json.gz" for n in names]
+    ts = [load_trace(p) for p in paths]
+    ld = ladder(ts)
+    for p, r in zip(paths, ld["rungs"]):
+        us, n = gpu_reference(p)
+        assert r["device_us_per_step"] == pytest.approx(us, rel=0.01) and r["kernels_per_step"] == n
+    for s in ld["steps"]:
+        t = s["totals"]
+        ref_a, ref_b = gpu_reference(paths[s["from"]]), gpu_reference(paths[s["to"]])
+        assert t["rows_delta_us"] == pytest.approx(ref_b[0] - ref_a[0], abs=0.01 * ref_a[0])
+        assert t["launches_saved"] == ref_a[1] - ref_b[1]
+        assert t["unexplained"] == 0 and t["b_kernels_explained"] == t["b_kernels"]
+    # eager → compile: the fusion is the biggest device change; its rows are the gelu + mul
+    top = ld["steps"][0]["top"][0]
+    assert top["kind"] == "fusion" and top["title"].startswith("gelu + mul → triton_poi_fused")
+    # triton → fused: the dual-GEMM kernel took over both GEMMs and the GeGLU kernel
+    f = [c for c in ld["steps"][2]["top"] if c["kind"] == "fusion"]
+    assert f and f[0]["launches_saved"] == 2 and "geglu_dual_gemm_tma_kernel" in f[0]["title"]
+
+
+def test_peer_pair_reconciles(peer_dir):
+    pa, pb = peer_dir / "trace_diff_control_control.json.gz", peer_dir / "trace_diff_test_test.json.gz"
+    a, b = load_trace(pa), load_trace(pb)
+    res = diff_traces(a, b)
+    _claims_once(res)
+    t = totals(res)
+    assert t["rows_delta_us"] == pytest.approx(t["device_delta_us"], abs=1e-3)
+    assert t["launches_saved"] == t["kernels_a"] - t["kernels_b"]
+    # ATen's own kernels each do one op: none of them is reported as a fusion
+    assert not [f for f in res.fusions if f.kernel.library.startswith("ATen")]
+    assert t["unexplained"] == sum(1 for r in res.rows if r.status in ("added", "removed") and not r.explained)
