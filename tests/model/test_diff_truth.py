@@ -21,7 +21,7 @@ from tracetui.model.diff import diff_traces
 from tracetui.model.ladder import ladder
 from tracetui.model.names import inductor_ops
 
-from tests.conftest import TRACES
+from tests.conftest import DATA, TRACES
 
 LAYERS = 4
 
@@ -43,8 +43,8 @@ def raw_events(path: Path) -> list[dict]:
 
 
 def raw_steps(ev: list[dict]) -> list[dict]:
-    return sorted((e for e in ev if e.get("ph") == "X" and re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))),
-                  key=lambda e: e["ts"])
+    return sorted((e for e in ev if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                   and re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))), key=lambda e: e["ts"])
 
 
 def _in_step(steps, pid, ts):
@@ -299,3 +299,128 @@ def test_peer_pair_reconciles(peer_dir):
     # ATen's own kernels each do one op: none of them is reported as a fusion
     assert not [f for f in res.fusions if f.kernel.library.startswith("ATen")]
     assert t["unexplained"] == sum(1 for r in res.rows if r.status in ("added", "removed") and not r.explained)
+
+
+# ---- GPU train step: a 4-layer decoder on the H200, backward on the autograd thread
+# (benchmarks/h200_diff_recordings.py recorded them: eager, torch.compile, max-autotune)
+
+DECODER = {k: DATA / f"diff_h200_decoder_{k}.json.gz" for k in ("eager", "compile", "max_autotune")}
+ANCHOR_NAME = re.compile(r"nvjet|gemm|cutlass|flash|fmha|attention|triton_tem")
+
+
+def gpu_launches(path: Path) -> tuple[list[list[tuple[dict, dict]]], list[dict]]:
+    """Per step, (kernel, its launch) in the order the kernels ran, and every event."""
+    ev = raw_events(path)
+    steps = raw_steps(ev)
+    launch = {(e["pid"], e["args"]["correlation"]): e for e in ev
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    pids = {s["pid"] for s in steps}
+    per = [[] for _ in steps]
+    for e in ev:
+        if e.get("cat") != "kernel":
+            continue
+        rt = next((launch[(p, e["args"].get("correlation"))] for p in pids
+                   if (p, e["args"].get("correlation")) in launch), None)
+        k = _in_step(steps, rt["pid"], rt["ts"]) if rt else None
+        if k is not None:
+            per[k].append((e, rt))
+    for p in per:
+        p.sort(key=lambda x: x[0]["ts"])
+    return per, ev
+
+
+def block_of_launch(rt: dict, by_tid: dict, fwd_by_seq: dict) -> int | None:
+    """The decoder block (``nn.Module: B_k``) a launch belongs to: the module scope around it, or
+    for backward work, around the forward op with the same Sequence number."""
+    mods = enclosing(by_tid, rt, "nn.Module: B_")
+    if not mods:
+        chain = [o for o in by_tid[(rt["pid"], rt["tid"])] if o.get("cat") == "cpu_op"
+                 and o["ts"] <= rt["ts"] <= o["ts"] + o["dur"]]
+        for o in sorted(chain, key=lambda o: -o["ts"]):
+            a = o.get("args", {})
+            if a.get("Fwd thread id", 0) and a.get("Sequence number") in fwd_by_seq:
+                mods = enclosing(by_tid, fwd_by_seq[a["Sequence number"]], "nn.Module: B_")
+                break
+    ks = {int(m.rsplit("_", 1)[1]) for m in mods}
+    return ks.pop() if len(ks) == 1 else None
+
+
+@pytest.fixture(scope="module")
+def decoder_eager_raw():
+    per, ev = gpu_launches(DECODER["eager"])
+    by_tid = defaultdict(list)
+    fwd_by_seq = {}
+    for e in ev:
+        if e.get("ph") == "X" and e.get("cat") in ("python_function", "cpu_op"):
+            by_tid[(e["pid"], e["tid"])].append(e)
+            a = e.get("args", {})
+            if e.get("cat") == "cpu_op" and "Sequence number" in a and not a.get("Fwd thread id"):
+                fwd_by_seq.setdefault(a["Sequence number"], e)
+    return per, by_tid, fwd_by_seq
+
+
+@pytest.mark.parametrize("impl", ["compile", "max_autotune"])
+def test_decoder_train_step_on_h200(impl, decoder_eager_raw):
+    a, b = load_trace(DECODER["eager"]), load_trace(DECODER[impl])
+    res = diff_traces(a, b)
+    _claims_once(res)
+    per, by_tid, fwd_by_seq = decoder_eager_raw
+    # totals against the raw JSON: kernel time and count per step, every thread (backward too)
+    ref_a, ref_b = gpu_reference(DECODER["eager"]), gpu_reference(DECODER[impl])
+    t = totals(res)
+    assert t["rows_delta_us"] == pytest.approx(ref_b[0] - ref_a[0], abs=0.01 * ref_a[0])
+    assert t["launches_saved"] == ref_a[1] - ref_b[1] and t["kernels_a"] == ref_a[1]
+    backward = [r for r in res.rows if r.a is not None and r.a.backward]
+    assert len(backward) > t["kernels_a"] / 3, "the backward pass is missing"
+    assert t["unexplained"] == 0 and t["b_kernels_explained"] == t["b_kernels"]
+    key = {(e["name"], round(e["ts"] * 1000)): (i, e, rt) for i, (e, rt) in enumerate(per[0])}
+    anchors = [i for i, (e, _) in enumerate(per[0]) if ANCHOR_NAME.search(e["name"])]
+    vocab = {n.split("::")[-1] for n in a.tree.names if "::" in n}
+    in_blocks = 0
+    for f in res.fusions:
+        hits = [key[(x.name, int(a.tree.start[x.node]))] for x in f.replaces]
+        blocks = {block_of_launch(rt, by_tid, fwd_by_seq) for _, _, rt in hits} - {None}
+        assert len(blocks) <= 1 or (len(blocks) == 2 and max(blocks) - min(blocks) == 1), (f.kernel.name, blocks)
+        in_blocks += len(blocks) == 1
+        ps = [i for i, _, _ in hits]
+        assert len([i for i in anchors if min(ps) < i < max(ps)]) <= 1, f.kernel.name
+        if f.how == "name":
+            ops = set(inductor_ops(f.kernel.name, vocab)[0])
+            for _, _, rt in hits:
+                chain = {n.split("::")[-1].rstrip("_") for n in enclosing(by_tid, rt, "aten::")}
+                assert chain & ops, (f.kernel.name, ops)
+    assert in_blocks >= 4 * LAYERS  # per-layer fusions, forward and backward
+    if impl == "max_autotune":
+        # every Triton template GEMM pairs with the cuBLAS GEMM it replaced, as 'changed'
+        tem = [r for r in res.rows if r.b is not None and r.b.name.startswith("triton_tem_")]
+        assert tem and all(r.status == "changed" and r.a is not None and r.a.klass == "gemm"
+                           and "→ Triton template" in r.detail for r in tem)
+
+
+def test_mlp_max_autotune_template_gemm():
+    """Inductor kept cuBLAS for gate and up, made the down projection a Triton template whose
+    name lists the gelu and mul it reads; a separate pointwise kernel computed those, so that
+    kernel, not the template, replaced the eager gelu and mul kernels."""
+    path = DATA / "diff_h200_mlp_max_autotune.json.gz"
+    res = diff_traces(load_trace(TRACES / "mlp_eager.json.gz"), load_trace(path))
+    _claims_once(res)
+    tem = [r for r in res.rows if r.b is not None and r.b.name.startswith("triton_tem_")]
+    assert len(tem) == 1 and tem[0].status == "changed" and tem[0].a.name.startswith("nvjet")
+    assert "cuBLAS GEMM → Triton template" in tem[0].detail
+    fused = [f for f in res.fusions if f.kernel.name.startswith("triton_poi_fused")]
+    assert len(fused) == 1 and sorted(x.op for x in fused[0].replaces) == ["aten::gelu", "aten::mul"]
+    assert 49e6 < fused[0].intermediate_bytes < 52e6
+    ref_a, ref_b = gpu_reference(TRACES / "mlp_eager.json.gz"), gpu_reference(path)
+    t = totals(res)
+    assert t["rows_delta_us"] == pytest.approx(ref_b[0] - ref_a[0], abs=0.01 * ref_a[0])
+    assert t["launches_saved"] == ref_a[1] - ref_b[1] and t["unexplained"] == 0
+    # the bundled recording, once the recordings land: the same rules, whatever autotune chose
+    bundled = TRACES / "mlp_max_autotune.json.gz"
+    if bundled.exists():
+        r2 = diff_traces(load_trace(TRACES / "mlp_eager.json.gz"), load_trace(bundled))
+        _claims_once(r2)
+        for r in r2.rows:
+            if r.b is not None and r.b.name.startswith("triton_tem_"):
+                assert r.status == "changed" and r.a is not None and "Triton template" in r.detail
+        gm = [x for f in r2.fusions for x in f.replaces if x.op in ("aten::gelu", "aten::mul")]
+        assert sorted(x.op for x in gm) == ["aten::gelu", "aten::mul"]

@@ -695,25 +695,6 @@ def diff_traces(a: Trace, b: Trace) -> DiffResult:
             f.replaces.append(x)
         f.replaces.sort(key=lambda x: x.pos)
 
-    # template GEMMs: the prologue/epilogue ops they list claim pointwise kernels near them
-    for k, (p, q) in enumerate(paired):
-        y = ib[q]
-        if not y.template:
-            continue
-        extra = [o for o in y.ind_ops if o not in _GEMM_OPS and o not in _LAYOUT_OPS]
-        # the gap before the GEMM (k), then the one before that (prologue), then after (epilogue)
-        near = [k, k - 1, k + 1] if 0 <= k - 1 else [k, k + 1]
-        got = []
-        for o in extra:
-            for g in near:
-                if not 0 <= g < len(gaps):
-                    continue
-                hit = next((x for x in (gaps[g][0] if g != k - 1 else reversed(gaps[g][0]))
-                            if free(x) and x not in got and not x.anchor and o in x.op_short()), None)
-                if hit is not None:
-                    got.append(hit)
-                    break
-        claim(y, got, "template", gemm=ia[p])
     # Inductor kernels: each gap's fused kernels share the gap's eager kernels monotonically
     for g, (ga, gb) in enumerate(gaps):
         ks = [y for y in gb if y.inductor and not y.template and id(y) not in pair_of]
@@ -745,6 +726,27 @@ def diff_traces(a: Trace, b: Trace) -> DiffResult:
                     if hit is not None:
                         claim(y, [hit], "name")
                         break
+    # template GEMMs: the prologue/epilogue ops they list claim pointwise kernels near them, once
+    # Inductor's pointwise kernels took theirs (a template's name can list the ops of the buffer
+    # it reads, which a separate pointwise kernel computed: then that kernel replaced them)
+    for k, (p, q) in enumerate(paired):
+        y = ib[q]
+        if not y.template:
+            continue
+        extra = [o for o in y.ind_ops if o not in _GEMM_OPS and o not in _LAYOUT_OPS]
+        # the gap before the GEMM (k), then the one before that (prologue), then after (epilogue)
+        near = [k, k - 1, k + 1] if 0 <= k - 1 else [k, k + 1]
+        got = []
+        for o in extra:
+            for g in near:
+                if not 0 <= g < len(gaps):
+                    continue
+                hit = next((x for x in (reversed(gaps[g][0]) if g <= k else gaps[g][0])  # nearest first
+                            if free(x) and x not in got and not x.anchor and o in x.op_short()), None)
+                if hit is not None:
+                    got.append(hit)
+                    break
+        claim(y, got, "template", gemm=ia[p])
     # other new kernels (hand-written Triton, library fusions): by nn.Module scope, else position
     for g, (ga, gb) in enumerate(gaps):
         new = [y for y in gb if id(y) not in pair_of and id(y) not in fusion_of_b and not y.inductor
