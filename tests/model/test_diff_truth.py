@@ -2,8 +2,10 @@
 Inductor kernel replaces only ops its name lists, and the totals reconcile with references
 computed here from the raw JSON (never through the model).
 
-Recordings: a 4-layer decoder train step recorded eager and compiled on the CPU (Inductor's C++
-kernel profiling on) once per session, the bundled H200 MLP ladder, and HTA's before/after pair.
+Recordings: a 4-layer decoder forward + loss recorded eager and compiled on the CPU (Inductor's
+C++ kernel profiling on) once per session; a 4-layer decoder train step on the H200 (eager,
+compile, max-autotune: tests/data/diff_h200_*); the bundled H200 MLP ladder; HTA's before/after
+pair.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import gzip
 import json
 import re
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -122,73 +125,25 @@ def enclosing(ops_by_tid: dict, e: dict, prefix: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def transformer_cpu(tmp_path_factory) -> dict:
-    """A 4-layer pre-LN decoder (attention through SDPA, GELU MLP), one train step per profiler
-    step (forward, loss, backward, SGD), recorded eager and torch.compile'd on the CPU."""
-    torch = pytest.importorskip("torch")
-    import torch._inductor.config as ic
-    from torch import nn
-    from torch.nn import functional as F
-    from torch.profiler import ProfilerActivity, profile, schedule
-    ic.cpp.enable_kernel_profile = True
-
-    class Attention(nn.Module):
-        def __init__(self, d, h):
-            super().__init__()
-            self.h, self.qkv, self.proj = h, nn.Linear(d, 3 * d), nn.Linear(d, d)
-
-        def forward(self, x):
-            b, t, c = x.shape
-            q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in self.qkv(x).split(c, dim=2))
-            return self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c))
-
-    class Block(nn.Module):
-        def __init__(self, d, h):
-            super().__init__()
-            self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(d), Attention(d, h), nn.LayerNorm(d)
-            self.fc, self.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            x = x + self.attn(self.ln_1(x))
-            return x + self.proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
-
-    class Decoder(nn.Module):
-        def __init__(self, vocab=256, seq=32, d=64, h=4, layers=LAYERS):
-            super().__init__()
-            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
-            self.blocks = nn.ModuleList(Block(d, h) for _ in range(layers))
-            self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
-
-        def forward(self, idx, targets):
-            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
-            for blk in self.blocks:
-                x = blk(x)
-            return F.cross_entropy(self.head(self.ln_f(x)).flatten(0, 1), targets.flatten())
-
+def transformer_recorded(tmp_path_factory) -> dict:
+    """The `transformer` rung (4 pre-LN blocks, CPU sizes) as a train step, backward on a second
+    thread, recorded eager and compiled (Inductor's C++ kernel profiling on) in this session."""
+    pytest.importorskip("torch")
+    from tracetui.workloads.models import workloads
+    from tracetui.workloads.record import record
     out = tmp_path_factory.mktemp("transformer")
-    paths = {}
-    for impl in ("eager", "compile"):
-        torch.manual_seed(0)
-        model = Decoder()
-        run = torch.compile(model) if impl == "compile" else model
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        tok = torch.randint(0, 256, (2, 33))
-        idx, tgt = tok[:, :-1], tok[:, 1:]
+    w = workloads(device="cpu", layers=LAYERS, dim=64, seq=32, vocab=256, batch=2)["transformer"]
+    return {impl: record(w, impl, out / f"transformer_{impl}.json.gz", device="cpu", with_stack=True,
+                         warmup_iters=2, active=2, save_key_averages=False, backward_thread=True)
+            for impl in ("eager", "compile")}
 
-        def step():
-            run(idx, tgt).backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        for _ in range(2):
-            step()
-        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
-                     record_shapes=True, with_modules=True, with_stack=True) as prof:
-            for _ in range(3):
-                step()
-                prof.step()
-        paths[impl] = out / f"decoder_{impl}.json"
-        prof.export_chrome_trace(str(paths[impl]))
-    return paths
+
+@pytest.fixture(scope="session", params=["recorded", "bundled"])
+def transformer_cpu(request) -> dict:
+    """This session's recording, and the one bundled in tests/data (torch 2.13, recorded once)."""
+    if request.param == "bundled":
+        return {k: DATA / f"cpu_transformer_{k}.json.gz" for k in ("eager", "compile")}
+    return request.getfixturevalue("transformer_recorded")
 
 
 @pytest.fixture(scope="session")
@@ -226,7 +181,7 @@ def test_transformer_fusions_stay_in_their_layer(transformer_cpu, transformer_di
         raw = [by_key[(x.name, int(a.tree.start[x.node]))] for x in f.replaces]
         blocks = set()
         for e in raw:
-            mods = [m for m in enclosing(by_tid, e, "nn.Module: Block_")]
+            mods = [m for m in enclosing(by_tid, e, "nn.Module: Block_")]  # the rung's Block class
             blocks.update(int(m.rsplit("_", 1)[1]) for m in mods)
         # one layer; the residual add ending block k and ln_1 opening block k+1 are one kernel
         # in Inductor (no GEMM between them), so two adjacent blocks are the one exception
@@ -304,7 +259,14 @@ def test_peer_pair_reconciles(peer_dir):
 # ---- GPU train step: a 4-layer decoder on the H200, backward on the autograd thread
 # (benchmarks/h200_diff_recordings.py recorded them: eager, torch.compile, max-autotune)
 
-DECODER = {k: DATA / f"diff_h200_decoder_{k}.json.gz" for k in ("eager", "compile", "max_autotune")}
+GPU_PAIRS = [
+    # the rung's own recordings (traces/README.md): 6 blocks, cuDNN attention, torch 2.11
+    *[(TRACES / "transformer_eager.json.gz", TRACES / f"transformer_{b}.json.gz", "nn.Module: Block_", 6)
+      for b in ("compile", "max_autotune")],
+    # benchmarks/h200_diff_recordings.py: 4 blocks, flash attention
+    *[(DATA / "diff_h200_decoder_eager.json.gz", DATA / f"diff_h200_decoder_{b}.json.gz", "nn.Module: B_", 4)
+      for b in ("compile", "max_autotune")],
+]
 ANCHOR_NAME = re.compile(r"nvjet|gemm|cutlass|flash|fmha|attention|triton_tem")
 
 
@@ -329,25 +291,25 @@ def gpu_launches(path: Path) -> tuple[list[list[tuple[dict, dict]]], list[dict]]
     return per, ev
 
 
-def block_of_launch(rt: dict, by_tid: dict, fwd_by_seq: dict) -> int | None:
+def block_of_launch(rt: dict, by_tid: dict, fwd_by_seq: dict, prefix: str) -> int | None:
     """The decoder block (``nn.Module: B_k``) a launch belongs to: the module scope around it, or
     for backward work, around the forward op with the same Sequence number."""
-    mods = enclosing(by_tid, rt, "nn.Module: B_")
+    mods = enclosing(by_tid, rt, prefix)
     if not mods:
         chain = [o for o in by_tid[(rt["pid"], rt["tid"])] if o.get("cat") == "cpu_op"
                  and o["ts"] <= rt["ts"] <= o["ts"] + o["dur"]]
         for o in sorted(chain, key=lambda o: -o["ts"]):
             a = o.get("args", {})
             if a.get("Fwd thread id", 0) and a.get("Sequence number") in fwd_by_seq:
-                mods = enclosing(by_tid, fwd_by_seq[a["Sequence number"]], "nn.Module: B_")
+                mods = enclosing(by_tid, fwd_by_seq[a["Sequence number"]], prefix)
                 break
     ks = {int(m.rsplit("_", 1)[1]) for m in mods}
     return ks.pop() if len(ks) == 1 else None
 
 
-@pytest.fixture(scope="module")
-def decoder_eager_raw():
-    per, ev = gpu_launches(DECODER["eager"])
+@lru_cache(maxsize=2)
+def eager_raw(path: Path):
+    per, ev = gpu_launches(path)
     by_tid = defaultdict(list)
     fwd_by_seq = {}
     for e in ev:
@@ -359,14 +321,14 @@ def decoder_eager_raw():
     return per, by_tid, fwd_by_seq
 
 
-@pytest.mark.parametrize("impl", ["compile", "max_autotune"])
-def test_decoder_train_step_on_h200(impl, decoder_eager_raw):
-    a, b = load_trace(DECODER["eager"]), load_trace(DECODER[impl])
+@pytest.mark.parametrize("pa,pb,prefix,layers", GPU_PAIRS, ids=lambda x: x.name.split(".")[0] if isinstance(x, Path) else "")
+def test_train_step_on_h200(pa, pb, prefix, layers):
+    a, b = load_trace(pa), load_trace(pb)
     res = diff_traces(a, b)
     _claims_once(res)
-    per, by_tid, fwd_by_seq = decoder_eager_raw
+    per, by_tid, fwd_by_seq = eager_raw(pa)
     # totals against the raw JSON: kernel time and count per step, every thread (backward too)
-    ref_a, ref_b = gpu_reference(DECODER["eager"]), gpu_reference(DECODER[impl])
+    ref_a, ref_b = gpu_reference(pa), gpu_reference(pb)
     t = totals(res)
     assert t["rows_delta_us"] == pytest.approx(ref_b[0] - ref_a[0], abs=0.01 * ref_a[0])
     assert t["launches_saved"] == ref_a[1] - ref_b[1] and t["kernels_a"] == ref_a[1]
@@ -379,7 +341,7 @@ def test_decoder_train_step_on_h200(impl, decoder_eager_raw):
     in_blocks = 0
     for f in res.fusions:
         hits = [key[(x.name, int(a.tree.start[x.node]))] for x in f.replaces]
-        blocks = {block_of_launch(rt, by_tid, fwd_by_seq) for _, _, rt in hits} - {None}
+        blocks = {block_of_launch(rt, by_tid, fwd_by_seq, prefix) for _, _, rt in hits} - {None}
         assert len(blocks) <= 1 or (len(blocks) == 2 and max(blocks) - min(blocks) == 1), (f.kernel.name, blocks)
         in_blocks += len(blocks) == 1
         ps = [i for i, _, _ in hits]
@@ -389,8 +351,8 @@ def test_decoder_train_step_on_h200(impl, decoder_eager_raw):
             for _, _, rt in hits:
                 chain = {n.split("::")[-1].rstrip("_") for n in enclosing(by_tid, rt, "aten::")}
                 assert chain & ops, (f.kernel.name, ops)
-    assert in_blocks >= 4 * LAYERS  # per-layer fusions, forward and backward
-    if impl == "max_autotune":
+    assert in_blocks >= 4 * layers  # per-layer fusions, forward and backward
+    if "max_autotune" in pb.name:
         # every Triton template GEMM pairs with the cuBLAS GEMM it replaced, as 'changed'
         tem = [r for r in res.rows if r.b is not None and r.b.name.startswith("triton_tem_")]
         assert tem and all(r.status == "changed" and r.a is not None and r.a.klass == "gemm"

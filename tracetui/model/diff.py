@@ -90,6 +90,9 @@ REASONS = (
     ("memset", lambda r: r.item.klass == "memset", "memset (cuBLAS workspace / split-K or a zeroed buffer)"),
     ("memcpy", lambda r: r.item.klass == "memcpy", "memory copy"),
     ("split", lambda r: r.split_of is not None, "second part of a fused reduction (Inductor split it)"),
+    ("same call", lambda r: r.sibling is not None, "another kernel of the same op call (ATen runs it in passes)"),
+    ("extern", lambda r: r.item.compiled and not r.item.inductor and r.item.op is not None,
+     "ATen kernel the compiled graph calls as an extern op"),
     ("attention layout", lambda r: r.layout and r.next_anchor == "attention",
      "layout copy for the attention kernel that follows"),
     ("gemm layout", lambda r: r.layout and r.next_anchor in ("gemm", "conv"),
@@ -128,6 +131,7 @@ class Item:
     ind_ops: tuple = ()      # ops an Inductor kernel's name lists
     template: bool = False   # an Inductor template kernel (a Triton GEMM) or its kind
     library: str = ""
+    compiled: bool = False   # launched inside a compiled graph (## Call CompiledFxGraph, CompiledFunction…)
     trace: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -438,6 +442,16 @@ def _library(t: Trace, n: int) -> str:
     return cache[key]
 
 
+def _in_compiled(t: Trace, op: int | None) -> bool:
+    """Whether an op ran inside a torch.compile'd graph (an ancestor is one of COMPILE_PREOPS)."""
+    p = op
+    while p is not None and p > 0:
+        if t.name(p).startswith(("## Call CompiledFxGraph", "CompiledFunction", "Torch-Compiled Region")):
+            return True
+        p = int(t.tree.cparent[p])
+    return False
+
+
 def _class_name(module: str) -> str:
     return re.sub(r"_\d+$", "", module)
 
@@ -495,7 +509,7 @@ def _items(t: Trace) -> list[Item]:
         items.append(Item(node=n, name=name, klass=klass, dur_ns=float(durs[j]), op=opname, chain=chain,
                           module=mpath[-1] if mpath else None, op_node=op, module_path=mpath,
                           pos=j, flops=flops, backward=backward, ind_ops=ind_ops, template=template,
-                          library=library, trace=t))
+                          library=library, compiled=_in_compiled(t, op), trace=t))
     _assign_blocks(items)
     t._diff_items = items
     return items
@@ -639,6 +653,7 @@ class _Why:
     const: bool
     next_anchor: str | None
     split_of: Item | None = None
+    sibling: str | None = None   # the op whose call also launched another kernel of this side
 
 
 def _ops_of(it: Item) -> set:
@@ -830,6 +845,7 @@ def _row(x: Item | None, y: Item | None, claimed: dict, fusion_of_b: dict, ia, i
 def _explain(rows: list[Row], ia: list[Item], ib: list[Item]) -> None:
     """Give added and removed rows their reason (``REASONS``), or leave them unexplained."""
     next_anchor_b = _next_anchor(ib)
+    calls_b = Counter(y.op_node for y in ib if y.op_node is not None)
     next_anchor_a = _next_anchor(ia)
     claimed_ops: dict = {}
     for r in rows:
@@ -846,9 +862,13 @@ def _explain(rows: list[Row], ia: list[Item], ib: list[Item]) -> None:
                        next_anchor=next_anchor_b[it.pos])
             if it.inductor and any(o in claimed_ops for o in ops):
                 why.split_of = next(claimed_ops[o] for o in ops if o in claimed_ops)
+            if it.op_node is not None and calls_b[it.op_node] > 1 and not it.inductor:
+                why.sibling = it.op
             for _, test, text in REASONS:
                 if test(why):
-                    r.reason = text + (f" ({why.split_of.name})" if why.split_of is not None and "split" in text else "")
+                    r.reason = text + (f" ({why.split_of.name})" if why.split_of is not None and "split" in text else
+                                       f" ({why.sibling})" if why.sibling and "same op call" in text else
+                                       f" ({it.op})" if "extern" in text else "")
                     break
         elif r.status == "removed" and r.fused_into is None:
             it = r.a
