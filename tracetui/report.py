@@ -274,7 +274,8 @@ def diff_header(j: dict) -> list[str]:
            f"kernels {t['kernels_a']} → {t['kernels_b']} (launches saved {t['launches_saved']}), "
            f"CPU {a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs"]
     if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:
-        out.append(f"  memcpy/memset (not in the rows): {a['memcpy_memset_per_step']:g} → {b['memcpy_memset_per_step']:g} "
+        out.append(f"  memcpy/memset (not in the rows): {a['memcpy_memset_per_step']:g} → "
+                   f"{b['memcpy_memset_per_step']:g} "
                    f"per step, {a['memcpy_memset_us_per_step']:.1f} → {b['memcpy_memset_us_per_step']:.1f} µs")
     out.append(f"  B's kernels explained {t['b_kernels_explained']}/{t['b_kernels']}; unexplained rows "
                f"{t['unexplained']} ({t['unexplained_added']} added, {t['unexplained_removed']} removed)")
@@ -323,7 +324,8 @@ def ladder_lines(ld: dict, names: list[str]) -> list[str]:
                    f"{visible(r['file'])}")
     for s in ld["steps"]:
         t = s["totals"]
-        out.append(f"\n{visible(names[s['from']])} → {visible(names[s['to']])}: device {t['device_delta_us']:+,.1f} µs, "
+        out.append(f"\n{visible(names[s['from']])} → {visible(names[s['to']])}: "
+                   f"device {t['device_delta_us']:+,.1f} µs, "
                    f"kernels {t['kernels_a']} → {t['kernels_b']}, CPU {t['cpu_delta_us']:+,.1f} µs; "
                    f"unexplained rows {t['unexplained']}")
         for c in s["top"]:

@@ -189,7 +189,8 @@ def test_transformer_fusions_stay_in_their_layer(transformer_cpu, transformer_di
         multi_layer += len(blocks) == 2
         # between the same anchors: at most one anchor inside the span of what it replaced
         # (gelu(gate) * up waits for the up GEMM: pointwise work may move past an independent GEMM)
-        ps = [pos[(x.name, int(a.tree.start[x.node]))] for x in f.replaces if (x.name, int(a.tree.start[x.node])) in pos]
+        keys = [(x.name, int(a.tree.start[x.node])) for x in f.replaces]
+        ps = [pos[k] for k in keys if k in pos]
         if ps and f.replaces[0].node in {x.node for x in a._diff_items}:
             inside = [i for i in anchors if min(ps) < i < max(ps)]
             assert len(inside) <= 1, (f.kernel.name, inside)
@@ -321,7 +322,11 @@ def eager_raw(path: Path):
     return per, by_tid, fwd_by_seq
 
 
-@pytest.mark.parametrize("pa,pb,prefix,layers", GPU_PAIRS, ids=lambda x: x.name.split(".")[0] if isinstance(x, Path) else "")
+def _pair_id(x) -> str:
+    return x.name.split(".")[0] if isinstance(x, Path) else ""
+
+
+@pytest.mark.parametrize("pa,pb,prefix,layers", GPU_PAIRS, ids=_pair_id)
 def test_train_step_on_h200(pa, pb, prefix, layers):
     a, b = load_trace(pa), load_trace(pb)
     res = diff_traces(a, b)

@@ -72,9 +72,11 @@ _ATTN_NAME = re.compile(r"(?i)flash|fmha|attention|attn|sdpa|cudnn_mha")
 _ATTN_OP = re.compile(r"scaled_dot_product|_flash_attention|_efficient_attention|_cudnn_attention|flex_attention")
 _GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "_addmm_activation",
              "_scaled_mm", "_linear_pointwise", "mkldnn_rnn_layer"}
-_REDUCE_OPS = re.compile(r"sum|mean|norm|softmax|amax|amin|max|min|var|std|prod|nll_loss|cumsum|argmax|argmin|logsumexp")
+_REDUCE_OPS = re.compile(r"sum|mean|norm|softmax|amax|amin|max|min|var|std|prod|nll_loss|cumsum|argmax|argmin"
+                         r"|logsumexp")
 _CONV_OPS = re.compile(r"conv|cudnn_convolution|mkldnn_convolution")
-_COMM_OPS = re.compile(r"c10d::|nccl|all_reduce|allreduce|all_gather|reduce_scatter|broadcast|alltoall|record_param_comms")
+_COMM_OPS = re.compile(r"c10d::|nccl|all_reduce|allreduce|all_gather|reduce_scatter|broadcast|alltoall"
+                       r"|record_param_comms")
 _LAYOUT_OPS = {"clone", "copy", "_to_copy", "permute", "transpose", "view", "_unsafe_view", "cat", "slice",
                "select", "expand", "constant_pad_nd", "contiguous", "reshape", "as_strided", "t", "unsqueeze",
                "squeeze", "split", "split_with_sizes", "convert_element_type", "new_empty_strided", "empty"}
@@ -312,7 +314,10 @@ def _out_bytes(t: Trace, op: int | None) -> float | None:
     elem = DTYPE_BYTES.get(types[0], 2) if types and isinstance(types[0], str) else 2
     name = t.name(op).split("::")[-1]
     if name in ("mm", "addmm", "matmul", "linear", "bmm"):
-        a, b = (shapes[-2], shapes[-1]) if name == "addmm" and len(shapes) >= 3 else (shapes[0], shapes[1] if len(shapes) > 1 else shapes[0])
+        if name == "addmm" and len(shapes) >= 3:
+            a, b = shapes[-2], shapes[-1]
+        else:
+            a, b = shapes[0], shapes[1] if len(shapes) > 1 else shapes[0]
         n = b[0] if name == "linear" else b[-1]
         return float(math.prod(a[:-1]) * n * elem)
     return float(max(math.prod(s) for s in shapes) * elem)
