@@ -32,6 +32,7 @@ def test_changes_first_then_the_aligned_list_with_search_sort_and_filter():
             await pilot.pause()
             deltas = [abs(s.result.rows[i].delta_ns) for i in s.order]
             assert deltas == sorted(deltas, reverse=True) and s.result.rows[s.order[0]].status == "fused"
+            assert s.query_one("#pane-a").cursor_row == 0  # on the biggest change
             await pilot.press("f")  # rows that differ
             await pilot.pause()
             assert s.order and all(s.result.rows[i].status != "same" for i in s.order)

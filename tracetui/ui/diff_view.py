@@ -285,7 +285,8 @@ class DiffScreen(Screen):
             return
         keep = self.row
         self.sort_by_delta = not self.sort_by_delta
-        self._fill_panes(keep)
+        # by |Δ|: start at the biggest; back in aligned order: where the cursor was
+        self._fill_panes(None if self.sort_by_delta else keep)
         self._show_list(True)
         self.notify("sorted by |Δ| per step" if self.sort_by_delta else "aligned order")
 
