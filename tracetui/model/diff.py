@@ -144,7 +144,14 @@ class Item:
 
     @property
     def anchor(self) -> bool:
-        return self.klass in ANCHOR_CLASSES
+        # an Inductor kernel is generated code, never an anchor, unless it is a template GEMM
+        return self.klass in ANCHOR_CLASSES and (self.template or not self.inductor)
+
+    @property
+    def generated(self) -> bool:
+        """A fused kernel someone generated or wrote (Inductor, a user Triton kernel): one that
+        may stand for several eager kernels, whatever class the taxonomy gives it."""
+        return self.inductor or self.library.startswith("Triton") or self.klass == "triton"
 
     @property
     def inductor(self) -> bool:
@@ -642,7 +649,7 @@ def _gap_pairs(ga: list[Item], gb: list[Item]) -> list[tuple[int | None, int | N
         for j, y in enumerate(gb):
             if x.name == y.name:
                 cost[i, j] = 0.0
-            elif x.klass == y.klass == "triton":  # one fused kernel for another (Inductor -> hand-written)
+            elif x.generated and y.generated:  # one fused kernel for another (Inductor -> hand-written)
                 cost[i, j] = 1.5
             elif y.inductor or x.inductor:
                 continue
@@ -695,7 +702,7 @@ def diff_traces(a: Trace, b: Trace) -> DiffResult:
         loose = [x for x in ga if x.anchor]
         for y in gb:
             x = pair_of.get(id(y))
-            if x is not None and x.name != y.name and x.klass == y.klass == "triton" and y.module_path and any(
+            if x is not None and x.name != y.name and x.generated and y.generated and y.module_path and any(
                     z.module_path[:len(y.module_path)] == y.module_path for z in loose):
                 del pair_of[id(y)]
                 order = rows_of_gap[g]
@@ -813,7 +820,7 @@ def diff_traces(a: Trace, b: Trace) -> DiffResult:
 def _may_fuse(y: Item) -> bool:
     """A new kernel that is not Inductor's but may be a fusion: a user Triton kernel, or a kernel
     named fused outside ATen (ATen's own kernels each do one op, never several)."""
-    return y.klass == "triton" or ("fused" in y.name.lower() and not y.library.startswith("ATen")
+    return y.generated or ("fused" in y.name.lower() and not y.library.startswith("ATen")
                                    and not y.anchor and y.klass not in ("memset", "memcpy"))
 
 
