@@ -198,6 +198,9 @@ class DiffScreen(Screen):
         pa.border_subtitle = f"{title}{flt}{srch}: {len(idx)} of {len(res.rows)} rows"
         if keep is not None and keep in idx:
             self._goto(keep)
+        else:  # a new list: from its top
+            pa.move_cursor(row=0)
+            pb.move_cursor(row=0)
 
     # ---- views
     def _show_list(self, show: bool) -> None:
