@@ -242,6 +242,8 @@ class DiffScreen(Screen):
     def sync(self, event: DataTable.RowHighlighted) -> None:
         if self._syncing or not isinstance(event.data_table, DiffPane):
             return
+        if event.cursor_row != event.data_table.cursor_row:
+            return  # stale: the pane moved again since (a re-sorted list starts at its top)
         self._syncing = True
         try:
             for pane in self.query(DiffPane):
