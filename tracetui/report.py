@@ -203,39 +203,41 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
         stack.extend((c, level + 1) for c in reversed(kids))
 
 
-def print_diff(d, as_json: bool = False, write=None) -> None:
-    """Print the diff report (or hand each line to ``write``, as the app does)."""
+def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool = True) -> None:
+    """Print the diff report (or hand each line to ``write``, as the app does): totals that
+    reconcile, the biggest changes by kind (``top`` per kind; 0: all), then fusion details and the
+    full aligned list (``rows``)."""
     sink = write or _out
 
     def emit(line: str) -> None:  # the app shows these lines too: the same guard for both
         sink(_shown(line))
-    from .model.diff import diff_dict
+    from .model.changes import diff_dict
     j = diff_dict(d)
     if as_json:
-        _dump(j)
+        _dump(diff_dict(d, top=top) if top else j)
         return
     a, b = j["a"], j["b"]
     emit(f"A: {visible(a['file'])}  ({a['device'] or 'CPU'}, {a['steps']} steps)")
     emit(f"B: {visible(b['file'])}  ({b['device'] or 'CPU'}, {b['steps']} steps)")
-    emit(f"per step: kernels {a['kernels_per_step']} → {b['kernels_per_step']}, "
-         f"device {a['device_us_per_step']:.1f} → {b['device_us_per_step']:.1f} µs, "
-         f"CPU {a['cpu_us_per_step']:.1f} → {b['cpu_us_per_step']:.1f} µs")
-    emit("\nkernels per step (aligned)                                     A µs      B µs  status")
-    for k in j["kernels"]:
-        au = f"{k['a_us']:9.1f}" if k["a_us"] is not None else " " * 9
-        bu = f"{k['b_us']:9.1f}" if k["b_us"] is not None else " " * 9
-        extra = f"  ({visible(k['detail'])})" if k["detail"] else ""
-        emit(f"  {visible(_short(k['name']))[:58]:58s} {au} {bu}  {k['status']}{extra}")
+    for line in diff_header(j):
+        emit(line)
+    for line in change_lines(j["changes"], top):
+        emit(line)
     if j["fused"]:
-        emit("\nfusion:")
-        for f in j["fused"]:
-            emit(f"  {visible(f['kernel'])} replaces {len(f['replaces'])} kernels "
-                 f"(ops {', '.join(f['ops'])}; matched by {f['matched_by']}):")
+        emit("\nfusion (each instance; replaced kernels of A, in launch order):")
+        for f in j["fused"][: top * 3 if top else None]:
+            emit(f"  {visible(_short(f['kernel']))} replaces {len(f['replaces'])} kernel(s) "
+                 f"(ops {', '.join(f['ops'])}; matched by {f['matched_by']}"
+                 + (f"; block {', '.join(f['blocks_a'])}" if f["blocks_a"] else "") + "):")
+            if f["gemm"]:
+                emit(f"    = {visible(_short(f['gemm']))[:90]}  (the GEMM it replaced)")
             for r in f["replaces"]:
                 emit(f"    - {visible(_short(r))[:90]}")
             emit(f"    saves {f['saved_us']:.1f} µs and {f['launches_saved']} launch(es) per step"
                  + (f"; intermediate no longer in HBM: {f['intermediate_bytes'] / 1e6:.1f} MB "
                     f"({f['hbm_traffic_saved_bytes'] / 1e6:.1f} MB of traffic)" if f["intermediate_bytes"] else ""))
+        if top and len(j["fused"]) > top * 3:
+            emit(f"  … {len(j['fused']) - top * 3} more (--top 0 lists all)")
     if j["chains"]:
         emit("\ndispatch chains that changed:")
         seen = set()
@@ -245,12 +247,90 @@ def print_diff(d, as_json: bool = False, write=None) -> None:
                 continue
             seen.add(key)
             emit(f"  {' → '.join(c['a']) or '∅'}  ⇒  {' → '.join(c['b']) or '∅'}")
-    if j["removed_ops"]:
-        emit("\nCPU ops removed (per step: A → B, A's CPU µs):")
-        for o in j["removed_ops"][:25]:
-            emit(f"  {visible(o['name'])[:50]:50s} {o['a_per_step']:g} → {o['b_per_step']:g}   {o['a_cpu_us']:.1f} µs")
     if j["added_ops"]:
-        emit("\nCPU ops added (per step: A → B, B's CPU µs):")
-        for o in j["added_ops"][:25]:
-            tag = "  [compile pre-op]" if o["compile_preop"] else ""
-            emit(f"  {visible(o['name'])[:50]:50s} {o['a_per_step']:g} → {o['b_per_step']:g}   {o['b_cpu_us']:.1f} µs{tag}")
+        pre = [o for o in j["added_ops"] if o["compile_preop"]]
+        if pre:
+            emit("\ncompile pre-ops (per step, B's CPU µs): " + ", ".join(
+                f"{visible(o['name'])} {o['b_cpu_us']:.1f}" for o in pre))
+    if rows:
+        emit("\nkernels per step (aligned; Δ = what the row adds to B)        A µs      B µs      Δ µs  status")
+        for k in j["kernels"]:
+            au = f"{k['a_us']:9.1f}" if k["a_us"] is not None else " " * 9
+            bu = f"{k['b_us']:9.1f}" if k["b_us"] is not None else " " * 9
+            why = k["detail"] or k["reason"] or ("unexplained" if k["status"] in ("added", "removed") else "")
+            extra = f"  ({visible(why)})" if why else ""
+            emit(f"  {visible(_short(k['name']))[:58]:58s} {au} {bu} {k['delta_us']:+9.1f}  {k['status']}{extra}")
+
+
+def diff_header(j: dict) -> list[str]:
+    """The per-step totals of a diff, reconciled: rows sum to the delta, launches to the counts."""
+    a, b, t = j["a"], j["b"], j["totals"]
+    alike = ""
+    if a["steps_alike"] < a["steps"] or b["steps_alike"] < b["steps"]:
+        alike = f" (steps alike: A {a['steps_alike']}/{a['steps']}, B {b['steps_alike']}/{b['steps']})"
+    dev = "device" if a["device"] or b["device"] else "compute (CPU ops)"
+    out = [f"per step{alike}: {dev} {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} µs "
+           f"({t['device_delta_us']:+,.1f}; rows sum to {t['rows_delta_us']:+,.1f}), "
+           f"kernels {t['kernels_a']} → {t['kernels_b']} (launches saved {t['launches_saved']}), "
+           f"CPU {a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs"]
+    if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:
+        out.append(f"  memcpy/memset (not in the rows): {a['memcpy_memset_per_step']:g} → "
+                   f"{b['memcpy_memset_per_step']:g} "
+                   f"per step, {a['memcpy_memset_us_per_step']:.1f} → {b['memcpy_memset_us_per_step']:.1f} µs")
+    out.append(f"  B's kernels explained {t['b_kernels_explained']}/{t['b_kernels']}; unexplained rows "
+               f"{t['unexplained']} ({t['unexplained_added']} added, {t['unexplained_removed']} removed)")
+    return out
+
+
+def change_lines(changes: list[dict], top: int = 10) -> list[str]:
+    """The biggest changes, grouped by kind, each group sorted by |Δ| per step, repeats folded."""
+    out = []
+    kinds = list(dict.fromkeys(c["kind"] for c in changes))
+    for kind in kinds:
+        group = [c for c in changes if c["kind"] == kind]
+        unit = "CPU µs" if kind == "cpu" else "µs"
+        total = sum(c["delta_us"] for c in group)
+        out.append(f"\n{group[0]['label']}: {total:+,.1f} {unit} per step")
+        for c in group[: top or None]:
+            rep = f"  [{c['repeat']}]" if c["repeat"] else ""
+            why = f"  ({c['detail']})" if c["detail"] and kind in ("added", "removed", "implementation") else ""
+            if kind in ("added", "removed") and not c["detail"]:
+                why = "  (unexplained)"
+            out.append(f"  {c['delta_us']:+10.1f}  {visible(c['title'])[:90]}{rep}{visible(why)[:80]}")
+        if top and len(group) > top:
+            rest = sum(c["delta_us"] for c in group[top:])
+            out.append(f"  {rest:+10.1f}  … {len(group) - top} more")
+    return out
+
+
+def print_ladder(ld: dict, names: list[str], as_json: bool = False, write=None) -> None:
+    """An N-way ladder: per step figures of each rung, and why each next rung is faster or slower."""
+    if as_json:
+        _dump(ld)
+        return
+    sink = write or _out
+
+    def emit(line: str) -> None:
+        sink(_shown(line))
+    for line in ladder_lines(ld, names):
+        emit(line)
+
+
+def ladder_lines(ld: dict, names: list[str]) -> list[str]:
+    out = ["per step           device µs   kernels  launches  launch CPU µs    CPU µs   file"]
+    for name, r in zip(names, ld["rungs"]):
+        out.append(f"  {visible(name)[:14]:14s} {r['device_us_per_step']:11,.1f} {r['kernels_per_step']:9d} "
+                   f"{r['launches_per_step']:9.0f} {r['launch_cpu_us_per_step']:14,.1f} {r['cpu_us_per_step']:9,.1f}   "
+                   f"{visible(r['file'])}")
+    for s in ld["steps"]:
+        t = s["totals"]
+        out.append(f"\n{visible(names[s['from']])} → {visible(names[s['to']])}: "
+                   f"device {t['device_delta_us']:+,.1f} µs, "
+                   f"kernels {t['kernels_a']} → {t['kernels_b']}, CPU {t['cpu_delta_us']:+,.1f} µs; "
+                   f"unexplained rows {t['unexplained']}")
+        for c in s["top"]:
+            rep = f"  [{c['repeat']}]" if c["repeat"] else ""
+            out.append(f"  {c['delta_us']:+10.1f}  {c['label']}: {visible(c['title'])[:80]}{rep}")
+        for c in s["cpu_top"]:
+            out.append(f"  {c['delta_us']:+10.1f}  CPU: {visible(c['title'])[:80]}")
+    return out

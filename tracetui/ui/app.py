@@ -517,7 +517,7 @@ class TraceApp(App):
     def __init__(self, paths: list[Path], diff: bool = False, early=None, load_opts: dict | None = None):
         super().__init__()
         self.paths = [Path(p) for p in paths]
-        self.diff = diff and len(self.paths) == 2
+        self.diff = diff and len(self.paths) >= 2  # two: a diff; more: a ladder
         self.traces: list[Trace] = []
         self.early = early
         self.load_opts = load_opts or {}
@@ -533,7 +533,7 @@ class TraceApp(App):
         # before any worker starts: quitting must not wait for a load that is still decoding
         asyncio.get_running_loop().set_default_executor(DaemonExecutor())
         early, self.early = self.early, None
-        self.push_screen(LoadingScreen(self.paths[:2] if self.diff else self.paths[:1], self._loaded, early,
+        self.push_screen(LoadingScreen(self.paths if self.diff else self.paths[:1], self._loaded, early,
                                        self.load_opts))
 
     def _loaded(self, traces: list[Trace]) -> None:
@@ -545,6 +545,9 @@ class TraceApp(App):
         if self.diff and len(traces) == 2:
             from .diff_view import DiffScreen
             self.switch_screen(DiffScreen(traces[0], traces[1]))
+        elif self.diff and len(traces) > 2:
+            from .diff_view import LadderScreen
+            self.switch_screen(LadderScreen(traces))
         else:
             self.switch_screen(ExplorerScreen(traces[0]))
         self.sub_title = " vs ".join(visible(t.path.name) for t in traces)
