@@ -132,6 +132,7 @@ class EventStore:
     skipped: dict = field(default_factory=dict)     # category -> count
     missing_fields: int = 0
     wrong_types: int = 0
+    memory: "Instants" = field(default_factory=lambda: Instants())  # [memory] instants (memory.py)
     _raw: list | None = None
 
     def __len__(self) -> int:
@@ -160,6 +161,13 @@ class EventStore:
         except msgspec.DecodeError:
             return {}
         return v if isinstance(v, dict) else {}
+
+    def raw_args_at(self, positions: np.ndarray) -> list:
+        """The undecoded args (bytes) of the events at these traceEvents positions (the lazy pass)."""
+        if self._raw is None:
+            self.load_args()
+        raw, n = self._raw, len(self._raw)
+        return [bytes(raw[j]) if j < n else b"{}" for j in positions.tolist()]
 
 
 _ph, _cat, _name, _ts, _dur, _args, _id = (attrgetter(a) for a in ("ph", "cat", "name", "ts", "dur", "args", "id"))
@@ -277,7 +285,8 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
                 thread_names[(e.pid, e.tid)] = label.strip()
             elif e.name == "process_name":
                 process_names[e.pid] = label.strip()
-    rest = ~(is_x | is_flow | (ph == ord("M")))
+    memory, is_mem = memory_instants(events, ph)
+    rest = ~(is_x | is_flow | (ph == ord("M")) | is_mem)
     for (cat, phase), c in Counter((e.cat, e.ph) for e in compress(events, rest.tolist())).items():
         label = f"{cat or '(none)'} ({phase or '?'})"
         skipped[label] = skipped.get(label, 0) + c
@@ -286,7 +295,7 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
         dur=np.maximum(dur, 0), corr=corr, ext=ext, seq=seq, fwd_tid=fwd,
         file_index=xi.astype(np.int64)[sel], source=source,
         thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
-        missing_fields=missing, wrong_types=wrong,
+        missing_fields=missing, wrong_types=wrong, memory=memory,
     )
     return store
 
@@ -332,4 +341,53 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
         fwd_tid=cat([p.fwd_tid for p in parts]), file_index=cat(file_index), source=a.source,
         thread_names=thread_names, process_names=process_names, flows=Flows.joined([p.flows for p in parts]),
         skipped=skipped, missing_fields=sum(p.missing_fields for p in parts), wrong_types=sum(p.wrong_types for p in parts),
+        memory=Instants.joined([p.memory for p in parts], offsets),
     )
+
+
+MEMORY_NAME = "[memory]"
+"""The name of profile_memory's instants (cat cpu_instant_event, ph "i"); memory.py reads them."""
+
+
+@dataclass
+class Instants:
+    """The ``[memory]`` instants: position in traceEvents (their args are read from the lazy args
+    pass, see memory.py), ts in ns (the store's convention) and the (pid, tid) that allocated."""
+    file_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    keys: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @staticmethod
+    def joined(parts: list["Instants"], offsets: list[int]) -> "Instants":
+        return Instants(np.concatenate([p.file_index + o for p, o in zip(parts, offsets)]),
+                        np.concatenate([p.ts for p in parts]), [k for p in parts for k in p.keys])
+
+
+def _instant_ns(v) -> int | None:
+    """µs -> ns; integral µs (epoch-time files) exactly, where a float product rounds to 256 ns."""
+    if isinstance(v, int):
+        return v * 1000
+    if v != v or v in (float("inf"), float("-inf")):
+        return None
+    return int(v) * 1000 if v.is_integer() else round(v * 1000)
+
+
+def memory_instants(events: list, ph: np.ndarray) -> tuple[Instants, np.ndarray]:
+    """The ``[memory]`` instants among ``events`` (``ph``: their phase bytes), and a mask of the
+    events they are (those without a usable ts are left out, and still counted as skipped)."""
+    idx = np.flatnonzero(ph == ord("i"))
+    cand = [events[j] for j in idx.tolist()]
+    keep, ts = [], []
+    for j, e in zip(idx.tolist(), cand):
+        if e.name == MEMORY_NAME:
+            t = _instant_ns(e.ts)
+            if t is not None:
+                keep.append(j)
+                ts.append(t)
+    mask = np.zeros(len(events), dtype=bool)
+    fi = np.asarray(keep, dtype=np.int64)
+    mask[fi] = True
+    return Instants(fi, np.asarray(ts, dtype=np.int64), [(events[j].pid, events[j].tid) for j in keep]), mask
