@@ -14,15 +14,10 @@ import pytest
 
 from tracetui.model import load_trace
 
-from tests.memory_workload import LEAK_ELEMS, record_memory_trace
+from tests.conftest import DATA
+from tests.memory_workload import LEAK_ELEMS
 
 HTA_MEMORY = "df_index_resolver_df_index_resolver.json.gz"
-
-
-@pytest.fixture(scope="session")
-def cpu_memory_trace(tmp_path_factory) -> Path:
-    pytest.importorskip("torch")
-    return record_memory_trace(tmp_path_factory.mktemp("memory") / "train_memory.json")
 
 
 class Raw:
@@ -222,6 +217,11 @@ def test_hta_peer_trace(peer_dir):
     assert len({k for _, _, k, _ in raw.mem}) == 2  # forward and backward threads both allocate
     # the backward thread's allocations reach a module through their forward op where it has one
     assert mem.devices == ["CPU", "GPU1"]
+
+
+def test_bundled_recording_figures():
+    """The small recording the UI tests read (tests/data) holds the same figures."""
+    _check_all(DATA / "cpu_train_memory.json.gz")
 
 
 def test_no_memory_events(cpu_traces):

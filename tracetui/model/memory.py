@@ -62,6 +62,16 @@ _FIELDS = (("addr", "Addr", 0), ("nbytes", "Bytes", 0), ("total", "Total Allocat
            ("reserved", "Total Reserved", -1), ("dev_type", "Device Type", -1), ("dev_id", "Device Id", -1))
 
 
+def fmt_bytes(n: int) -> str:
+    """Bytes for people, in binary units (allocators and OOM messages use them): 47.3 KiB."""
+    v = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{int(v)} B" if unit == "B" else f"{v:,.1f} {unit}"
+        v /= 1024
+    return f"{n} B"
+
+
 def _int(v, default: int) -> int:
     if type(v) is int:
         return v
