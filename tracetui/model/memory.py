@@ -150,6 +150,7 @@ class Memory:
     total: np.ndarray           # Total Allocated after this instant
     reserved: np.ndarray        # Total Reserved after this instant
     pid: np.ndarray             # object: the process that allocated
+    track: np.ndarray           # the store's track of its thread; -1 when the thread has no events
     node: np.ndarray            # deepest host event (tree node) containing the instant; -1 none
     op: np.ndarray              # innermost ATen op (node) containing it; -1 none
     module: np.ndarray          # nn.Module scope (node); -1 none
@@ -277,57 +278,67 @@ class Memory:
         for d, label in enumerate(self.devices):
             m = sel & (self.dev == d) & (self.op >= 0)
             own, nb = self.op[m], self.nbytes[m]
-            alloc = nb > 0
-            cols = [np.zeros(n, dtype=np.int64) for _ in range(6)]
-            s_cnt, s_bytes, s_inc, cnt, byt, inc = cols
-            s_cnt += np.bincount(own[alloc], minlength=n)
-            s_bytes += np.bincount(own[alloc], weights=nb[alloc], minlength=n).astype(np.int64)
-            s_inc += np.bincount(own, weights=nb, minlength=n).astype(np.int64)
-            cur, w_alloc = own.copy(), alloc
-            while cur.size:  # every op above the instant (its own op first) gets the inclusive figures
+            # (op node, bytes, is its own op) for every op on each instant's path, then summed per
+            # node over the nodes touched only (not bincounts over the whole tree per level)
+            nodes_l, bytes_l, self_l = [], [], []
+            cur, first = own, True
+            while cur.size:
                 here = is_op[cur]
-                c, a = cur[here], w_alloc[here]
-                cnt += np.bincount(c[a], minlength=n)
-                byt += np.bincount(c[a], weights=nb[here][a], minlength=n).astype(np.int64)
-                inc += np.bincount(c, weights=nb[here], minlength=n).astype(np.int64)
+                nodes_l.append(cur[here])
+                bytes_l.append(nb[here])
+                self_l.append(np.full(int(here.sum()), first))
+                first = False
                 up = t.cparent[cur]
                 keep = up > 0
-                cur, nb, w_alloc = up[keep], nb[keep], w_alloc[keep]
-            nodes = np.flatnonzero(is_op & ((cnt != 0) | (inc != 0)))
-            if not nodes.size:
+                cur, nb = up[keep], nb[keep]
+            if not nodes_l or not sum(x.size for x in nodes_l):
                 continue
-            nid = t.name_id[nodes]
+            nodes_all, b_all, s_all = np.concatenate(nodes_l), np.concatenate(bytes_l), np.concatenate(self_l)
+            uniq, inv = np.unique(nodes_all, return_inverse=True)
+            k = uniq.size
+            alloc = b_all > 0
+
+            def total(w, mask):
+                return np.bincount(inv[mask], weights=w[mask], minlength=k).round().astype(np.int64)
+
+            ones = np.ones(b_all.size)
+            cnt, byt, inc = total(ones, alloc), total(b_all, alloc), total(b_all, np.ones(b_all.size, dtype=bool))
+            s_cnt, s_bytes, s_inc = total(ones, alloc & s_all), total(b_all, alloc & s_all), total(b_all, s_all)
+            live = (cnt != 0) | (inc != 0) | (s_inc != 0)
+            idx = np.flatnonzero(live)
+            nid = t.name_id[uniq[idx]]
             order = np.argsort(nid, kind="stable")
-            nodes, nid = nodes[order], nid[order]
-            cuts = np.flatnonzero(np.diff(nid)) + 1
-            for grp in np.split(nodes, cuts):
-                out.append(OpStat(label, t.name(int(grp[0])), int(calls[t.name_id[grp[0]]]),
+            idx, nid = idx[order], nid[order]
+            for grp in np.split(idx, np.flatnonzero(np.diff(nid)) + 1):
+                out.append(OpStat(label, t.name(int(uniq[grp[0]])), int(calls[t.name_id[uniq[grp[0]]]]),
                                   int(cnt[grp].sum()), int(byt[grp].sum()), int(s_cnt[grp].sum()),
-                                  int(s_bytes[grp].sum()), int(inc[grp].sum()), int(s_inc[grp].sum()), grp))
+                                  int(s_bytes[grp].sum()), int(inc[grp].sum()), int(s_inc[grp].sum()), uniq[grp]))
         out.sort(key=lambda s: (-s.self_increase, -s.alloc_bytes, s.device, s.name))
         return out
 
     # ---- one node
     def of_node(self, node: int) -> dict:
-        """What ``node`` (an op, module, annotation or step) allocated and freed: its own instants
-        (self: the node is their innermost op) and everything under it, per device."""
+        """What ``node`` allocated and freed, per device: everything in it (a step: its window
+        on the whole process; a host event: the instants on its thread with start <= t < end)
+        and its own part (self: the instants whose innermost op it is)."""
         t = self.trace.tree
-        inside = np.zeros(len(self), dtype=bool)
-        cur = self.node.copy()
-        while True:  # instants whose containment path passes through node
-            ok = cur > 0
-            if not ok.any():
-                break
-            inside |= cur == node
-            cur = np.where(ok, t.cparent[np.maximum(cur, 0)], -1)
+        if t.kind[node] == K["step"]:
+            inside = self.step == node
+        elif t.ev[node] >= 0 and t.kind[node] in HOST_KINDS:
+            lo = int(np.searchsorted(self.ts, t.start[node], side="left"))
+            hi = int(np.searchsorted(self.ts, t.start[node] + t.dur[node], side="left"))
+            inside = np.zeros(len(self), dtype=bool)
+            inside[lo:hi] = self.track[lo:hi] == self.trace.store.track[t.ev[node]]
+        else:
+            return {}
         own = self.op == node
+        nb = self.nbytes
         out = {}
         for d, label in enumerate(self.devices):
             m = inside & (self.dev == d)
             if not m.any():
                 continue
             s = own & (self.dev == d)
-            nb = self.nbytes
             out[label] = {
                 "allocs": int((m & (nb > 0)).sum()), "alloc_bytes": int(nb[m & (nb > 0)].sum()),
                 "frees": int((m & (nb < 0)).sum()), "freed_bytes": int(-nb[m & (nb < 0)].sum()),
@@ -345,7 +356,7 @@ def build_memory(trace) -> Memory:
     n = len(inst)
     if not n:
         z = np.zeros(0, dtype=np.int64)
-        return Memory(trace, [], z, z, z, z, z, z, np.zeros(0, dtype=object), z, z, z,
+        return Memory(trace, [], z, z, z, z, z, z, np.zeros(0, dtype=object), z, z, z, z,
                       np.zeros(0, dtype=bool), z, z, z, z)
     cols, bad = _decode(store.raw_args_at(inst.file_index))
     order = np.lexsort((inst.file_index, inst.ts))
@@ -364,7 +375,9 @@ def build_memory(trace) -> Memory:
     addr = np.fromiter((addr_ids.setdefault(addr_raw[i], len(addr_ids)) for i in order.tolist()),
                        dtype=np.int64, count=n)
     pair = _pair(dev, addr, nbytes)
-    node = _containing(trace, keys, ts)
+    track_of = {k: i for i, k in enumerate(store.track_keys)}
+    itrack = np.fromiter((track_of.get(k, -1) for k in keys), dtype=np.int64, count=n)
+    node = _containing(trace, itrack, ts)
     op = _nearest(t, node, K["op"])
     module = _nearest(t, node, K["module"])
     backward = np.zeros(n, dtype=bool)
@@ -378,7 +391,7 @@ def build_memory(trace) -> Memory:
     pid = np.empty(n, dtype=object)
     pid[:] = [k[0] for k in keys]
     step = _steps(trace, ts, pid)
-    return Memory(trace, devices, ts, dev, addr, nbytes, total, reserved, pid, node, op, module, backward,
+    return Memory(trace, devices, ts, dev, addr, nbytes, total, reserved, pid, itrack, node, op, module, backward,
                   frame, step, pair, fi, wrong_types=bad)
 
 
@@ -406,12 +419,10 @@ def _pair(dev: np.ndarray, addr: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
     return pair
 
 
-def _containing(trace, keys: list, ts: np.ndarray) -> np.ndarray:
+def _containing(trace, itrack: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """The deepest host event (tree node) on each instant's thread with start <= ts < end; -1."""
     t, store = trace.tree, trace.store
     out = np.full(ts.size, -1, dtype=np.int64)
-    track_of = {k: i for i, k in enumerate(store.track_keys)}
-    itrack = np.fromiter((track_of.get(k, -1) for k in keys), dtype=np.int64, count=ts.size)
     host = np.flatnonzero((t.ev >= 0) & np.isin(t.kind, list(HOST_KINDS)))
     htrack = store.track[t.ev[host]]
     end = t.start + t.dur
