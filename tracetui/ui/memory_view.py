@@ -11,12 +11,13 @@ from rich.text import Text
 from textual import on, work
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from tracetui.model.memory import Memory, fmt_bytes
 from tracetui.model.trace import Trace
 
 from .format import fmt_us, plain
+from .line_table import LineTable
 
 AXIS_W = 10
 """Columns of the plot's left axis (the byte labels)."""
@@ -87,10 +88,12 @@ class MemoryView(Vertical):
     step, Enter on a row jumps to the op (``n`` for the op's next call)."""
 
     BINDINGS = [
-        Binding("v", "next_device", "Device"),
+        Binding("v", "next_device", "Device", show=False),
         Binding("comma", "step(-1)", "Prev step", show=False),
-        Binding("full_stop", "step(1)", "Next step"),
+        Binding("full_stop", "step(1)", "Next step", show=False),
     ]
+    """Not in the footer: a footer whose keys change is rebuilt on every focus change into the
+    view (~60 ms on a 270k-event trace); the view's first line names them instead."""
 
     def __init__(self, trace: Trace, **kw):
         super().__init__(**kw)
@@ -101,23 +104,21 @@ class MemoryView(Vertical):
         self._stats: list = []
         self._peak = None          # the shown window's peak, once refresh_all ran
         self._shown = False
+        self._key: tuple = ()
 
     def compose(self):
         yield Static(id="mem-head")
         yield MemoryPlot(id="mem-plot")
         with Horizontal(id="mem-tables"):
-            yield DataTable(cursor_type="row", zebra_stripes=True, id="mem-live")
-            yield DataTable(cursor_type="row", zebra_stripes=True, id="mem-ops")
+            yield LineTable([("bytes", True), ("count", True), ("op", False), ("module", False), ("step", False)],
+                            id="mem-live")
+            yield LineTable([("self Δ", True), ("Δ", True), ("allocs", True), ("alloc size", True),
+                             ("self allocs", True), ("calls", True), ("op", False)], id="mem-ops")
 
     def on_mount(self) -> None:
-        live, ops = self.query_one("#mem-live", DataTable), self.query_one("#mem-ops", DataTable)
+        live, ops = self.query_one("#mem-live", LineTable), self.query_one("#mem-ops", LineTable)
         live.border_title = "live at the peak (Enter: the op)"
         ops.border_title = "per op, TensorBoard definitions (Enter: the op, n next)"
-        for col, right in (("bytes", True), ("count", True), ("op", False), ("module", False), ("step", False)):
-            live.add_column(Text(col, justify="right" if right else "left"), key=col)
-        for col, right in (("self Δ", True), ("Δ", True), ("allocs", True), ("alloc size", True),
-                           ("self allocs", True), ("calls", True), ("op", False)):
-            ops.add_column(Text(col, justify="right" if right else "left"), key=col)
 
     def on_resize(self, event) -> None:
         self.set_class(self.size.width < WIDE_COLS, "narrow")
@@ -129,6 +130,8 @@ class MemoryView(Vertical):
         """Show the step around ``node`` (the whole trace outside any step)."""
         step = int(self.trace.roll.step_of[node]) if node > 0 else -1
         self.scope = step if step >= 0 else 0
+        if self._shown and self._key == (self.device, self.scope):
+            return  # what is on screen already (back from a jump to the tree)
         if not self.trace.memory_ready:
             self.query_one("#mem-head", Static).update("reading memory events…")
             self._build()
@@ -166,12 +169,13 @@ class MemoryView(Vertical):
                              "torch.profiler.profile(profile_memory=True)", style="yellow"))
             self.query_one("#mem-plot", Static).update("")
             for tid in ("#mem-live", "#mem-ops"):
-                self.query_one(tid, DataTable).clear()
+                self.query_one(tid, LineTable).set_rows([])
             return
         self.device %= len(mem.devices)
         lo, hi = self.window()
         self._peak = mem.peak(self.device, lo, hi) if self.scope else mem.peak(self.device)
         self._shown = True
+        self._key = (self.device, self.scope)
         self._draw_plot()
         self._fill_live()
         self._fill_ops(lo, hi)
@@ -191,9 +195,10 @@ class MemoryView(Vertical):
         head = Text()
         scope_name = tr.name(self.scope) if self.scope else "whole trace"
         head.append(f"{mem.devices[d]}", style="bold")
-        head.append(f" {d + 1}/{len(mem.devices)} · " if len(mem.devices) > 1 else " · ")
-        head.append(plain(scope_name[:40], "bold"))
+        head.append(f" {d + 1}/{len(mem.devices)} (v)" if len(mem.devices) > 1 else "")
         head.append(" · ")
+        head.append(plain(scope_name[:40], "bold"))
+        head.append(" (, .) · ")
         if peak is not None:
             head.append(f"peak {fmt_bytes(peak.allocated)}", style="bold red")
             head.append(f" at +{fmt_us(peak.ts - lo) if peak.ts > lo else '0'}")
@@ -218,37 +223,33 @@ class MemoryView(Vertical):
         self.query_one("#mem-plot", Static).update(out)
 
     def _fill_live(self) -> None:
-        mem, table = self.memory, self.query_one("#mem-live", DataTable)
-        table.clear()
+        mem, table = self.memory, self.query_one("#mem-live", LineTable)
         self._holders = []
         peak = self._peak
-        if peak is None:
-            return
-        groups = mem.holders(peak.live, "op,module,step")
-        for g in groups[:HOLDER_ROWS]:
-            op, module, step = g["key"]
-            table.add_row(Text(fmt_bytes(g["bytes"]), justify="right"), Text(f"{g['count']:,}", justify="right"),
-                          plain(op[:32]), plain(module[:28]), plain(step[:20]))
-            self._holders.append(g)
-        rest = groups[HOLDER_ROWS:]
-        if rest:
-            table.add_row(Text(fmt_bytes(sum(g["bytes"] for g in rest)), justify="right"),
-                          Text(f"{sum(g['count'] for g in rest):,}", justify="right"),
-                          Text(f"… {len(rest)} more groups", style="dim"), "", "")
-        if peak.held_before:
-            table.add_row(Text(fmt_bytes(peak.held_before), justify="right"), "", Text("allocated before the trace", style="dim"), "", "")
-        table.border_subtitle = f"{peak.live.size:,} allocations"
+        rows = []
+        if peak is not None:
+            groups = mem.holders(peak.live, "op,module,step")
+            for g in groups[:HOLDER_ROWS]:
+                op, module, step = g["key"]
+                rows.append((fmt_bytes(g["bytes"]), f"{g['count']:,}", op, module, step))
+                self._holders.append(g)
+            rest = groups[HOLDER_ROWS:]
+            if rest:
+                rows.append((fmt_bytes(sum(g["bytes"] for g in rest)), f"{sum(g['count'] for g in rest):,}",
+                             f"… {len(rest)} more groups", "", ""))
+            if peak.held_before:
+                rows.append((fmt_bytes(peak.held_before), "", "(allocated before the trace)", "", ""))
+        table.set_rows(rows, max_widths=[12, 9, 32, 28, 20])
+        table.border_subtitle = f"{peak.live.size:,} allocations" if peak is not None else ""
 
     def _fill_ops(self, lo: int, hi: int) -> None:
-        mem, table = self.memory, self.query_one("#mem-ops", DataTable)
-        table.clear()
+        mem, table = self.memory, self.query_one("#mem-ops", LineTable)
         label = mem.devices[self.device]
         stats = [s for s in mem.op_stats(*((lo, hi) if self.scope else (None, None))) if s.device == label]
         self._stats = stats
-        for s in stats:
-            table.add_row(*(Text(v, justify="right") for v in (
-                fmt_bytes(s.self_increase), fmt_bytes(s.increase), f"{s.alloc_count:,}", fmt_bytes(s.alloc_bytes),
-                f"{s.self_alloc_count:,}", f"{s.calls:,}")), plain(s.name[:80]))
+        table.set_rows([(fmt_bytes(s.self_increase), fmt_bytes(s.increase), f"{s.alloc_count:,}", fmt_bytes(s.alloc_bytes),
+                         f"{s.self_alloc_count:,}", f"{s.calls:,}", s.name) for s in stats],
+                       max_widths=[12, 12, 9, 12, 11, 9, 200])
         table.border_subtitle = "sorted by self Δ (size increase)"
 
     # ---- keys
@@ -266,12 +267,12 @@ class MemoryView(Vertical):
         if self.trace.memory_ready:
             self.refresh_all()
 
-    @on(DataTable.RowSelected)
-    def row_selected(self, event: DataTable.RowSelected) -> None:
+    @on(LineTable.Selected)
+    def row_selected(self, event: LineTable.Selected) -> None:
         event.stop()
         mem, t = self.memory, self.trace.tree
-        row = event.cursor_row
-        if event.data_table.id == "mem-live":
+        row = event.row
+        if event.table.id == "mem-live":
             if row >= len(self._holders):
                 return
             i = self._holders[row]["first"]
