@@ -42,6 +42,8 @@ from .events import HOST_KINDS, K
 DEVICE_TYPES = {0: "CPU", 1: "GPU"}
 """c10::DeviceType of ``Device Type``: 0 CPU, 1 CUDA (a GPU is labelled with its ``Device Id``)."""
 
+STATS_CACHE = 16
+"""Windows whose per-op statistics are kept (the memory view asks again on a device key)."""
 TOP_DEFAULT = 10
 """Rows of each holder grouping and of the op table in reports, unless asked otherwise."""
 
@@ -160,6 +162,7 @@ class Memory:
     pair: np.ndarray            # the matching free of an allocation, the allocation of a free; -1
     file_index: np.ndarray      # position in traceEvents
     wrong_types: int = 0
+    _stats: dict = field(default_factory=dict, repr=False)  # op_stats per window, recent ones
 
     def __len__(self) -> int:
         return int(self.ts.size)
@@ -261,6 +264,14 @@ class Memory:
     def op_stats(self, lo: int | None = None, hi: int | None = None) -> list[OpStat]:
         """The TensorBoard plugin's memory statistics per (device, op name) over instants in
         [lo, hi) (ns; all by default), sorted by self size increase, largest first."""
+        key = (lo, hi)
+        if key not in self._stats:
+            if len(self._stats) >= STATS_CACHE:
+                self._stats.pop(next(iter(self._stats)))
+            self._stats[key] = self._op_stats(lo, hi)
+        return self._stats[key]
+
+    def _op_stats(self, lo: int | None, hi: int | None) -> list[OpStat]:
         t = self.trace.tree
         n = len(t.kind)
         sel = np.ones(len(self), dtype=bool)

@@ -50,6 +50,7 @@ class LineTable(ScrollView, can_focus=True):
         self._lines: list[str] = []
         self._header = ""
         self._widths: list[int] = []
+        self._base: Style | None = None
         self.set_rows([])
 
     def watch_virtual_size(self, size: Size) -> None:
@@ -82,10 +83,16 @@ class LineTable(ScrollView, can_focus=True):
         self.cursor = min(self.cursor, max(len(self._lines) - 1, 0))
         self.refresh()
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base = None
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        base = self._base
+        if base is None:  # rich_style walks the CSS of every ancestor: once per style change
+            base = self._base = self.rich_style
         if y == 0:  # the header stays on top
             return Strip([Segment(self._header[scroll_x:scroll_x + width].ljust(width), base + HEADER)])
         i = scroll_y + y - 1

@@ -32,8 +32,8 @@ HOLDER_ROWS = 200
 
 
 def braille_plot(ts: np.ndarray, alloc: np.ndarray, reserved: np.ndarray, lo: int, hi: int,
-                 width: int, rows: int, peak_ts: int | None) -> tuple[list[str], list[list[str]], int]:
-    """Cells (text rows, a style per cell) of allocated (filled) and reserved (a line) over [lo, hi),
+                 width: int, rows: int, peak_ts: int | None) -> tuple[list[str], np.ndarray, int]:
+    """Cells (text rows, a ``STYLES`` code per cell) of allocated (filled) and reserved (a line) over [lo, hi),
     and the top of the scale in bytes. Each dot column shows the highest value in its time slice
     (a step function: the level carried in counts), so a short peak is never lost between columns."""
     xs, ys = 2 * width, 4 * rows
@@ -63,20 +63,18 @@ def braille_plot(ts: np.ndarray, alloc: np.ndarray, reserved: np.ndarray, lo: in
         for dc in range(2):
             bits_fill |= fill[dr::4, dc::2] * BRAILLE_BITS[dr, dc]
             bits_line |= line[dr::4, dc::2] * BRAILLE_BITS[dr, dc]
-    text, styles = [], []
-    peak_col = None if peak_ts is None or hi <= lo else int(np.clip((peak_ts - lo) * width // (hi - lo), 0, width - 1))
-    for y in range(rows):
-        chars, st = [], []
-        for x in range(width):
-            b = int(bits_fill[y, x] | bits_line[y, x])
-            chars.append(chr(0x2800 + b) if b else " ")
-            style = "green" if bits_fill[y, x] else ("yellow" if bits_line[y, x] else "")
-            if x == peak_col and style == "green":
-                style = "bold red"
-            st.append(style)
-        text.append("".join(chars))
-        styles.append(st)
-    return text, styles, top
+    bits = bits_fill | bits_line
+    code = np.where(bits_fill > 0, 1, np.where(bits_line > 0, 2, 0))  # STYLES index per cell
+    if peak_ts is not None and hi > lo:
+        col = int(np.clip((peak_ts - lo) * width // (hi - lo), 0, width - 1))
+        code[:, col] = np.where(code[:, col] == 1, 3, code[:, col])
+    chars = np.where(bits > 0, 0x2800 + bits, 32)  # a braille pattern, or a space where no dot is set
+    text = ["".join(map(chr, r)) for r in chars.tolist()]
+    return text, code, top
+
+
+STYLES = ("", "green", "yellow", "bold red")
+"""Cell styles of the plot by code: empty, allocated, reserved only, allocated at the peak."""
 
 
 class MemoryPlot(Static):
@@ -207,9 +205,9 @@ class MemoryView(Vertical):
         never = mem.never_freed(d)
         if never.size:
             head.append(f" · never freed {never.size} ({fmt_bytes(int(mem.nbytes[never].sum()))})", style="yellow")
-        self.query_one("#mem-head", Static).update(head)
+        self.query_one("#mem-head", Static).update(head, layout=False)  # one line, always
         out = Text()
-        for y, (row, st) in enumerate(zip(rows, styles)):
+        for y, (row, st) in enumerate(zip(rows, styles)):  # styles: a code per cell
             label = fmt_bytes(top) if y == 0 else ("0" if y == len(rows) - 1 else "")
             out.append(f"{label:>{AXIS_W - 1}} ", style="dim")
             _emit(out, row, st)
@@ -220,7 +218,11 @@ class MemoryView(Vertical):
         out.append("⣿ allocated ", style="green")
         out.append("⠉ reserved ", style="yellow")
         out.append("⣿ at the peak", style="bold red")
-        self.query_one("#mem-plot", Static).update(out)
+        plot = self.query_one("#mem-plot", Static)
+        height = n_rows + 2
+        if plot.styles.height is None or plot.styles.height.value != height:
+            plot.styles.height = height  # a new height lays the screen out once; same height: no layout
+        plot.update(out, layout=False)
 
     def _fill_live(self) -> None:
         mem, table = self.memory, self.query_one("#mem-live", LineTable)
@@ -291,12 +293,9 @@ class MemoryView(Vertical):
         screen.action_next_match()
 
 
-def _emit(out: Text, row: str, styles: list) -> None:
-    i = 0
-    while i < len(row):
-        j = i
-        while j < len(row) and styles[j] == styles[i]:
-            j += 1
-        out.append(row[i:j], style=styles[i])
-        i = j
+def _emit(out: Text, row: str, codes: np.ndarray) -> None:
+    """One plot row: a span per run of cells of one style."""
+    cuts = np.flatnonzero(np.diff(codes)) + 1
+    for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, codes.size].tolist()):
+        out.append(row[a:b], style=STYLES[int(codes[a])])
     out.append("\n")
