@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tracetui.model import load_trace
+from tracetui.model.events import K
 
 from tests.conftest import DATA
 from tests.memory_workload import LEAK_ELEMS
@@ -228,3 +229,34 @@ def test_no_memory_events(cpu_traces):
     tr = load_trace(cpu_traces["linear_eager"])
     mem = tr.memory
     assert len(mem) == 0 and mem.devices == [] and mem.op_stats() == []
+
+
+def test_of_node_against_containment(cpu_memory_trace):
+    """An op's memory (the detail pane's figures): what ran inside it on its thread, and its own
+    part (the instants whose innermost op it is), from the raw JSON."""
+    raw, tr = Raw(cpu_memory_trace), load_trace(cpu_memory_trace)
+    mem = tr.memory
+    inside, own = defaultdict(lambda: [0, 0, 0, 0]), defaultdict(lambda: [0, 0])
+    for (t, _, key, a), ops in zip(raw.mem, raw.all_containing()):
+        b = a["Bytes"]
+        for o in ops:
+            row = inside[o[2]]
+            row[0 if b > 0 else 2] += 1
+            row[1 if b > 0 else 3] += abs(b)
+        if ops and b > 0:
+            own[ops[-1][2]][0] += 1
+            own[ops[-1][2]][1] += b
+    t = tr.tree
+    ops = np.flatnonzero((t.kind == K["op"]) & (t.ev >= 0))
+    checked = 0
+    for node in ops.tolist():
+        fi = int(tr.store.file_index[t.ev[node]])
+        got = mem.of_node(node).get("CPU")
+        if fi not in inside:
+            assert got is None
+            continue
+        want = inside[fi]
+        assert [got["allocs"], got["alloc_bytes"], got["frees"], got["freed_bytes"]] == want
+        assert [got["self_allocs"], got["self_alloc_bytes"]] == own.get(fi, [0, 0])
+        checked += 1
+    assert checked > 20

@@ -150,3 +150,29 @@ def test_braille_plot_against_columns():
             on = bool(bits[r, x // 2] & dots[(dr, x % 2)])
             assert on == (y < filled or y == line), (x, y)
     assert all(len(row) == width for row in text) and len(text) == rows
+
+
+def test_memory_view_two_devices_on_hta_trace(peer_dir):
+    """HTA's GPU trace: CPU and GPU1; `v` switches the plot and tables to the GPU, whose peak in
+    the whole-trace scope (the cursor on the root) is the file's highest GPU Total Allocated."""
+    path = peer_dir / "df_index_resolver_df_index_resolver.json.gz"
+    with gzip.open(path, "rt") as f:
+        raw = [e["args"] for e in json.load(f)["traceEvents"] if e.get("ph") == "i" and e.get("name") == "[memory]"]
+    gpu_max = max(a["Total Allocated"] for a in raw if a["Device Type"] == 1)
+
+    async def run():
+        app = TraceApp([path])
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not isinstance(app.screen, ExplorerScreen):
+                await pilot.pause(0.02)
+            await pilot.press("g")  # the root row: the view shows the whole trace
+            await pilot.pause()
+            screen, view = await _open_memory(pilot)
+            assert view.scope == 0 and screen.trace.memory.devices == ["CPU", "GPU1"]
+            await pilot.press("v")
+            await pilot.pause()
+            assert view.device == 1 and view._peak.allocated == gpu_max
+            assert "GPU1" in str(view.query_one("#mem-head").render())
+            assert view.query_one("#mem-ops").row_count == len(
+                [s for s in screen.trace.memory.op_stats() if s.device == "GPU1"])
+    asyncio.run(run())
