@@ -284,7 +284,7 @@ def print_memory(t: Trace, as_json: bool = False, top: int = 10) -> None:
         _dump(j)
         return
     b = lambda n: f"{fmt_bytes(n)} ({n:,} B)" if abs(n) >= 1024 else fmt_bytes(n)  # noqa: E731
-    t0 = int(t.tree.start[0]) * US  # text times are offsets into the trace; JSON keeps the file's clock
+    t0 = int(t.store.ts.min()) * US if len(t.store) else 0.0  # text times: offsets from the first event
     at = lambda us: f"+{(us - t0) / 1e3:,.3f} ms"  # noqa: E731
     _out(f"{t.path.name}: {j['instants']:,} memory instants")
     if not j["instants"]:

@@ -151,7 +151,12 @@ class MemoryView(Vertical):
     def window(self) -> tuple[int, int]:
         """The shown time axis: the step's window (host interval, stretched to its GPU work) or
         the whole trace."""
-        t = self.trace.tree
+        t, store = self.trace.tree, self.trace.store
+        if not self.scope:  # the events' own span (a synthetic node can hold the root's start at 0)
+            ends = [int(store.ts.min()), int((store.ts + store.dur).max())] if len(store) else [0, 1]
+            if len(self.memory):
+                ends += [int(self.memory.ts[0]), int(self.memory.ts[-1]) + 1]
+            return min(ends), max(max(ends), min(ends) + 1)
         s0, s1 = int(t.start[self.scope]), int(t.start[self.scope] + t.dur[self.scope])
         if self.scope:
             gpu = self.trace.step_window(self.scope).gpu
