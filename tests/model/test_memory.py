@@ -43,16 +43,6 @@ class Raw:
         self.mem.sort(key=lambda m: (m[0], m[1]))
 
     @staticmethod
-    def first_op(path: Path) -> int:
-        """The ts (ns, exact) of the file's first X event the store keeps."""
-        with gzip.open(path, "rt") as f:
-            events = json.load(f, parse_float=Decimal)["traceEvents"]
-        cats = {"cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver", "kernel",
-                "gpu_memcpy", "gpu_memset"}
-        e = next(e for e in events if e.get("ph") == "X" and e.get("cat") in cats)
-        return int(Decimal(e["ts"]) * 1000)
-
-    @staticmethod
     def device(args) -> str:
         return "CPU" if args["Device Type"] == 0 else f"GPU{args['Device Id']}"
 
@@ -201,19 +191,8 @@ def test_step_peaks(cpu_memory_trace):
         assert got[tr.name(s)] == max(before[-1:] + inside)
 
 
-def _exact_times(tr, path: Path) -> bool:
-    """Whether the store holds the file's epoch-µs X timestamps to the ns (float64 rounds them to
-    256 ns, which moves op boundaries past allocations made in the same µs)."""
-    raw = Raw.first_op(path)
-    e = np.flatnonzero(tr.store.kind >= 0)[0]
-    return int(tr.store.ts[e]) == raw
-
-
 def test_hta_peer_trace(peer_dir):
-    path = peer_dir / HTA_MEMORY
-    if not _exact_times(load_trace(path), path):
-        pytest.xfail("X timestamps are not exact to the ns here (the loader branch makes them so)")
-    raw, tr, mem = _check_all(path)
+    raw, tr, mem = _check_all(peer_dir / HTA_MEMORY)
     assert len(mem) == 28_010
     assert len({k for _, _, k, _ in raw.mem}) == 2  # forward and backward threads both allocate
     # the backward thread's allocations reach a module through their forward op where it has one
@@ -260,3 +239,29 @@ def test_of_node_against_containment(cpu_memory_trace):
         assert [got["self_allocs"], got["self_alloc_bytes"]] == own.get(fi, [0, 0])
         checked += 1
     assert checked > 20
+
+
+def test_epoch_ns_fractions_are_exact(tmp_path):
+    """Epoch µs with ns fractions (19 digits: float64 keeps ~16) are read exactly for instants as
+    for ops: an allocation 1 ns inside an op's end belongs to it, one at its end to its parent."""
+    base = "1680558698123"
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 1, "ts": f"{base}400.000", "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "inner", "pid": 1, "tid": 1, "ts": f"{base}456.789", "dur": 0.5},
+    ]
+    at = {"start": f"{base}456.789", "inside": f"{base}457.288", "end": f"{base}457.289"}
+    for i, (what, ts) in enumerate(at.items()):
+        ev.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                   "args": {"Addr": 100 + i, "Bytes": 8, "Total Allocated": 8 * (i + 1), "Total Reserved": 0,
+                            "Device Type": 0, "Device Id": -1}})
+    # numbers written as JSON numbers, not strings
+    text = json.dumps({"traceEvents": ev})
+    for v in list(at.values()) + [f"{base}400.000", f"{base}456.789"]:
+        text = text.replace(f'"{v}"', v)
+    path = tmp_path / "epoch.json"
+    path.write_text(text)
+    tr = load_trace(path)
+    mem = tr.memory
+    got = [mem.label(mem.op[k]) for k in range(len(mem))]
+    assert got == ["inner", "inner", "outer"]
+    assert mem.ts.tolist() == [int(Decimal(v) * 1000) for v in at.values()]
