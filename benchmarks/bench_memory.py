@@ -3,7 +3,8 @@
     python benchmarks/bench_memory.py [--events 270000] [--src RECORDING]
 
 The input replicates a recording made with profile_memory=True (default: the bundled CPU
-training recording tests/data/cpu_train_memory.json.gz; HTA's GPU peer trace
+transformer training recording tests/data/cpu_transformer_eager_memory.json.gz, backward on a
+second thread; HTA's GPU peer trace
 df_index_resolver_df_index_resolver.json.gz is a heavier source: 13% of its events are
 [memory] instants). Reported: the model's build time (in the app's worker, off every key), and
 per key the CPU time the process spent (handler + layout + render) and Pilot's wall time, as
@@ -24,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DEFAULT_SRC = ROOT / "tests" / "data" / "cpu_train_memory.json.gz"
+DEFAULT_SRC = ROOT / "tests" / "data" / "cpu_transformer_eager_memory.json.gz"
 
 
 async def run(path: Path) -> dict:

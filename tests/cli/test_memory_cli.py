@@ -8,7 +8,7 @@ from tracetui.cli import main
 
 from tests.conftest import DATA, TRACES
 
-MEM = DATA / "cpu_train_memory.json.gz"
+MEM = DATA / "cpu_transformer_eager_memory.json.gz"
 
 
 def run_json(capsys, *argv):
@@ -36,19 +36,28 @@ def test_memory_json_schema_and_figures(capsys):
     # the holders at the peak account for the peak, whichever way they are grouped
     for by in ("op", "module", "step"):
         assert sum(r["bytes"] for r in cpu["holders"][by]) + cpu["held_before_bytes"] == cpu["peak_bytes"]
-    assert [s["name"] for s in d["steps"]] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    assert [s["name"] for s in d["steps"]] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
     assert all(isinstance(s["peak_bytes"], int) for s in d["steps"])
     assert max(s["peak_bytes"] for s in d["steps"]) <= cpu["peak_bytes"]
     row = next(o for o in d["ops"] if o["name"] == "aten::empty")
     assert set(row) == {"device", "name", "calls", "allocation_count", "allocation_bytes", "self_allocation_count",
                         "self_allocation_bytes", "size_increase_bytes", "self_size_increase_bytes"}
-    assert any(b["module"] == "Leaky_0" and b["bytes"] == 4000 for b in cpu["never_freed_blocks"])
+
+
+def test_memory_lists_the_planted_leak(capsys, cpu_memory_trace):
+    d = run_json(capsys, "memory", str(cpu_memory_trace), "--json", "--top", "0")
+    (cpu,) = d["devices"]
+    leaks = [b for b in cpu["never_freed_blocks"] if b["module"] == "Leaky_0"]
+    assert len(leaks) == 3 and all(b["bytes"] == 4000 and b["op"] == "aten::empty" for b in leaks)
+    assert main(["memory", str(cpu_memory_trace)]) == 0
+    out = capsys.readouterr().out
+    assert "never freed (largest)" in out and "Leaky_0" in out
 
 
 def test_memory_text_and_no_memory(capsys):
     assert main(["memory", str(MEM)]) == 0
     out = capsys.readouterr().out
-    assert "CPU: peak" in out and "never freed" in out and "Leaky_0" in out
+    assert "CPU: peak" in out and "per op" in out and "Decoder_0" in out
     assert main(["memory", str(TRACES / "linear_eager.json.gz")]) == 0
     assert "no [memory] events" in capsys.readouterr().out
 

@@ -200,8 +200,9 @@ def test_hta_peer_trace(peer_dir):
 
 
 def test_bundled_recording_figures():
-    """The small recording the UI tests read (tests/data) holds the same figures."""
-    _check_all(DATA / "cpu_train_memory.json.gz")
+    """The transformer recording the UI tests read (tests/data): backward on a second thread."""
+    raw, tr, mem = _check_all(DATA / "cpu_transformer_eager_memory.json.gz")
+    assert len({k for _, _, k, _ in raw.mem}) == 2 and tr.n_steps == 3
 
 
 def test_no_memory_events(cpu_traces):

@@ -14,7 +14,7 @@ from tracetui.ui.memory_view import braille_plot
 
 from tests.conftest import DATA, TRACES
 
-MEM = DATA / "cpu_train_memory.json.gz"
+MEM = DATA / "cpu_transformer_eager_memory.json.gz"
 
 
 def _raw():
@@ -81,10 +81,10 @@ async def _peak_steps_and_jumps():
         assert tr.name(screen.current) == stat.name
 
 
-def test_leak_op_detail_pane():
+def test_leak_op_detail_pane(cpu_memory_trace):
     """The op that made a never-freed block says so in its detail pane, once the model is built."""
     async def run():
-        app = TraceApp([MEM])
+        app = TraceApp([cpu_memory_trace])
         async with app.run_test(size=(160, 48)) as pilot:
             screen, _ = await _open_memory(pilot)
             tr = screen.trace

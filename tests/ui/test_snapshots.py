@@ -89,5 +89,5 @@ async def _memory(pilot):
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_memory(snap_compare, size):
     from tests.conftest import DATA
-    app = TraceApp([DATA / "cpu_train_memory.json.gz"])
+    app = TraceApp([DATA / "cpu_transformer_eager_memory.json.gz"])
     assert snap_compare(app, terminal_size=size, run_before=_memory)
