@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen")
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = REPO_ROOT / "traces"
 
@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--depth", type=int, default=None)
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true")
+    m = sub.add_parser("memory", parents=[lo], help="profile_memory: peaks per device and step, what held them, per-op table")
+    m.add_argument("trace", type=Path)
+    m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    m.add_argument("--top", type=int, default=10, help="rows per table (0: all)")
     d = sub.add_parser("diff", parents=[lo], help="align two traces and report what changed and what fusion "
                                                    "removed; three or more: a ladder (A → B → C …)")
     d.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="two traces, or a series of them")
@@ -184,6 +188,11 @@ def _dispatch(args) -> int:
         from tracetui.model import load_trace
         from tracetui.report import print_summary
         print_summary(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
+        return 0
+    if args.cmd == "memory":
+        from tracetui.model import load_trace
+        from tracetui.report import print_memory
+        print_memory(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
         return 0
     if args.cmd == "tree":
         from tracetui.model import load_trace
