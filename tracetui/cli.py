@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen")
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "ranks", "index")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = REPO_ROOT / "traces"
 
@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
+    _rank_parsers(sub, lo)
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
@@ -114,6 +115,8 @@ def _dispatch(args) -> int:
             _announce_folder(p)
     if args.cmd == "gen":
         return _gen(args)
+    if args.cmd in ("ranks", "index"):
+        return _ranks(args)
     if args.cmd == "summary":
         from tracetui.model import load_trace
         from tracetui.report import print_summary
@@ -197,3 +200,14 @@ def _gen(args) -> int:
     if failed:
         raise CliError(f"{len(failed)} of {len(jobs)} recordings failed: " + "; ".join(failed))
     return 0
+
+
+def _rank_parsers(sub, lo) -> None:
+    """``ranks`` and ``index``: the job-level subcommands (tracetui/ranks_cli.py)."""
+    from tracetui.ranks_cli import add_parsers
+    add_parsers(sub, lo)
+
+
+def _ranks(args) -> int:
+    from tracetui.ranks_cli import run
+    return run(args, _load_opts(args), CliError)

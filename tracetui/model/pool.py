@@ -1,0 +1,52 @@
+"""Where the per-rank work runs: in this process, or on a local process pool (the default).
+
+Each rank is loaded and turned into tables in a worker; only the tables come back. Workers never
+fork again (``TRACETUI_PARALLEL=0``): the pool already keeps the cores busy.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+import multiprocessing as mp
+
+
+def default_workers(n_tasks: int) -> int:
+    """One worker per core, never more than there are ranks."""
+    return max(1, min(os.cpu_count() or 1, n_tasks))
+
+
+def _init_worker() -> None:
+    os.environ["TRACETUI_PARALLEL"] = "0"
+
+
+def _context():
+    """fork where there is one (no re-import per worker), else the platform's default."""
+    return mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+
+
+def run_map(fn, tasks: list, workers: int | None = None, progress=None) -> list:
+    """``[fn(*t) for t in tasks]``, on ``workers`` local processes (1: in this process), in order.
+
+    ``progress(done, total)`` is called after each task finishes.
+    """
+    workers = default_workers(len(tasks)) if workers is None else max(1, workers)
+    out = [None] * len(tasks)
+    if workers == 1 or len(tasks) <= 1:
+        for i, t in enumerate(tasks):
+            out[i] = fn(*t)
+            if progress:
+                progress(i + 1, len(tasks))
+        return out
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker) as ex:
+        futs = {ex.submit(fn, *t): i for i, t in enumerate(tasks)}
+        for done, f in enumerate(as_completed(futs), 1):
+            out[futs[f]] = f.result()
+            if progress:
+                progress(done, len(tasks))
+    return out
+
+
+def map_ranks(job, workers: int | None = None, load_opts: dict | None = None, progress=None) -> list[dict]:
+    """Every rank of ``job`` loaded into tables (``ranks.load_rank``), in rank order."""
+    from .ranks import load_rank
+    return run_map(load_rank, [(rf, job.world, load_opts) for rf in job.ranks], workers, progress)
