@@ -395,22 +395,28 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
         if len(set(rs)) != len(rs):
             diags.append(f"collective {_key_str(k)} appears more than once on rank(s) "
                          f"{_spans(sorted({r for r in rs if rs.count(r) > 1}))}")
-    # clock offsets: median over matched collectives of (end on this rank - end on the reference rank)
+    # clock offsets: one clock per host (ranks of one host share it; a rank whose host is not
+    # recorded is its own). Each host's offset is the median, over the matched collectives and
+    # the host's ranks, of (end on that rank - end on the reference rank): collectives end together.
     ref = ranks[0] if ranks else 0
-    offset = {r: 0 for r in ranks}
-    offset_n = {r: 0 for r in ranks}
-    ref_end = {k: end[i] for k, rows in by_key.items() for i in rows if coll["rank"][i] == ref}
+    host_of = {r: (h if h else f"rank {r}") for r, h in zip(info["rank"], info["host"])}
+    ref_end = {k: int(end[i]) for k, rows in by_key.items() for i in rows if coll["rank"][i] == ref}
     diffs: dict = {r: [] for r in ranks}
     for k, rows in by_key.items():
         if k in ref_end:
             for i in rows:
-                diffs[coll["rank"][i]].append(int(end[i] - ref_end[k]))
+                diffs[coll["rank"][i]].append(int(end[i]) - ref_end[k])
+    est = {r: (int(np.median(np.array(diffs[r], dtype=np.int64))) if diffs[r] else None) for r in ranks}
+    per_host: dict = {}
     for r in ranks:
-        if diffs[r]:
-            offset[r] = int(np.median(np.array(diffs[r], dtype=np.int64)))
-            offset_n[r] = len(diffs[r])
-        elif r != ref and by_key:
-            diags.append(f"rank {r} shares no collective with rank {ref}: its clock is left as recorded")
+        per_host.setdefault(host_of[r], []).extend(diffs[r])
+    host_off = {h: (int(np.median(np.array(d, dtype=np.int64))) if d else 0) for h, d in per_host.items()}
+    host_off[host_of.get(ref, "")] = 0
+    offset = {r: host_off[host_of[r]] for r in ranks}
+    offset_n = {r: len(per_host[host_of[r]]) for r in ranks}
+    for h, d in per_host.items():
+        if not d and h != host_of.get(ref) and by_key:
+            diags.append(f"{h} shares no collective with rank {ref}: its clock is left as recorded")
     off_a = np.array([offset.get(int(r), 0) for r in rank_a.tolist()], dtype=np.int64)
     a_start, a_end = start - off_a, end - off_a
     wait = np.zeros(rank_a.size, dtype=np.int64)
@@ -479,7 +485,8 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
         mine = rank_a == r
         w = wait[mine]
         per_rank.append({
-            "rank": r, "offset_us": offset[r] / 1e3, "offset_from": offset_n[r], "collectives": int(mine.sum()),
+            "rank": r, "clock": host_of[r], "offset_us": offset[r] / 1e3, "offset_from": offset_n[r],
+            "offset_rank_us": None if est[r] is None else est[r] / 1e3, "collectives": int(mine.sum()),
             "wait_total_us": int(w.sum()) / 1e3, "wait_mean_us": (float(w.mean()) / 1e3) if w.size else 0.0,
             "last_count": int(last[mine].sum()), "caused_wait_us": caused[r] / 1e3,
             "hta_straggler_count": hta.get(r, 0),
