@@ -398,6 +398,7 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
     # clock offsets: one clock per host (ranks of one host share it; a rank whose host is not
     # recorded is its own). Each host's offset is the median, over the matched collectives and
     # the host's ranks, of (end on that rank - end on the reference rank): collectives end together.
+    # The lower median, so the figure is one measured difference (and DuckDB's quantile_disc).
     ref = ranks[0] if ranks else 0
     host_of = {r: (h if h else f"rank {r}") for r, h in zip(info["rank"], info["host"])}
     ref_end = {k: int(end[i]) for k, rows in by_key.items() for i in rows if coll["rank"][i] == ref}
@@ -406,11 +407,11 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
         if k in ref_end:
             for i in rows:
                 diffs[coll["rank"][i]].append(int(end[i]) - ref_end[k])
-    est = {r: (int(np.median(np.array(diffs[r], dtype=np.int64))) if diffs[r] else None) for r in ranks}
+    est = {r: (_median_low(diffs[r]) if diffs[r] else None) for r in ranks}
     per_host: dict = {}
     for r in ranks:
         per_host.setdefault(host_of[r], []).extend(diffs[r])
-    host_off = {h: (int(np.median(np.array(d, dtype=np.int64))) if d else 0) for h, d in per_host.items()}
+    host_off = {h: (_median_low(d) if d else 0) for h, d in per_host.items()}
     host_off[host_of.get(ref, "")] = 0
     offset = {r: host_off[host_of[r]] for r in ranks}
     offset_n = {r: len(per_host[host_of[r]]) for r in ranks}
@@ -502,6 +503,12 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
             "matched_by": {(g or "default"): m for g, m in sorted(how.items())},
             "per_rank": per_rank, "straggler": straggler, "steps": step_rows,
             "collectives": collectives, "diagnostics": diags}
+
+
+def _median_low(values: list[int]) -> int:
+    """The lower median (an element, so exact in ns; DuckDB's ``quantile_disc(x, 0.5)``)."""
+    v = sorted(values)
+    return int(v[(len(v) - 1) // 2])
 
 
 def _key_str(k) -> str:

@@ -1,0 +1,101 @@
+"""`tracetui index`: Parquet tables per rank, written atomically; job analyses as DuckDB queries;
+the local pool and a local Ray instance write the same tables."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("duckdb")
+
+from tracetui.cli import main
+from tracetui.model import index as ix
+
+from .conftest import copy, gloo_annotations, raw
+
+
+@pytest.fixture(scope="module")
+def gen_index(gen_job, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("idx") / "job.idx"
+    assert main(["index", str(gen_job["files"][0].parent), "-o", str(out), "--workers", "2"]) == 0
+    return out
+
+
+def test_index_tables_hold_the_raw_json(gen_job, gen_index):
+    import pyarrow.parquet as pq
+    for r, f in enumerate(gen_job["files"]):
+        ev = raw(f)["traceEvents"]
+        coll = pq.read_table(gen_index / "collectives" / f"rank-{r:06d}.parquet").to_pydict()
+        anns = gloo_annotations(f)
+        assert coll["name"] == [a["name"] for a in anns]
+        base = raw(f)["baseTimeNanoseconds"]
+        assert coll["start_ns"] == [base + round(a["ts"] * 1000) for a in anns]
+        ops = pq.read_table(gen_index / "ops" / f"rank-{r:06d}.parquet").to_pydict()
+        raw_ops = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+        assert len(ops["name"]) == len(raw_ops)
+        assert sum(ops["dur_ns"]) == sum(round(e["dur"] * 1000) for e in raw_ops)
+        steps = pq.read_table(gen_index / "steps" / f"rank-{r:06d}.parquet").to_pydict()
+        assert steps["name"] == sorted((e["name"] for e in ev if e.get("name", "").startswith("ProfilerStep#")),
+                                       key=lambda n: int(n.split("#")[1]))
+        info = pq.read_table(gen_index / "info" / f"rank-{r:06d}.parquet").to_pydict()
+        assert info["rank"] == [r] and info["host"] == [f"node{r // 2}"]
+
+
+def test_ranks_on_the_index_is_ranks_on_the_traces(gen_job, gen_index, capsys):
+    capsys.readouterr()
+    assert main(["ranks", str(gen_index), "--json"]) == 0
+    from_index = json.loads(capsys.readouterr().out)
+    assert main(["ranks", str(gen_job["files"][0].parent), "--json", "--workers", "1"]) == 0
+    from_traces = json.loads(capsys.readouterr().out)
+    assert from_index == from_traces
+    assert from_index["straggler"]["rank"] == gen_job["straggler"]
+
+
+def test_straggler_sql_agrees_with_the_analysis(gen_job, gen_index):
+    doc = ix.analyze_index(gen_index)
+    rows = ix.straggler_query(gen_index)
+    assert [r["rank"] for r in rows] == [p["rank"] for p in doc["per_rank"]]
+    for r, p in zip(rows, doc["per_rank"]):
+        assert r["collectives"] == p["collectives"]
+        assert r["wait_total_ns"] == round(p["wait_total_us"] * 1000)
+        assert r["last_count"] == p["last_count"]
+        assert r["caused_wait_ns"] == round(p["caused_wait_us"] * 1000)
+    top = max(rows, key=lambda r: r["caused_wait_ns"])
+    assert top["rank"] == gen_job["straggler"]
+
+
+def test_index_is_replaced_atomically(gen_job, tmp_path, capsys):
+    out = tmp_path / "idx"
+    files = [str(f) for f in gen_job["files"][:3]]
+    assert main(["index", *files, "-o", str(out), "--workers", "1"]) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    bad = tmp_path / "broken_rank-3.pt.trace.json"
+    bad.write_text('{"distributedInfo": {"rank": 3, "world_size": 6, "backend": "gloo"}, "traceEvents": [')
+    capsys.readouterr()
+    for workers in ("1", "2"):  # in this process, and from a pool worker
+        assert main(["index", *files, str(bad), "-o", str(out), "--workers", workers]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"tracetui: error: {bad}"), err
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before                      # the failed build left the old index whole
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".idx")]  # and no temporary
+    other = tmp_path / "not_an_index"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    assert main(["index", *files, "-o", str(other), "--workers", "1"]) == 2
+    assert (other / "keep.txt").read_text() == "mine"
+
+
+def test_ray_builds_the_same_index(gen_job, gen_index, tmp_path):
+    """A local Ray instance, started and stopped by the build, writes byte-identical tables."""
+    pytest.importorskip("ray")
+    out = tmp_path / "ray.idx"
+    assert main(["index", str(gen_job["files"][0].parent), "-o", str(out), "--engine", "ray", "--workers", "2"]) == 0
+    for a in sorted(gen_index.rglob("*.parquet")):
+        b = out / a.relative_to(gen_index)
+        assert b.read_bytes() == a.read_bytes(), a
+    assert (out / ix.MANIFEST).read_bytes() == (gen_index / ix.MANIFEST).read_bytes()
+    import ray
+    assert not ray.is_initialized()
