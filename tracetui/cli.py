@@ -110,8 +110,10 @@ def _load_opts(args) -> dict:
 
 
 def _dispatch(args) -> int:
+    from tracetui.ranks_cli import opens_job
+    job = args.cmd == "open" and opens_job(args.traces)  # ranks of one job: the job view, not a diff
     for p in [getattr(args, k, None) for k in ("trace", "a", "b")] + list(getattr(args, "traces", None) or []):
-        if p is not None:
+        if p is not None and not job:
             _announce_folder(p)
     if args.cmd == "gen":
         return _gen(args)
@@ -138,10 +140,14 @@ def _dispatch(args) -> int:
         return _open([args.a, args.b], diff=True, load_opts=_load_opts(args))
     if not args.traces:  # the bundled story: eager vs torch.compile MLP on an H200
         return _open(bundled_default(), diff=True, load_opts=_load_opts(args))
-    return _open(args.traces, diff=len(args.traces) == 2, load_opts=_load_opts(args))
+    return _open(args.traces, diff=len(args.traces) == 2, load_opts=_load_opts(args), job=job)
 
 
-def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None) -> int:
+def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, job: bool = False) -> int:
+    if job:  # several ranks of one job, a folder of them, or an index: the job view
+        from tracetui.ui.app import TraceApp
+        TraceApp(list(paths), load_opts=load_opts, job=True).run()
+        return 0
     from tracetui.model.load import resolve_input
     resolved = [resolve_input(p) for p in paths]  # fail fast with a one-line error, before the UI starts
     early = None

@@ -49,3 +49,19 @@ def run(args, load_opts: dict, CliError) -> int:
 def _is_index(p: Path) -> bool:
     from tracetui.model.index import MANIFEST
     return (p / MANIFEST).exists()
+
+
+def opens_job(paths) -> bool:
+    """``tracetui PATH...`` opens the job view: an index, a folder of two or more ranks of one job,
+    or two or more files that are distinct ranks of one job (anything else opens as before)."""
+    if not paths:
+        return False
+    ps = [Path(p) for p in paths]
+    if len(ps) == 1:
+        p = ps[0]
+        if not p.is_dir():
+            return False
+        if _is_index(p):
+            return True
+    from tracetui.model.ranks import is_job
+    return is_job(ps)

@@ -19,12 +19,14 @@ def _init_worker() -> None:
     os.environ["TRACETUI_PARALLEL"] = "0"
 
 
-def _context():
+def _context(start_method: str | None = None):
     """fork where there is one (no re-import per worker), else the platform's default."""
-    return mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    if start_method is None:
+        start_method = "fork" if "fork" in mp.get_all_start_methods() else None
+    return mp.get_context(start_method)
 
 
-def run_map(fn, tasks: list, workers: int | None = None, progress=None) -> list:
+def run_map(fn, tasks: list, workers: int | None = None, progress=None, start_method: str | None = None) -> list:
     """``[fn(*t) for t in tasks]``, on ``workers`` local processes (1: in this process), in order.
 
     ``progress(done, total)`` is called after each task finishes.
@@ -37,7 +39,7 @@ def run_map(fn, tasks: list, workers: int | None = None, progress=None) -> list:
             if progress:
                 progress(i + 1, len(tasks))
         return out
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker) as ex:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_context(start_method), initializer=_init_worker) as ex:
         futs = {ex.submit(fn, *t): i for i, t in enumerate(tasks)}
         for done, f in enumerate(as_completed(futs), 1):
             out[futs[f]] = f.result()

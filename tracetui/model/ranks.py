@@ -195,7 +195,10 @@ def is_job(items) -> bool:
         return False
     if len(paths) < 2:
         return False
-    job = discover(paths)
+    try:
+        job = discover(paths)
+    except TraceError:  # an unreadable file: the single-trace path reports it
+        return False
     return len(job.ranks) >= 2 and len(job.ranks) == len(paths)
 
 
