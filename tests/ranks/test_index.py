@@ -25,9 +25,17 @@ def gen_index(gen_job, tmp_path_factory) -> Path:
 
 def test_index_tables_hold_the_raw_json(gen_job, gen_index):
     import pyarrow.parquet as pq
+
+    def merged(table, r):  # info, steps and collectives: one file, every rank in order
+        t = pq.read_table(gen_index / f"{table}.parquet").to_pydict()
+        assert t["rank"] == sorted(t["rank"])
+        keep = [i for i, x in enumerate(t["rank"]) if x == r]
+        return {k: [v[i] for i in keep] for k, v in t.items()}
+
+    assert not (gen_index / "collectives").exists()
     for r, f in enumerate(gen_job["files"]):
         ev = raw(f)["traceEvents"]
-        coll = pq.read_table(gen_index / "collectives" / f"rank-{r:06d}.parquet").to_pydict()
+        coll = merged("collectives", r)
         anns = gloo_annotations(f)
         assert coll["name"] == [a["name"] for a in anns]
         base = raw(f)["baseTimeNanoseconds"]
@@ -36,10 +44,10 @@ def test_index_tables_hold_the_raw_json(gen_job, gen_index):
         raw_ops = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
         assert len(ops["name"]) == len(raw_ops)
         assert sum(ops["dur_ns"]) == sum(round(e["dur"] * 1000) for e in raw_ops)
-        steps = pq.read_table(gen_index / "steps" / f"rank-{r:06d}.parquet").to_pydict()
+        steps = merged("steps", r)
         assert steps["name"] == sorted((e["name"] for e in ev if e.get("name", "").startswith("ProfilerStep#")),
                                        key=lambda n: int(n.split("#")[1]))
-        info = pq.read_table(gen_index / "info" / f"rank-{r:06d}.parquet").to_pydict()
+        info = merged("info", r)
         assert info["rank"] == [r] and info["host"] == [f"node{r // 2}"]
 
 

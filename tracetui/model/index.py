@@ -1,7 +1,8 @@
 """A job's index: each rank's tables as Parquet (pyarrow), and the job's analyses as DuckDB queries.
 
 ``build_index`` maps ``rank_parquet`` over the ranks, on a local process pool (the default: no
-server) or on a Ray cluster, and writes ``INDEX/<table>/rank-NNNNNN.parquet`` plus a manifest.
+server) or on a Ray cluster, and writes ``INDEX/<table>/rank-NNNNNN.parquet`` (kernels, ops),
+``INDEX/<table>.parquet`` (info, steps, collectives: all ranks, in rank order) and a manifest.
 Each worker returns its rank's tables as Parquet bytes and only the driver writes, so a Ray
 cluster needs no shared filesystem and both engines write byte-for-byte the same tables. The index
 is built in a temporary folder beside INDEX and swapped in by rename: a reader never sees half
@@ -29,6 +30,13 @@ MANIFEST = "tracetui-index.json"
 INDEX_VERSION = 1
 
 TABLES = ("info", "steps", "collectives", "kernels", "ops")
+
+JOB_TABLES = ("info", "steps", "collectives")
+"""Small per-rank tables that every job query reads: merged into one file each after the map
+(``INDEX/<table>.parquet``), so a query over 1,024 ranks opens 3 files instead of 3,072."""
+
+ROW_GROUP = 1 << 16
+"""Rows per row group of a merged table (ranks are appended in order, a few at a time)."""
 
 
 class MissingExtra(Exception):
@@ -117,15 +125,17 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
     for t in TABLES:
         (tmp / t).mkdir(parents=True)
 
-    def write(rank: int, parts: dict) -> None:
+    def write(rank: int, parts: dict) -> None:  # inside the folder being built: no reader sees it yet
         for name, data in parts.items():
-            _write_atomic(tmp / name / f"rank-{rank:06d}.parquet", data)
+            (tmp / name / f"rank-{rank:06d}.parquet").write_bytes(data)
 
     try:
         if engine == "ray":
             used = _map_ray(job, write, workers, address, load_opts, progress)
         else:
             used = _map_local(job, write, workers, load_opts, progress)
+        for name in JOB_TABLES:
+            _merge(tmp, name, [rf.rank for rf in job.ranks])
         manifest = {"version": INDEX_VERSION, "world_size": job.world, "backend": job.backend,
                     "ranks": [{"rank": rf.rank, "file": str(rf.path), "rank_from": rf.rank_from} for rf in job.ranks],
                     "diagnostics": job.diagnostics, "tables": list(TABLES)}
@@ -140,6 +150,26 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
         raise
     return {"path": str(out), "ranks": len(job.ranks), "engine": engine, "workers": used,
             "seconds": time.perf_counter() - t0}
+
+
+def _merge(folder: Path, name: str, ranks: list) -> None:
+    """``folder/name/rank-*.parquet`` -> ``folder/name.parquet``, in rank order, streaming: one
+    rank's table in memory at a time (plus a row group being filled)."""
+    pa, pq = _pa()
+    schema = schemas()[name]
+    pending, n = [], 0
+    with pq.ParquetWriter(folder / f"{name}.parquet", schema, compression="zstd") as w:
+        for r in ranks:
+            part = folder / name / f"rank-{r:06d}.parquet"
+            pending.append(pq.read_table(part, schema=schema))
+            n += pending[-1].num_rows
+            part.unlink()
+            if n >= ROW_GROUP:
+                w.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP)
+                pending, n = [], 0
+        if pending or not ranks:
+            w.write_table(pa.concat_tables(pending) if pending else schema.empty_table(), row_group_size=ROW_GROUP)
+    (folder / name).rmdir()
 
 
 def _map_local(job, write, workers, load_opts, progress) -> int:
@@ -222,7 +252,9 @@ def _ray_rank(rf, world, load_opts):
 
 # ---------------------------------------------------------------- queries
 def _glob(index: Path, table: str) -> str:
-    return str(Path(index) / table / "*.parquet").replace("'", "''")
+    """What DuckDB reads for a table: its merged file, or every rank's file."""
+    one = Path(index) / f"{table}.parquet"
+    return str(one if one.exists() else Path(index) / table / "*.parquet").replace("'", "''")
 
 
 def read_manifest(index: Path) -> dict:
@@ -233,12 +265,18 @@ def read_manifest(index: Path) -> dict:
         raise TraceError(p, f"not a readable tracetui index ({e})") from None
 
 
+def _connect():
+    """An in-memory DuckDB connection that never draws a progress bar on our stdout."""
+    con = _duckdb().connect()
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def analyze_index(index: Path) -> dict:
     """``ranks.analyze`` over an index: the same document as ``tracetui ranks`` on the traces."""
     from .ranks import analyze
-    duckdb = _duckdb()
     man = read_manifest(index)
-    con = duckdb.connect()
+    con = _connect()
     info = _lists(con, index, "info")
     coll = _lists(con, index, "collectives", order="rank, start_ns, end_ns")
     steps = _lists(con, index, "steps", order="rank, step")
@@ -289,8 +327,7 @@ as ``ranks.analyze`` does (lower median of collective-end differences to the ref
 
 def straggler_query(index: Path, con=None) -> list[dict]:
     """``STRAGGLER_SQL`` over an index: one row per rank, the straggler first by caused wait."""
-    duckdb = _duckdb()
-    con = con or duckdb.connect()
+    con = con or _connect()
     rel = con.sql(STRAGGLER_SQL.format(coll=_glob(index, "collectives"), info=_glob(index, "info")))
     cols = rel.columns
     return [dict(zip(cols, r)) for r in rel.fetchall()]

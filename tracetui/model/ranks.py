@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from .collectives import COLUMNS as COLL_COLUMNS, COMM_CLASSES, busbw_factor, rank_collectives
+from .collectives import COMM_CLASSES, busbw_factor, classes_of, gpu_classes, rank_collectives
 from .errors import TraceError
 from .events import K
 from .load import LoadReport, read_bytes
@@ -229,7 +229,7 @@ def _step_figures(trace, step: int) -> dict:
     g = w.gpu
     st, en = t.start[g], t.start[g] + t.dur[g]
     w1 = w.start + b["window_ns"]
-    cls = np.array(trace.kernel_classes(g), dtype=object) if g.size else np.zeros(0, dtype=object)
+    cls = classes_of(trace, g)
     comp = ~np.isin(cls, list(COMM_CLASSES | {"memcpy", "memset"}))
     comm = np.isin(cls, list(COMM_CLASSES))
     ks, ke = _merged(*_clip(st[comp], en[comp], w.start, w1))
@@ -272,7 +272,7 @@ def rank_tables(trace, rf: RankFile, world: int | None = None) -> dict:
     coll["rank"] = [rank] * len(coll["name"])
     gpu = trace._gpu_nodes
     kern = {"rank": [rank] * gpu.size, "name": [t.name(i) for i in gpu.tolist()],
-            "class": trace.kernel_classes(gpu), "start_ns": (t.start[gpu] + base).tolist(),
+            "class": gpu_classes(trace).tolist(), "start_ns": (t.start[gpu] + base).tolist(),
             "dur_ns": t.dur[gpu].tolist(),
             "stream": [_stream(t, i) for i in gpu.tolist()]}
     step_of_gpu = np.full(gpu.size, -1, dtype=np.int64)
