@@ -47,12 +47,13 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=32, help="ranks for the speed-up and Ray comparison")
     ap.add_argument("--big", type=int, default=1024, help="ranks for the query benchmark (0: skip)")
     ap.add_argument("--input", type=Path, default=ROOT / "tests" / "data" / "gloo_rank0.pt.trace.json.gz")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ray", action="store_true", help="also build the index on a local Ray instance")
     args = ap.parse_args()
     from tracetui.model.index import build_index
     from tracetui.workloads.replicate import replicate
-    print(f"machine: {os.cpu_count()} cores; input {args.input.name}")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (other work on it competes "
+          f"for the cores); input {args.input.name}")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         small = replicate(args.input, tmp / "small", args.ranks, per_host=8, straggler=args.ranks // 3, seed=1)
@@ -62,9 +63,10 @@ def main() -> None:
             for w in (1, 2):
                 t[w].append(timed(build_index, [tmp / "small"], tmp / f"idx{w}", workers=w))
         t1, t2 = min(t[1]), min(t[2])
+        med = sorted(t[1])[len(t[1]) // 2] / sorted(t[2])[len(t[2]) // 2]
         print(f"index {args.ranks} ranks ({mb:.1f} MB): 1 worker {t1:.2f} s, 2 workers {t2:.2f} s, "
-              f"speed-up {t1 / t2:.2f}x (best of {args.rounds}; all: {[round(x, 2) for x in t[1]]} vs "
-              f"{[round(x, 2) for x in t[2]]})")
+              f"speed-up {t1 / t2:.2f}x best / {med:.2f}x median of {args.rounds} (all: {[round(x, 2) for x in t[1]]} "
+              f"vs {[round(x, 2) for x in t[2]]}); load average now {os.getloadavg()[0]:.1f}")
         if args.ray:
             tr = timed(build_index, [tmp / "small"], tmp / "idx_ray", workers=2, engine="ray")
             same = all((tmp / "idx_ray" / p.relative_to(tmp / "idx2")).read_bytes() == p.read_bytes()

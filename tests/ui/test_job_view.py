@@ -140,3 +140,19 @@ def test_folder_of_ranks_opens_the_job_view(job_dir):
 def test_job_view_snapshot(snap_compare, job_dir, size):
     app = TraceApp([job_dir], job=True)
     assert snap_compare(app, terminal_size=size, run_before=_ready, press=["down", "down", "right"])
+
+
+def test_an_index_opens_the_job_view_with_the_same_numbers(job_dir, job_json, tmp_path):
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("duckdb")
+    idx = tmp_path / "job.idx"
+    assert main(["index", str(job_dir), "-o", str(idx), "--workers", "1"]) == 0
+    from tracetui.ranks_cli import opens_job
+    assert opens_job([idx])
+
+    async def run():
+        app = TraceApp([idx], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _ready(pilot)
+            assert app.screen.doc == job_json
+    asyncio.run(run())

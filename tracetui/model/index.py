@@ -92,11 +92,17 @@ def _parquet_bytes(table: dict, schema) -> bytes:
 
 
 def rank_parquet(rf, world: int | None, load_opts: dict | None = None) -> tuple[int, dict]:
-    """Load one rank and return (rank, {table: Parquet bytes}): what a pool or Ray worker runs."""
+    """Load one rank and return (rank, {table: data}): what a pool or Ray worker runs. The big
+    tables (kernels, ops) come as Parquet bytes, the job tables as Arrow tables, which the driver
+    appends to their merged files."""
+    pa, _ = _pa()
     from .ranks import load_rank
     tables = load_rank(rf, world, load_opts)
     sch = schemas()
-    return int(rf.rank), {name: _parquet_bytes(tables[name], sch[name]) for name in TABLES}
+    out = {name: _parquet_bytes(tables[name], sch[name]) for name in TABLES if name not in JOB_TABLES}
+    out.update({name: pa.Table.from_pydict({f.name: tables[name].get(f.name, []) for f in sch[name]}, schema=sch[name])
+                for name in JOB_TABLES})
+    return int(rf.rank), out
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -125,17 +131,20 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
     for t in TABLES:
         (tmp / t).mkdir(parents=True)
 
+    merged = _Merged(tmp, [rf.rank for rf in job.ranks])
+
     def write(rank: int, parts: dict) -> None:  # inside the folder being built: no reader sees it yet
-        for name, data in parts.items():
-            (tmp / name / f"rank-{rank:06d}.parquet").write_bytes(data)
+        for name in TABLES:
+            if name not in JOB_TABLES:
+                (tmp / name / f"rank-{rank:06d}.parquet").write_bytes(parts[name])
+        merged.add(rank, {name: parts[name] for name in JOB_TABLES})
 
     try:
         if engine == "ray":
             used = _map_ray(job, write, workers, address, load_opts, progress)
         else:
             used = _map_local(job, write, workers, load_opts, progress)
-        for name in JOB_TABLES:
-            _merge(tmp, name, [rf.rank for rf in job.ranks])
+        merged.close()
         manifest = {"version": INDEX_VERSION, "world_size": job.world, "backend": job.backend,
                     "ranks": [{"rank": rf.rank, "file": str(rf.path), "rank_from": rf.rank_from} for rf in job.ranks],
                     "diagnostics": job.diagnostics, "tables": list(TABLES)}
@@ -146,30 +155,52 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
         os.replace(tmp, out)
         shutil.rmtree(old, ignore_errors=True)
     except BaseException:
+        merged.close(failed=True)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"path": str(out), "ranks": len(job.ranks), "engine": engine, "workers": used,
             "seconds": time.perf_counter() - t0}
 
 
-def _merge(folder: Path, name: str, ranks: list) -> None:
-    """``folder/name/rank-*.parquet`` -> ``folder/name.parquet``, in rank order, streaming: one
-    rank's table in memory at a time (plus a row group being filled)."""
-    pa, pq = _pa()
-    schema = schemas()[name]
-    pending, n = [], 0
-    with pq.ParquetWriter(folder / f"{name}.parquet", schema, compression="zstd") as w:
-        for r in ranks:
-            part = folder / name / f"rank-{r:06d}.parquet"
-            pending.append(pq.read_table(part, schema=schema))
-            n += pending[-1].num_rows
-            part.unlink()
-            if n >= ROW_GROUP:
-                w.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP)
-                pending, n = [], 0
-        if pending or not ranks:
-            w.write_table(pa.concat_tables(pending) if pending else schema.empty_table(), row_group_size=ROW_GROUP)
-    (folder / name).rmdir()
+class _Merged:
+    """The job tables (``JOB_TABLES``) of every rank, appended to one Parquet file each in rank
+    order as results arrive in any order: a rank that arrives early waits in ``pending`` until
+    the ranks before it are written, and rows are written in row groups of ``ROW_GROUP``. The
+    same sequence of ranks gives the same bytes, whichever engine ran the map."""
+
+    def __init__(self, folder: Path, ranks: list):
+        pa, pq = _pa()
+        self.pa = pa
+        self.order, self.next = list(ranks), 0
+        self.pending: dict = {}
+        sch = schemas()
+        self.writers = {n: pq.ParquetWriter(folder / f"{n}.parquet", sch[n], compression="zstd") for n in JOB_TABLES}
+        self.buf = {n: [] for n in JOB_TABLES}
+        self.rows = {n: 0 for n in JOB_TABLES}
+        for n in JOB_TABLES:
+            (folder / n).rmdir()
+
+    def add(self, rank: int, tables: dict) -> None:
+        self.pending[rank] = tables
+        while self.next < len(self.order) and self.order[self.next] in self.pending:
+            for n, t in self.pending.pop(self.order[self.next]).items():
+                self.buf[n].append(t)
+                self.rows[n] += t.num_rows
+                if self.rows[n] >= ROW_GROUP:
+                    self._flush(n)
+            self.next += 1
+
+    def _flush(self, n: str) -> None:
+        if self.buf[n]:
+            self.writers[n].write_table(self.pa.concat_tables(self.buf[n]), row_group_size=ROW_GROUP)
+        self.buf[n], self.rows[n] = [], 0
+
+    def close(self, failed: bool = False) -> None:
+        for n, w in self.writers.items():
+            if not failed:
+                self._flush(n)
+            w.close()
+        self.writers = {}
 
 
 def _map_local(job, write, workers, load_opts, progress) -> int:

@@ -469,9 +469,6 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
                           "wait_us": int(wait[i]) / 1e3, "step": coll["step"][i]} for i in rows],
         })
     # equal counts: every rank of a group should hold the same collectives
-    counts = {r: 0 for r in ranks}
-    for r in rank_a.tolist():
-        counts[r] += 1
     for g, members in expected.items():
         per = {r: 0 for r in members}
         for k, rows in by_key.items():
@@ -608,11 +605,9 @@ def _step_rows(ranks, steps, coll, wait) -> list:
     for j in range(len(steps["rank"])):
         r, s = steps["rank"][j], steps["step"][j]
         comm = steps["comm_ns"][j]
-        if comm < 0 and (r, s) in comm_cpu:  # CPU-only: the backend's own intervals
-            iv = np.array(comm_cpu[(r, s)], dtype=np.int64)
+        if comm < 0:  # CPU-only: the union of the backend's own intervals launched in the step
+            iv = np.array(comm_cpu.get((r, s), []), dtype=np.int64).reshape(-1, 2)
             comm = _union(iv[:, 0], iv[:, 1])
-        elif comm < 0:
-            comm = 0 if steps["busy_ns"][j] < 0 else comm
         ov = steps["comm_overlapped_ns"][j]
         tot = steps["comm_ns"][j]
         out.append({"rank": r, "step": s, "name": steps["name"][j],
