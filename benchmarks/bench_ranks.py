@@ -36,6 +36,14 @@ print(json.dumps({"import_s": t1 - t0, "query_s": t2 - t1, "ranks": len(rows), "
 """
 
 
+def pressure() -> str:
+    """Linux's CPU pressure (share of time some runnable task waited for a core, last 10 s)."""
+    try:
+        return Path("/proc/pressure/cpu").read_text().split()[1].split("=")[1] + "%"
+    except (OSError, IndexError):
+        return "n/a"
+
+
 def timed(fn, *a, **k) -> float:
     t = time.perf_counter()
     fn(*a, **k)
@@ -52,8 +60,8 @@ def main() -> None:
     args = ap.parse_args()
     from tracetui.model.index import build_index
     from tracetui.workloads.replicate import replicate
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (other work on it competes "
-          f"for the cores); input {args.input.name}")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, CPU pressure {pressure()} "
+          f"(other work on it competes for the cores); input {args.input.name}")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         small = replicate(args.input, tmp / "small", args.ranks, per_host=8, straggler=args.ranks // 3, seed=1)
@@ -66,7 +74,7 @@ def main() -> None:
         med = sorted(t[1])[len(t[1]) // 2] / sorted(t[2])[len(t[2]) // 2]
         print(f"index {args.ranks} ranks ({mb:.1f} MB): 1 worker {t1:.2f} s, 2 workers {t2:.2f} s, "
               f"speed-up {t1 / t2:.2f}x best / {med:.2f}x median of {args.rounds} (all: {[round(x, 2) for x in t[1]]} "
-              f"vs {[round(x, 2) for x in t[2]]}); load average now {os.getloadavg()[0]:.1f}")
+              f"vs {[round(x, 2) for x in t[2]]}); load average now {os.getloadavg()[0]:.1f}, CPU pressure {pressure()}")
         if args.ray:
             tr = timed(build_index, [tmp / "small"], tmp / "idx_ray", workers=2, engine="ray")
             same = all((tmp / "idx_ray" / p.relative_to(tmp / "idx2")).read_bytes() == p.read_bytes()

@@ -107,3 +107,30 @@ def test_ray_builds_the_same_index(gen_job, gen_index, tmp_path):
     assert (out / ix.MANIFEST).read_bytes() == (gen_index / ix.MANIFEST).read_bytes()
     import ray
     assert not ray.is_initialized()
+
+
+def test_memory_instants_are_indexed(gen_job, tmp_path):
+    """profile_memory's [memory] instants, where a trace has them, become the memory table."""
+    import pyarrow.parquet as pq
+    doc = raw(gen_job["files"][0])
+    steps = sorted((e for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    tid = steps[0]["tid"]
+    mem = [{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": steps[0]["pid"], "tid": tid,
+            "ts": steps[k]["ts"] + 1.5, "args": {"Addr": 1000 + k, "Bytes": b, "Total Allocated": t,
+                                                 "Total Reserved": 4096, "Device Type": 0, "Device Id": -1}}
+           for k, (b, t) in enumerate([(512, 512), (1024, 1536), (-512, 1024)])]
+    doc["traceEvents"] += mem
+    d = tmp_path / "job"
+    d.mkdir()
+    (d / "gen_rank-0.pt.trace.json").write_text(json.dumps(doc))
+    assert main(["index", str(d), "-o", str(tmp_path / "idx"), "--workers", "1"]) == 0
+    t = pq.read_table(tmp_path / "idx" / "memory" / "rank-000000.parquet").to_pydict()
+    base = doc["baseTimeNanoseconds"]
+    assert t["ts_ns"] == [base + round(m["ts"] * 1000) for m in mem]
+    assert t["bytes"] == [m["args"]["Bytes"] for m in mem]
+    assert t["total_allocated"] == [m["args"]["Total Allocated"] for m in mem]
+    assert t["addr"] == [m["args"]["Addr"] for m in mem]
+    assert t["step"] == [0, 1, 2]
+    empty = pq.read_table(next(p for p in (tmp_path / "idx" / "memory").iterdir())).num_rows
+    assert empty == 3

@@ -29,7 +29,7 @@ MANIFEST = "tracetui-index.json"
 
 INDEX_VERSION = 1
 
-TABLES = ("info", "steps", "collectives", "kernels", "ops")
+TABLES = ("info", "steps", "collectives", "kernels", "ops", "memory")
 
 JOB_TABLES = ("info", "steps", "collectives")
 """Small per-rank tables that every job query reads: merged into one file each after the map
@@ -80,6 +80,9 @@ def schemas() -> dict:
                               ("stream", i64), ("step", i32)]),
         "ops": pa.schema([("rank", i32), ("name", s), ("start_ns", i64), ("dur_ns", i64), ("device_ns", i64),
                           ("tid", s), ("step", i32)]),
+        "memory": pa.schema([("rank", i32), ("ts_ns", i64), ("bytes", i64), ("total_allocated", i64),
+                             ("total_reserved", i64), ("device_type", i32), ("device_id", i32), ("addr", i64),
+                             ("step", i32)]),
     }
 
 

@@ -288,11 +288,61 @@ def rank_tables(trace, rf: RankFile, world: int | None = None) -> dict:
            "device_ns": trace.roll.device[ops].tolist(),
            "tid": [str(_tid(t, i)) for i in ops.tolist()],
            "step": _step_of(op_start, s0, s1).tolist()}
+    mem = memory_table(trace, base, rank, s0, s1)
     info = {"rank": [rank], "world": [int(rf.world) if rf.world else -1], "backend": [rf.backend or ""],
             "host": [rf.host or ""], "file": [str(rf.path)], "base_ns": [base], "rank_from": [rf.rank_from],
             "device": [trace.device_name or ""], "events": [len(trace.store)], "steps": [len(trace.steps)],
             "has_gpu": [bool(trace.has_gpu)]}
-    return {"info": info, "steps": steps, "collectives": coll, "kernels": kern, "ops": opt}
+    return {"info": info, "steps": steps, "collectives": coll, "kernels": kern, "ops": opt, "memory": mem}
+
+
+class _RawEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str = ""
+    ts: float = float("nan")
+    args: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class _RawEvents(msgspec.Struct):
+    traceEvents: list[_RawEvent]
+
+
+_raw_events = msgspec.json.Decoder(_RawEvents)
+_any = msgspec.json.Decoder()
+MEMORY_COLUMNS = ("rank", "ts_ns", "bytes", "total_allocated", "total_reserved", "device_type", "device_id",
+                  "addr", "step")
+
+
+def memory_table(trace, base: int, rank: int, s0: np.ndarray, s1: np.ndarray) -> dict:
+    """The ``[memory]`` instants of a ``profile_memory`` trace (allocations > 0, frees < 0, the
+    allocator's totals after each), read from the trace's bytes only when they hold one."""
+    out = {c: [] for c in MEMORY_COLUMNS}
+    src = trace.store.source
+    if src is None or b'"[memory]"' not in src:
+        return out
+    try:
+        evs = _raw_events.decode(src).traceEvents
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return out
+    def ival(a: dict, k: str) -> int:  # an int64 column: anything else (or an address past 2^63) is -1
+        v = a.get(k)
+        return v if isinstance(v, int) and -(1 << 63) <= v < (1 << 63) else -1
+
+    for e in evs:
+        if e.ph != "i" or e.name != "[memory]" or e.ts != e.ts:
+            continue
+        a = _any.decode(e.args)
+        if not isinstance(a, dict):
+            continue
+        out["ts_ns"].append(base + round(e.ts * 1000))
+        for col, key in (("bytes", "Bytes"), ("total_allocated", "Total Allocated"),
+                         ("total_reserved", "Total Reserved"), ("device_type", "Device Type"),
+                         ("device_id", "Device Id"), ("addr", "Addr")):
+            out[col].append(ival(a, key))
+    n = len(out["ts_ns"])
+    out["rank"] = [rank] * n
+    out["step"] = _step_of(np.array(out["ts_ns"], dtype=np.int64), s0, s1).tolist()
+    return out
 
 
 def _step_of(ts: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
