@@ -195,3 +195,12 @@ def test_hta_sampled_ranks(peer_dir, capsys):
     assert ar and all(c["algorithm"] == "RING_SIMPLE" for c in ar)
     for c in ar:
         assert c["busbw_gbps"] == pytest.approx(c["msg_bytes"] / (c["latency_us"] * 1000) * 2 * 127 / 128)
+
+
+def test_text_report_names_the_straggler(gen_job, capsys):
+    capsys.readouterr()
+    assert main(["ranks", str(gen_job["files"][0].parent), "--workers", "1", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert f"likely straggler: rank {gen_job['straggler']} -" in out
+    assert "collectives by total wait (top 3 of 12)" in out
+    assert out.count("node") >= len(gen_job["files"])  # every rank's clock (host) is listed
