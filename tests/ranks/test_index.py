@@ -134,3 +134,29 @@ def test_memory_instants_are_indexed(gen_job, tmp_path):
     assert t["step"] == [0, 1, 2]
     empty = pq.read_table(next(p for p in (tmp_path / "idx" / "memory").iterdir())).num_rows
     assert empty == 3
+
+
+def test_memory_table_of_a_real_profile_memory_recording(tmp_path):
+    """The bundled profile_memory recording, indexed as one rank: every [memory] instant, in file
+    order, with its step from the ProfilerStep intervals in the raw JSON."""
+    import gzip
+    import pyarrow.parquet as pq
+    from tests.conftest import DATA
+    src = DATA / "cpu_transformer_eager_memory.json.gz"
+    d = tmp_path / "job"
+    d.mkdir()
+    copy(src, d / "mem_rank-0.json.gz")
+    assert main(["index", str(d), "-o", str(tmp_path / "idx"), "--workers", "1"]) == 0
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    base = doc.get("baseTimeNanoseconds") or 0
+    mem = [e for e in doc["traceEvents"] if e.get("ph") == "i" and e.get("name") == "[memory]"]
+    t = pq.read_table(tmp_path / "idx" / "memory" / "rank-000000.parquet").to_pydict()
+    assert len(mem) > 100 and len(t["ts_ns"]) == len(mem)
+    assert t["bytes"] == [e["args"]["Bytes"] for e in mem]
+    assert t["total_allocated"] == [e["args"]["Total Allocated"] for e in mem]
+    ns = lambda us: round(us * 1000)  # noqa: E731
+    assert t["ts_ns"] == [base + ns(e["ts"]) for e in mem]
+    steps = sorted(((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in doc["traceEvents"]
+                    if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")))
+    want = [next((k for k, (a, b) in enumerate(steps) if a <= ns(e["ts"]) < b), -1) for e in mem]
+    assert t["step"] == want
