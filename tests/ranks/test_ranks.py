@@ -204,3 +204,84 @@ def test_text_report_names_the_straggler(gen_job, capsys):
     assert f"likely straggler: rank {gen_job['straggler']} -" in out
     assert "collectives by total wait (top 3 of 12)" in out
     assert out.count("node") >= len(gen_job["files"])  # every rank's clock (host) is listed
+
+
+@pytest.mark.parametrize("key", ["Seq", "Comms Id"])
+def test_collectives_matched_on_seq_or_comms_id_not_order(gen_job, tmp_path, capsys, key):
+    """With Process Group Name + Seq (or Comms Id) on every record, a rank that ran two
+    collectives in the other order is still matched collective by collective."""
+    d = tmp_path / "job"
+    d.mkdir()
+    idents = {}
+    for r, f in enumerate(gen_job["files"][:3]):
+        doc = raw(f)
+        anns = sorted((e for e in doc["traceEvents"] if e.get("name", "").startswith("gloo:")), key=lambda e: e["ts"])
+        for k, e in enumerate(anns):
+            e["args"]["Process Group Name"] = "0"
+            e["args"][key] = k if key == "Seq" else f"id-{k}"
+        if r == 2:  # rank 2 ran collectives 3 and 4 the other way round
+            a, b = anns[3], anns[4]
+            a["ts"], b["ts"] = b["ts"], a["ts"]
+            a["dur"], b["dur"] = b["dur"], a["dur"]
+        idents[r] = {(e["args"][key]): ns(e["ts"]) for e in anns}
+        (d / f.name).write_text(json.dumps(doc))
+    out = ranks_json(capsys, d)
+    assert out["matched_by"] == {"0": "seq" if key == "Seq" else "comms_id"}
+    assert len(out["collectives"]) == len(idents[0])
+    offs = {p["rank"]: round(p["offset_us"] * 1000) for p in out["per_rank"]}
+    for c in out["collectives"]:
+        k = c["index"]
+        starts = {r: idents[r][k] - offs[r] for r in idents}
+        for pr in c["per_rank"]:
+            assert abs(pr["wait_us"] * 1000 - (max(starts.values()) - starts[pr["rank"]])) <= 1
+
+
+def _union(iv):
+    total, cur = 0, None
+    for a, b in sorted(iv):
+        if cur is None or a > cur[1]:
+            total += (cur[1] - cur[0]) if cur else 0
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    return total + ((cur[1] - cur[0]) if cur else 0)
+
+
+def _clip(iv, lo, hi):
+    return [(max(a, lo), min(b, hi)) for a, b in iv if min(b, hi) > max(a, lo)]
+
+
+def test_gpu_per_step_figures_on_nccl_ranks(peer_dir, capsys):
+    """HTA's sampled NCCL ranks: per step, communication, its exposed part, compute and memcpy over
+    the step's window, from the raw JSON (kernels launched inside the step on any thread, HTA's rule)."""
+    import gzip
+    files = [peer_dir / f"trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
+    out = ranks_json(capsys, *files)
+    rows = {(s["rank"], s["name"]): s for s in out["steps"]}
+    for r, f in enumerate(files):
+        ev = [e for e in json.loads(gzip.decompress(f.read_bytes()))["traceEvents"] if e.get("ph") == "X"]
+        launch = {e["args"]["correlation"]: ns(e["ts"]) for e in ev
+                  if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+        gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+        steps = [e for e in ev if e["name"].startswith("ProfilerStep#")]
+        assert steps
+        for st in steps:
+            s0, s1 = ns(st["ts"]), ns(st["ts"]) + ns(st["dur"])
+            mine = [e for e in gpu if s0 <= launch.get(e["args"].get("correlation"), ns(e["ts"])) < s1]
+            iv = lambda es: [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in es]  # noqa: E731
+            w1 = max([s1] + [b for _, b in iv(mine)])
+            comm = _clip(iv([e for e in mine if e["cat"] == "kernel" and "nccl" in e["name"].lower()]), s0, w1)
+            comp = _clip(iv([e for e in mine if e["cat"] == "kernel" and "nccl" not in e["name"].lower()]), s0, w1)
+            mcpy = _clip(iv([e for e in mine if e["cat"] == "gpu_memcpy"]), s0, w1)
+            both = _union(comm) + _union(comp) - _union(comm + comp)
+            row = rows[(r, st["name"])]
+            assert abs(row["window_us"] * 1000 - (w1 - s0)) <= 1
+            assert abs(row["comm_us"] * 1000 - _union(comm)) <= 1
+            assert abs(row["compute_us"] * 1000 - _union(comp)) <= 1
+            # these epoch-µs timestamps (1.68e15 µs) pass through float64 in the loader, which keeps
+            # a start to ±128 ns (durations stay exact): an overlap between two kernels moves by as much
+            tol = 512
+            assert abs(row["comm_exposed_us"] * 1000 - (_union(comm) - both)) <= tol
+            assert abs(row["comm_overlapped_us"] * 1000 - both) <= tol
+            assert abs(row["memcpy_us"] * 1000 - _union(mcpy)) <= tol
+            assert row["overlap_ratio"] == pytest.approx(both / _union(comm), abs=1e-5)
