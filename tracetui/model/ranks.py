@@ -80,7 +80,7 @@ def read_rank_file(path: Path, data=None) -> RankFile:
     if data is None:
         data = read_bytes(path, LoadReport())
     h = header_of(data)
-    rf = RankFile(path=Path(path), host=h.host_name,
+    rf = RankFile(path=Path(path).absolute(), host=h.host_name,
                   base_ns=int(h.baseTimeNanoseconds) if isinstance(h.baseTimeNanoseconds, (int, float)) else 0)
     di = h.distributedInfo if isinstance(h.distributedInfo, dict) else None
     if di is not None and isinstance(di.get("rank"), int):
