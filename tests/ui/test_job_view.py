@@ -156,3 +156,30 @@ def test_an_index_opens_the_job_view_with_the_same_numbers(job_dir, job_json, tm
             await _ready(pilot)
             assert app.screen.doc == job_json
     asyncio.run(run())
+
+
+def test_quitting_mid_load_ends_the_pool(tmp_path):
+    """q while 24 ranks load: the app ends at once and no pool process outlives it."""
+    import multiprocessing
+    import time
+    from tracetui.workloads.replicate import replicate
+    replicate(DATA / "cpu_transformer_eager.json.gz", tmp_path, 24, seed=5)
+
+    async def run():
+        app = TraceApp([tmp_path], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(200):  # until the first rank is in, so the pool is running
+                if "of 24 ranks loaded" in str(app.screen.query_one("#job-stage").render()):
+                    break
+                await pilot.pause(0.05)
+            assert app.screen.doc is None  # still loading
+            t = time.perf_counter()
+            await pilot.press("q")
+        return time.perf_counter() - t
+    took = asyncio.run(run())
+    assert took < 3
+    for _ in range(50):
+        if not multiprocessing.active_children():
+            break
+        time.sleep(0.05)
+    assert not multiprocessing.active_children()

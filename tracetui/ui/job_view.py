@@ -100,7 +100,7 @@ class JobScreen(Screen):
             from tracetui.model.index import analyze_index, read_manifest
             self.files = {r["rank"]: Path(r["file"]) for r in read_manifest(self.paths[0])["ranks"]}
             return analyze_index(self.paths[0])
-        from tracetui.model.pool import run_map
+        from tracetui.model.pool import Stopped, run_map
         from tracetui.model.ranks import analyze_tables, discover, load_rank
 
         job = discover(self.paths)
@@ -114,8 +114,11 @@ class JobScreen(Screen):
 
         # fork, as the CLI does: spawn fails under Textual ("bad value(s) in fds_to_keep": the
         # app's replaced stdio), and the forked workers run only model code, never the UI's
-        tables = run_map(load_rank, [(rf, job.world, self.load_opts) for rf in job.ranks], self.n_workers,
-                         progress)
+        try:  # quitting or Esc ends the pool's processes at once, not after the rank they are on
+            tables = run_map(load_rank, [(rf, job.world, self.load_opts) for rf in job.ranks], self.n_workers,
+                             progress, should_stop=lambda: worker.is_cancelled)
+        except Stopped:
+            return None
         return None if worker.is_cancelled else analyze_tables(job, tables)
 
     def _progress(self, done: int, total: int) -> None:
