@@ -17,7 +17,7 @@ def gloo_job(tmp_path_factory) -> list[Path]:
     pytest.importorskip("torch.distributed")
     from tracetui.workloads.gloo_job import record_gloo_job
     out = tmp_path_factory.mktemp("gloo_job")
-    return record_gloo_job(out, world=GLOO_WORLD, slow_rank=GLOO_SLOW, slow_s=0.01, steps=3)
+    return record_gloo_job(out, world=GLOO_WORLD, slow_rank=GLOO_SLOW, slow_s=0.02, steps=3)
 
 
 @pytest.fixture(scope="session")

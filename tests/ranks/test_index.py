@@ -160,3 +160,11 @@ def test_memory_table_of_a_real_profile_memory_recording(tmp_path):
                     if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")))
     want = [next((k for k, (a, b) in enumerate(steps) if a <= ns(e["ts"]) < b), -1) for e in mem]
     assert t["step"] == want
+
+
+def test_ray_places_node_local_files_on_their_node():
+    seen = [[True, True, False, True], [False, True, True, True]]  # node A holds 0, 1, 3; B holds 1, 2, 3
+    assert ix.placement(["A", "B"], seen) == ["A", None, "B", None]
+    assert ix.placement(["A"], [[True, False]]) == [None, None]           # one node: anywhere
+    local = [[True, True, True, False], [False, False, False, True]]
+    assert ix.placement(["A", "B"], local) == ["A", "A", "A", "B"]

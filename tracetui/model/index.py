@@ -249,11 +249,8 @@ def _map_ray(job, write, workers, address, load_opts, progress) -> int:
                         .remote(paths) for n in nodes])
         task = ray.remote(num_cpus=1)(_ray_rank)
         refs = []
-        for k, rf in enumerate(job.ranks):
-            holders = [n for n, have in zip(nodes, seen) if have[k]]
-            opts = {}
-            if holders and len(holders) < len(nodes):
-                opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(holders[0], soft=True)
+        for rf, node in zip(job.ranks, placement(nodes, seen)):
+            opts = {} if node is None else {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True)}
             refs.append(task.options(**opts).remote(rf, job.world, load_opts))
         left = refs
         done = 0
@@ -273,6 +270,22 @@ def _map_ray(job, write, workers, address, load_opts, progress) -> int:
     finally:
         if started:
             ray.shutdown()
+
+
+def placement(nodes: list, seen: list[list[bool]]) -> list:
+    """For each file, the node to run its task on: one that holds it when only some nodes do
+    (node-local files), spreading a node's files over the nodes that hold them; None (anywhere)
+    when every node sees the file (a shared filesystem) or none does (Ray will say the error)."""
+    out, load = [], {n: 0 for n in nodes}
+    for k in range(len(seen[0]) if seen else 0):
+        holders = [n for n, have in zip(nodes, seen) if have[k]]
+        if not holders or len(holders) == len(nodes):
+            out.append(None)
+            continue
+        best = min(holders, key=lambda n: load[n])
+        load[best] += 1
+        out.append(best)
+    return out
 
 
 def _exists(paths: list[str]) -> list[bool]:
