@@ -16,6 +16,26 @@ def _f(v, nd=1) -> str:
     return "-" if v is None else f"{v:,.{nd}f}"
 
 
+MAX_RANK_ROWS = 32
+"""Past this many ranks, the text report lists the straggler and the ranks that waited most or
+caused most waiting (``--json`` has every rank)."""
+
+
+def _shown_ranks(doc: dict) -> list[int]:
+    per = doc["per_rank"]
+    if len(per) <= MAX_RANK_ROWS:
+        return [p["rank"] for p in per]
+    s = doc["straggler"]["rank"]
+    by_caused = sorted((p for p in per if p["caused_wait_us"] > 0), key=lambda p: -p["caused_wait_us"])[:MAX_RANK_ROWS // 4]
+    by_wait = sorted(per, key=lambda p: -p["wait_total_us"])
+    keep = ([s] if s is not None else []) + [p["rank"] for p in by_caused]
+    for p in by_wait:
+        if len(set(keep)) >= MAX_RANK_ROWS:
+            break
+        keep.append(p["rank"])
+    return sorted(set(keep))
+
+
 def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
     """The ``ranks`` report; ``top`` caps the collectives listed in text (JSON lists all)."""
     if as_json:
@@ -28,10 +48,16 @@ def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
     _out(("likely straggler: rank " + str(s["rank"]) if s["rank"] is not None else "no clear straggler")
          + f" - {s['evidence']}")
     _out()
-    _out(f"{'rank':>5} {'offset µs':>10} {'colls':>6} {'wait µs':>12} {'mean µs':>10} {'last':>5} "
+    shown = set(_shown_ranks(doc))
+    if len(shown) < len(doc["per_rank"]):
+        _out(f"(the straggler and the {len(shown)} ranks that caused or waited most, of {len(doc['per_rank'])}; "
+             f"--json lists every rank)")
+    _out(f"{'rank':>5} {'offset µs':>12} {'colls':>6} {'wait µs':>12} {'mean µs':>10} {'last':>5} "
          f"{'caused µs':>12} {'HTA':>4}  host")
     for p in doc["per_rank"]:
-        _out(f"{p['rank']:>5} {_f(p['offset_us'], 3):>10} {p['collectives']:>6} {_f(p['wait_total_us']):>12} "
+        if p["rank"] not in shown:
+            continue
+        _out(f"{p['rank']:>5} {_f(p['offset_us'], 3):>12} {p['collectives']:>6} {_f(p['wait_total_us']):>12} "
              f"{_f(p['wait_mean_us']):>10} {p['last_count']:>5} {_f(p['caused_wait_us']):>12} "
              f"{p['hta_straggler_count']:>4}  {p['host'] or '-'}")
     if doc["steps"]:
@@ -39,6 +65,8 @@ def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
         _out(f"{'rank':>5} {'step':<18} {'step µs':>11} {'comm µs':>10} {'exposed µs':>11} {'overlap':>8} "
              f"{'wait µs':>10}")
         for r in doc["steps"]:
+            if r["rank"] not in shown:
+                continue
             ov = "-" if r["overlap_ratio"] is None else f"{100 * r['overlap_ratio']:.0f}%"
             _out(f"{r['rank']:>5} {r['name'][:18]:<18} {_f(r['step_us']):>11} {_f(r['comm_us']):>10} "
                  f"{_f(r['comm_exposed_us']):>11} {ov:>8} {_f(r['wait_us']):>10}")

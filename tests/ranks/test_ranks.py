@@ -285,3 +285,18 @@ def test_gpu_per_step_figures_on_nccl_ranks(peer_dir, capsys):
             assert abs(row["comm_overlapped_us"] * 1000 - both) <= tol
             assert abs(row["memcpy_us"] * 1000 - _union(mcpy)) <= tol
             assert row["overlap_ratio"] == pytest.approx(both / _union(comm), abs=1e-5)
+
+
+def test_text_report_of_a_large_job_lists_the_straggler_and_the_most_waiting(gen_job, capsys, monkeypatch):
+    from tracetui import ranks_report
+    monkeypatch.setattr(ranks_report, "MAX_RANK_ROWS", 3)
+    capsys.readouterr()
+    assert main(["ranks", str(gen_job["files"][0].parent), "--workers", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert main(["ranks", str(gen_job["files"][0].parent), "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.split()[0] for ln in out.splitlines() if ln[:5].strip().isdigit() and "node" in ln]
+    most = sorted(doc["per_rank"], key=lambda p: -p["wait_total_us"])
+    want = {gen_job["straggler"]} | {p["rank"] for p in most[:2]}
+    assert sorted(map(int, rows)) == sorted(want)
+    assert "of 6; --json lists every rank" in out
