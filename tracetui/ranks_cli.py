@@ -59,9 +59,10 @@ def opens_job(paths) -> bool:
     ps = [Path(p) for p in paths]
     if len(ps) == 1:
         p = ps[0]
-        if not p.is_dir():
+        quoted_glob = not p.exists() and any(c in str(p) for c in "*?[")
+        if not p.is_dir() and not quoted_glob:
             return False
-        if _is_index(p):
+        if p.is_dir() and _is_index(p):
             return True
     from tracetui.model.ranks import is_job
     return is_job(ps)

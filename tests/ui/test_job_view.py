@@ -131,7 +131,7 @@ async def _enter_and_back(job_dir, job_json):
 def test_folder_of_ranks_opens_the_job_view(job_dir):
     from tracetui.ranks_cli import opens_job
     files = sorted(job_dir.iterdir())
-    assert opens_job([job_dir]) and opens_job(files[:2])
+    assert opens_job([job_dir]) and opens_job(files[:2]) and opens_job([job_dir / "gen_rank-*.json"])
     assert not opens_job(files[:1])
     assert not opens_job([DATA / "h200_mlp_eager.json.gz", DATA / "h200_mlp_compile.json.gz"])  # a diff
 
