@@ -300,3 +300,24 @@ def test_text_report_of_a_large_job_lists_the_straggler_and_the_most_waiting(gen
     want = {gen_job["straggler"]} | {p["rank"] for p in most[:2]}
     assert sorted(map(int, rows)) == sorted(want)
     assert "of 6; --json lists every rank" in out
+
+
+def test_large_rank_files_are_placed_from_their_ends(gloo_job, tmp_path, monkeypatch):
+    """A large uncompressed rank is placed from its first and last MiB, with the same result as
+    decoding it whole; a file whose fields are not there is decoded whole."""
+    from tracetui.model import ranks as R
+    monkeypatch.setattr(R, "HEAD_TAIL_BYTES", 64 << 10)
+    doc = raw(gloo_job[2])
+    doc["traceEvents"] = doc["traceEvents"] * 4
+    big = tmp_path / "big_rank-2.pt.trace.json"
+    big.write_text(json.dumps(doc))
+    assert big.stat().st_size > 2 * R.HEAD_TAIL_BYTES
+    h = R._header_ends(big)
+    assert h is not None and h.distributedInfo == doc["distributedInfo"]
+    assert h.host_name == doc["host_name"] and h.baseTimeNanoseconds == doc["baseTimeNanoseconds"]
+    rf = R.read_rank_file(big)
+    assert (rf.rank, rf.world, rf.host, rf.base_ns) == (2, doc["distributedInfo"]["world_size"], doc["host_name"],
+                                                         doc["baseTimeNanoseconds"])
+    del doc["host_name"]
+    big.write_text(json.dumps(doc))
+    assert R._header_ends(big) is None and R.read_rank_file(big).host is None

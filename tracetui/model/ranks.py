@@ -12,6 +12,7 @@ analysis' output is in µs and bytes.
 from __future__ import annotations
 
 import glob as _glob
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,6 @@ class RankHeader(msgspec.Struct):
     distributedInfo: dict | None = None
     host_name: str | None = None
     baseTimeNanoseconds: int | float | None = None
-    trace_id: str | None = None
 
 
 _header = msgspec.json.Decoder(RankHeader)
@@ -75,11 +75,54 @@ def header_of(data) -> RankHeader:
         return RankHeader()
 
 
+HEAD_TAIL_BYTES = 1 << 20
+"""An uncompressed rank file's placing fields are looked for in its first and last MiB (Kineto
+writes distributedInfo before traceEvents and host_name, baseTimeNanoseconds after it), so
+placing 1,000 ranks of 100 MB does not parse 100 GB; files smaller than twice this, gzipped
+ones, and any file where a field is not found there are decoded whole."""
+
+_HEADER_KEYS = (b"distributedInfo", b"host_name", b"baseTimeNanoseconds")
+
+
+def _header_ends(path: Path) -> RankHeader | None:
+    """The header from the head and tail of a large uncompressed file, or None (decode it whole)."""
+    import json as _json
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(HEAD_TAIL_BYTES)
+            if head[:2] == b"\x1f\x8b" or size < 2 * HEAD_TAIL_BYTES:
+                return None
+            f.seek(size - HEAD_TAIL_BYTES)
+            tail = f.read()
+    except OSError:
+        return None
+    events_at = head.find(b'"traceEvents"')
+    found = {}
+    for key in _HEADER_KEYS:
+        at = head.find(b'"' + key + b'"')
+        chunk = head
+        if at < 0 or (0 <= events_at < at):  # after traceEvents in the head: inside an event
+            chunk, at = tail, tail.rfind(b'"' + key + b'"')
+        if at < 0:
+            return None
+        colon = chunk.find(b":", at + len(key) + 2)
+        text = chunk[colon + 1:colon + 1 + 65536].decode("utf-8", "replace").lstrip()
+        try:
+            found[key.decode()], _ = _json.JSONDecoder().raw_decode(text)
+        except ValueError:
+            return None
+    try:
+        return msgspec.convert(found, RankHeader)
+    except msgspec.ValidationError:
+        return None
+
+
 def read_rank_file(path: Path, data=None) -> RankFile:
     """Where ``path`` sits in its job: rank and world from distributedInfo, else the file name."""
-    if data is None:
-        data = read_bytes(path, LoadReport())
-    h = header_of(data)
+    h = _header_ends(Path(path)) if data is None else None
+    if h is None:
+        h = header_of(data if data is not None else read_bytes(path, LoadReport()))
     rf = RankFile(path=Path(path).absolute(), host=h.host_name,
                   base_ns=int(h.baseTimeNanoseconds) if isinstance(h.baseTimeNanoseconds, (int, float)) else 0)
     di = h.distributedInfo if isinstance(h.distributedInfo, dict) else None
@@ -182,9 +225,13 @@ def place_ranks(files: list[RankFile]) -> Job:
                backend=main_key[1] if main_key else None)
 
 
-def discover(items) -> Job:
-    """The ranks among files, folders and globs (each file's header read, not its events)."""
-    return place_ranks([read_rank_file(p) for p in expand_inputs(items)])
+def discover(items, workers: int | None = None) -> Job:
+    """The ranks among files, folders and globs (each file's header read, not its events; on the
+    local pool when there are many, since a gzipped file must be gunzipped whole to be read)."""
+    from .pool import run_map
+    paths = expand_inputs(items)
+    w = 1 if len(paths) < 16 else workers
+    return place_ranks(run_map(read_rank_file, [(p,) for p in paths], w))
 
 
 def is_job(items) -> bool:
