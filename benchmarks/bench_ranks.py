@@ -44,6 +44,12 @@ def pressure() -> str:
         return "n/a"
 
 
+def cpu() -> tuple[float, float]:
+    """CPU seconds so far of this process and of its reaped children (the pool's workers)."""
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime, b.ru_utime + b.ru_stime
+
+
 def timed(fn, *a, **k) -> float:
     t = time.perf_counter()
     fn(*a, **k)
@@ -67,14 +73,24 @@ def main() -> None:
         small = replicate(args.input, tmp / "small", args.ranks, per_host=8, straggler=args.ranks // 3, seed=1)
         mb = sum(f.stat().st_size for f in small["files"]) / 1e6
         t = {1: [], 2: []}
+        c = {1: [], 2: []}
         for _ in range(args.rounds):  # alternate, so a slow period hits both
             for w in (1, 2):
+                c0 = cpu()
                 t[w].append(timed(build_index, [tmp / "small"], tmp / f"idx{w}", workers=w))
+                c1 = cpu()
+                c[w].append((c1[0] - c0[0], c1[1] - c0[1]))
         t1, t2 = min(t[1]), min(t[2])
         med = sorted(t[1])[len(t[1]) // 2] / sorted(t[2])[len(t[2]) // 2]
         print(f"index {args.ranks} ranks ({mb:.1f} MB): 1 worker {t1:.2f} s, 2 workers {t2:.2f} s, "
               f"speed-up {t1 / t2:.2f}x best / {med:.2f}x median of {args.rounds} (all: {[round(x, 2) for x in t[1]]} "
               f"vs {[round(x, 2) for x in t[2]]}); load average now {os.getloadavg()[0]:.1f}, CPU pressure {pressure()}")
+        # what two free cores would give: the 1-worker run's CPU against the 2-worker run's driver
+        # CPU plus half its workers' CPU (the critical path when both workers run side by side)
+        one = min(a + b for a, b in c[1])
+        two = min(a + b / 2 for a, b in c[2])
+        print(f"CPU time: 1 worker {one:.2f} s; 2 workers: driver {min(a for a, _ in c[2]):.2f} s + workers "
+              f"{min(b for _, b in c[2]):.2f} s; CPU-bound estimate of the speed-up on 2 free cores {one / two:.2f}x")
         if args.ray:
             tr = timed(build_index, [tmp / "small"], tmp / "idx_ray", workers=2, engine="ray")
             same = all((tmp / "idx_ray" / p.relative_to(tmp / "idx2")).read_bytes() == p.read_bytes()

@@ -102,7 +102,8 @@ def rank_parquet(rf, world: int | None, load_opts: dict | None = None) -> tuple[
     from .ranks import load_rank
     tables = load_rank(rf, world, load_opts)
     sch = schemas()
-    out = {name: _parquet_bytes(tables[name], sch[name]) for name in TABLES if name not in JOB_TABLES}
+    out = {name: (_parquet_bytes(tables[name], sch[name]) if tables[name].get("rank") else None)
+           for name in TABLES if name not in JOB_TABLES}  # None: no rows (a CPU rank's kernels), no file
     out.update({name: pa.Table.from_pydict({f.name: tables[name].get(f.name, []) for f in sch[name]}, schema=sch[name])
                 for name in JOB_TABLES})
     return int(rf.rank), out
@@ -138,7 +139,7 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
 
     def write(rank: int, parts: dict) -> None:  # inside the folder being built: no reader sees it yet
         for name in TABLES:
-            if name not in JOB_TABLES:
+            if name not in JOB_TABLES and parts[name] is not None:
                 (tmp / name / f"rank-{rank:06d}.parquet").write_bytes(parts[name])
         merged.add(rank, {name: parts[name] for name in JOB_TABLES})
 

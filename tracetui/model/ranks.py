@@ -225,12 +225,18 @@ def place_ranks(files: list[RankFile]) -> Job:
                backend=main_key[1] if main_key else None)
 
 
+DISCOVER_POOL_BYTES = 256 << 20
+"""Placing files takes the local pool from this many bytes in all (and 16 files): below it, forking
+a pool costs more than reading their headers here."""
+
+
 def discover(items, workers: int | None = None) -> Job:
     """The ranks among files, folders and globs (each file's header read, not its events; on the
     local pool when there are many, since a gzipped file must be gunzipped whole to be read)."""
     from .pool import run_map
     paths = expand_inputs(items)
-    w = 1 if len(paths) < 16 else workers
+    big = len(paths) >= 16 and sum(p.stat().st_size for p in paths) >= DISCOVER_POOL_BYTES
+    w = workers if big else 1
     return place_ranks(run_map(read_rank_file, [(p,) for p in paths], w))
 
 
