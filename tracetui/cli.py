@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory")
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = REPO_ROOT / "traces"
 
@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
+    _rank_parsers(sub, lo)
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
@@ -179,11 +180,15 @@ def _load_opts(args) -> dict:
 
 
 def _dispatch(args) -> int:
+    from tracetui.ranks_cli import opens_job
+    job = args.cmd == "open" and opens_job(args.traces)  # ranks of one job: the job view, not a diff
     for p in [getattr(args, "trace", None)] + list(getattr(args, "traces", None) or []):
-        if p is not None:
+        if p is not None and not job:
             _announce_folder(p)
     if args.cmd == "gen":
         return _gen(args)
+    if args.cmd in ("ranks", "index"):
+        return _ranks(args)
     if args.cmd == "summary":
         from tracetui.model import load_trace
         from tracetui.report import print_summary
@@ -219,10 +224,14 @@ def _dispatch(args) -> int:
         return _open(args.traces, diff=True, load_opts=_load_opts(args))
     if not args.traces:  # the bundled story: eager vs torch.compile MLP on an H200
         return _open(bundled_default(), diff=True, load_opts=_load_opts(args))
-    return _open(args.traces, diff=len(args.traces) >= 2, load_opts=_load_opts(args))
+    return _open(args.traces, diff=len(args.traces) >= 2, load_opts=_load_opts(args), job=job)
 
 
-def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None) -> int:
+def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, job: bool = False) -> int:
+    if job:  # several ranks of one job, a folder of them, or an index: the job view
+        from tracetui.ui.app import TraceApp
+        TraceApp(list(paths), load_opts=load_opts, job=True).run()
+        return 0
     from tracetui.model.load import resolve_input
     resolved = [resolve_input(p) for p in paths]  # fail fast with a one-line error, before the UI starts
     early = None
@@ -288,3 +297,14 @@ def _gen(args) -> int:
     if failed:
         raise CliError(f"{len(failed)} of {len(jobs)} recordings failed: " + "; ".join(failed))
     return 0
+
+
+def _rank_parsers(sub, lo) -> None:
+    """``ranks`` and ``index``: the job-level subcommands (tracetui/ranks_cli.py)."""
+    from tracetui.ranks_cli import add_parsers
+    add_parsers(sub, lo)
+
+
+def _ranks(args) -> int:
+    from tracetui.ranks_cli import run
+    return run(args, _load_opts(args), CliError)

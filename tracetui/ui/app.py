@@ -528,9 +528,11 @@ class TraceApp(App):
         Binding("ctrl+o", "open", "Open file"),
     ]
 
-    def __init__(self, paths: list[Path], diff: bool = False, early=None, load_opts: dict | None = None):
+    def __init__(self, paths: list[Path], diff: bool = False, early=None, load_opts: dict | None = None,
+                 job: bool = False):
         super().__init__()
         self.paths = [Path(p) for p in paths]
+        self.job = job  # the ranks of one job (or an index): the job view comes first
         self.diff = diff and len(self.paths) >= 2  # two: a diff; more: a ladder
         self.traces: list[Trace] = []
         self.early = early
@@ -547,6 +549,10 @@ class TraceApp(App):
         # before any worker starts: quitting must not wait for a load that is still decoding
         asyncio.get_running_loop().set_default_executor(DaemonExecutor())
         early, self.early = self.early, None
+        if self.job:
+            from .job_view import JobScreen
+            self.push_screen(JobScreen(self.paths, self.load_opts))
+            return
         self.push_screen(LoadingScreen(self.paths if self.diff else self.paths[:1], self._loaded, early,
                                        self.load_opts))
 
@@ -589,6 +595,8 @@ class TraceApp(App):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Help: key map", "Every key tracetui answers", self.action_help)
         yield SystemCommand("Open trace file", "Load another trace (ctrl+o)", self.action_open)
+        for title, help_, action in getattr(screen, "system_commands", lambda: [])():  # the job view's
+            yield SystemCommand(title, help_, action)
         if isinstance(screen, ExplorerScreen):
             for title, help_, action in [
                 ("Show tree", "Hierarchy and details (1)", lambda: screen.action_tab("tree")),
