@@ -1,6 +1,9 @@
 """During a load, large arrays come from the malloc heap, and glibc's defaults come back after."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -8,7 +11,7 @@ import pytest
 
 from tracetui.model import heap, load_trace
 
-from tests.conftest import TRACES
+from tests.conftest import ROOT, TRACES
 
 BIG = 48 << 20  # above glibc's largest mmap threshold (32 MiB): mmapped by default
 
@@ -33,19 +36,30 @@ def glibc():
 
 
 def test_large_arrays_come_from_the_heap_only_inside(glibc):
-    assert threading.current_thread() is threading.main_thread()  # the main arena is the brk heap
-    outside = np.ones(BIG, dtype=np.uint8)
-    assert not _in_heap(outside)
-    del outside
-    with heap.large_arrays_on_heap():
-        with heap.large_arrays_on_heap():  # nested: still on, until the outer one leaves
-            pass
-        inside = np.ones(BIG, dtype=np.uint8)
-        assert _in_heap(inside) and heap._depth == 1
-        del inside
-    assert heap._depth == 0
-    after = np.ones(BIG, dtype=np.uint8)
-    assert not _in_heap(after)  # the defaults are back
+    """Run in a fresh interpreter: in a process that earlier tests have used, a free 48 MB chunk
+    left inside the heap serves the "outside" array from the heap whatever the mmap settings."""
+    code = textwrap.dedent("""
+        import threading
+        import numpy as np
+        from tracetui.model import heap
+        from tests.model.test_heap import BIG, _in_heap
+        assert threading.current_thread() is threading.main_thread()  # the main arena is the brk heap
+        outside = np.ones(BIG, dtype=np.uint8)
+        assert not _in_heap(outside)
+        del outside
+        with heap.large_arrays_on_heap():
+            with heap.large_arrays_on_heap():  # nested: still on, until the outer one leaves
+                pass
+            inside = np.ones(BIG, dtype=np.uint8)
+            assert _in_heap(inside) and heap._depth == 1
+            del inside
+        assert heap._depth == 0
+        after = np.ones(BIG, dtype=np.uint8)
+        assert not _in_heap(after)  # the defaults are back
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
 def test_a_load_leaves_the_defaults_even_when_it_fails(glibc, tmp_path):
