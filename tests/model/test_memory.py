@@ -15,7 +15,7 @@ import pytest
 from tracetui.model import load_trace
 from tracetui.model.events import K
 
-from tests.conftest import DATA
+from tests.conftest import DATA, TRACES
 from tests.memory_workload import LEAK_ELEMS
 
 HTA_MEMORY = "df_index_resolver_df_index_resolver.json.gz"
@@ -205,8 +205,8 @@ def test_bundled_recording_figures():
     assert len({k for _, _, k, _ in raw.mem}) == 2 and tr.n_steps == 3
 
 
-def test_no_memory_events(cpu_traces):
-    tr = load_trace(cpu_traces["linear_eager"])
+def test_no_memory_events():
+    tr = load_trace(TRACES / "linear_eager.json.gz")
     mem = tr.memory
     assert len(mem) == 0 and mem.devices == [] and mem.op_stats() == []
 
