@@ -5,7 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen")
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "record", "mcp")
+FORMATS = ("text", "json", "csv", "md")  # tracetui.export.FORMATS, kept here so --help imports nothing
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = REPO_ROOT / "traces"
 
@@ -33,22 +34,28 @@ def _parser() -> argparse.ArgumentParser:
                     help="torch version that recorded the trace, for its CPU self-time rule "
                          "(default: the recorded one, else <= 2.12)")
     o = sub.add_parser("open", parents=[lo], help="open the explorer (the default command)")
-    o.add_argument("traces", nargs="*", type=Path, help="trace file(s) or trace folder; two open a diff")
-    s = sub.add_parser("summary", parents=[lo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
-    s.add_argument("trace", type=Path)
-    s.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    o.add_argument("traces", nargs="*", type=Path, help="trace file(s) or trace folder; two open a diff; - reads stdin")
+    fo = argparse.ArgumentParser(add_help=False)  # how a report is written: every reporting subcommand
+    fo.add_argument("--format", choices=FORMATS, default=None,
+                    help="text (default), json (schema in README), csv (one table) or md (Markdown tables)")
+    fo.add_argument("--table", default=None, metavar="NAME",
+                    help="csv/md: the table to write (default csv: the main one; md: all)")
+    s = sub.add_parser("summary", parents=[lo, fo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
+    s.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
+    s.add_argument("--json", action="store_true", help="same as --format json")
     s.add_argument("--top", type=int, default=15, help="rows in the op and kernel tables")
-    t = sub.add_parser("tree", parents=[lo], help="the hierarchy as indented text")
-    t.add_argument("trace", type=Path)
+    t = sub.add_parser("tree", parents=[lo, fo], help="the hierarchy as indented text")
+    t.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     t.add_argument("--depth", type=int, default=None)
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
-    t.add_argument("--json", action="store_true")
-    d = sub.add_parser("diff", parents=[lo], help="align two traces and report what changed and what fusion removed")
+    t.add_argument("--json", action="store_true", help="same as --format json")
+    d = sub.add_parser("diff", parents=[lo, fo], help="align two traces and report what changed and what fusion removed")
     d.add_argument("a", type=Path)
     d.add_argument("b", type=Path)
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
+    _record_parsers(sub)
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
@@ -74,9 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
         argv = ["open"] + argv
+    if argv and argv[0] == "record":  # everything after `--` is the program, untouched by argparse
+        from tracetui.record import split_argv
+        argv, program = split_argv(argv)
+    else:
+        program = None
     args = _parser().parse_args(argv)
+    args.program = program
     try:
-        return _dispatch(args)
+        with _stdin_inputs(args):
+            return _dispatch(args)
     except CliError as e:
         print(f"tracetui: error: {e}", file=sys.stderr)
         return 2
@@ -87,9 +101,88 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the model raises TraceError for bad input; anything else is ours
         errors = sys.modules.get("tracetui.model.errors")  # not loaded -> cannot be a TraceError
         if errors is not None and isinstance(e, errors.TraceError):
-            print(f"tracetui: error: {e}", file=sys.stderr)
+            print(f"tracetui: error: {_STDIN_NAMES.get(str(e.path), e.path)}: {e.problem}", file=sys.stderr)
+            return 2
+        from tracetui.export import UnknownTable
+        if isinstance(e, UnknownTable):
+            print(f"tracetui: error: --table: {e}", file=sys.stderr)
             return 2
         raise
+
+
+_STDIN_NAMES: dict = {}
+"""Temporary file -> the name the user gave (``-``), so errors name what the user typed."""
+
+
+def max_input_bytes() -> int:
+    """The most a trace may take once read: the loader's limit (TRACETUI_MAX_BYTES) where it has
+    one, else that variable read the same way (bytes, or a K/M/G suffix), else 8 GiB."""
+    try:
+        from tracetui.model.load import max_bytes
+        return max_bytes()
+    except ImportError:
+        pass
+    import os
+    text = os.environ.get("TRACETUI_MAX_BYTES", "").strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1) if text else 1
+    try:
+        n = int(float(text[:-1] if scale > 1 else text) * scale) if text else 0
+    except ValueError:
+        n = 0
+    return n if n > 0 else 8 << 30
+
+
+def read_stdin_trace(folder: Path, stream=None) -> Path:
+    """Read a trace from stdin into memory (at most ``max_input_bytes()``), then into a file in
+    ``folder`` so the normal load path (gzip detection, two-process decode, repairs) reads it."""
+    stream = stream if stream is not None else sys.stdin.buffer
+    limit = max_input_bytes()
+    chunks, n = [], 0
+    while True:
+        b = stream.read(min(1 << 20, limit + 1 - n))
+        if not b:
+            break
+        chunks.append(b)
+        n += len(b)
+        if n > limit:
+            raise CliError(f"-: trace on stdin is larger than the {limit:,}-byte limit "
+                           f"(set TRACETUI_MAX_BYTES to raise it)")
+    if not n:
+        raise CliError("-: empty input on stdin")
+    data = b"".join(chunks)
+    path = folder / "-"  # the name the user gave: the tree's root and the reports say it
+    path.write_bytes(data)
+    _STDIN_NAMES[str(path)] = "-"
+    return path
+
+
+class _stdin_inputs:
+    """Replace a ``-`` trace argument by stdin's contents (one ``-`` at most: stdin reads once)."""
+
+    def __init__(self, args):
+        self.args, self.tmp = args, None
+
+    def __enter__(self):
+        a = self.args
+        slots = [k for k in ("trace", "a", "b") if str(getattr(a, k, None)) == "-"]
+        multi = [i for i, p in enumerate(getattr(a, "traces", None) or []) if str(p) == "-"]
+        if len(slots) + len(multi) > 1:
+            raise CliError("-: stdin can be read once: pass - for one trace only")
+        if slots or multi:
+            import tempfile
+            self.tmp = tempfile.TemporaryDirectory(prefix="tracetui-stdin-")
+            path = read_stdin_trace(Path(self.tmp.name))
+            for k in slots:
+                setattr(a, k, path)
+            for i in multi:
+                a.traces[i] = path
+            a.stdin_used = True
+        return self
+
+    def __exit__(self, *exc):
+        if self.tmp is not None:
+            self.tmp.cleanup()
+        return False
 
 
 def _announce_folder(path: Path) -> None:
@@ -120,28 +213,79 @@ def _dispatch(args) -> int:
             _announce_folder(p)
     if args.cmd == "gen":
         return _gen(args)
+    if args.cmd == "record":
+        from tracetui.record import run_record
+        return run_record(args, CliError)
+    if args.cmd == "mcp":
+        from tracetui.mcp_server import serve
+        return serve(args, CliError)
     if args.cmd == "summary":
-        from tracetui.model import load_trace
-        from tracetui.report import print_summary
-        print_summary(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
-        return 0
+        return _summary(args.trace, args)
     if args.cmd == "tree":
-        from tracetui.model import load_trace
-        from tracetui.report import print_tree
-        print_tree(load_trace(args.trace, **_load_opts(args)), depth=args.depth, text_filter=args.filter, as_json=args.json)
+        from tracetui.report import fmt_of, print_tree
+        if args.table:
+            raise CliError("tree: --table does not apply (its one table is the nodes)")
+        print_tree(load(args.trace, args), depth=args.depth, text_filter=args.filter,
+                   fmt=fmt_of(args))
         return 0
     if args.cmd == "diff":
-        if args.text or args.json:
-            from tracetui.model import load_trace
-            from tracetui.model.diff import diff_traces
-            from tracetui.report import print_diff
-            opts = _load_opts(args)
-            print_diff(diff_traces(load_trace(args.a, **opts), load_trace(args.b, **opts)), as_json=args.json)
-            return 0
+        if args.text or args.json or args.format or not _interactive():
+            return _diff_report(args.a, args.b, args)
         return _open([args.a, args.b], diff=True, load_opts=_load_opts(args))
-    if not args.traces:  # the bundled story: eager vs torch.compile MLP on an H200
-        return _open(bundled_default(), diff=True, load_opts=_load_opts(args))
-    return _open(args.traces, diff=len(args.traces) == 2, load_opts=_load_opts(args))
+    traces = args.traces or bundled_default()  # none: the bundled story, eager vs torch.compile MLP on an H200
+    if not _interactive():  # a pipe or a file: the report the app would open on, never escape codes
+        if len(traces) == 2:
+            return _diff_report(traces[0], traces[1], args)
+        for p in traces:
+            _summary(p, args)
+        return 0
+    if getattr(args, "stdin_used", False):
+        _terminal_stdin()
+    return _open(traces, diff=len(traces) == 2, load_opts=_load_opts(args))
+
+
+def _interactive() -> bool:
+    """The app needs a terminal on stdout (it draws there) and one to read keys from."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _terminal_stdin() -> None:
+    """After a trace was read from a pipe on stdin, take keys from the controlling terminal."""
+    import os
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY)
+    except OSError:
+        raise CliError("-: no terminal to read keys from after reading stdin "
+                       "(use `tracetui summary -` in a pipeline)") from None
+    os.dup2(fd, 0)
+    os.close(fd)
+
+
+def load(path, args):
+    """``load_trace`` with the command's options; a trace read from stdin is called ``-``."""
+    from tracetui.model import load_trace
+    t = load_trace(path, **_load_opts(args))
+    if str(t.path) in _STDIN_NAMES:
+        t.path = Path(_STDIN_NAMES[str(t.path)])
+    return t
+
+
+def _summary(path, args) -> int:
+    from tracetui.report import fmt_of, print_summary
+    print_summary(load(path, args), top=getattr(args, "top", 15), fmt=fmt_of(args),
+                  table=getattr(args, "table", None))
+    return 0
+
+
+def _diff_report(a, b, args) -> int:
+    from tracetui.model.diff import diff_traces
+    from tracetui.report import fmt_of, print_diff
+    print_diff(diff_traces(load(a, args), load(b, args)), fmt=fmt_of(args),
+               table=getattr(args, "table", None))
+    return 0
 
 
 def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None) -> int:
@@ -158,6 +302,14 @@ def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None) 
         if early is not None:
             early.cancel()
     return 0
+
+
+def _record_parsers(sub) -> None:
+    """``record`` (tracetui/record.py) and ``mcp`` (tracetui/mcp_server.py)."""
+    from tracetui.record import add_parser
+    add_parser(sub)
+    m = sub.add_parser("mcp", help="Model Context Protocol server over stdio: read-only tools for agents (needs tracetui[mcp])")
+    m.add_argument("--max-chars", type=int, default=None, help="bound on one answer's size (default 20000)")
 
 
 def _gen(args) -> int:
