@@ -44,11 +44,22 @@ def add_parser(sub) -> None:
     r.add_argument("--open", action="store_true", help="open the app on the trace afterwards (default: print its summary)")
 
 
+TAKES_VALUE = ("-o", "--output", "--wait", "--warmup", "--active", "--repeat", "--steps")
+"""record's options that take a value: the program starts at the first word that is neither."""
+
+
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
-    """``record OPTS -- PROGRAM`` -> (``record OPTS``, PROGRAM); no ``--``: no program."""
+    """``record OPTS -- PROGRAM`` -> (``record OPTS``, PROGRAM). Without ``--`` the program starts
+    at the first word that is not an option of record's or its value (``record -o d python t.py``)."""
     if "--" in argv:
         i = argv.index("--")
         return argv[:i], argv[i + 1:]
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if not a.startswith("-"):
+            return argv[:i], argv[i:]
+        i += 2 if a in TAKES_VALUE else 1
     return argv, []
 
 

@@ -127,3 +127,24 @@ def test_torchrun_gloo_writes_one_trace_per_rank(tmp_path):
         assert doc.get("distributedInfo", {}).get("rank", rank) == rank
         assert [s["name"] for s in steps_of(evs)] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
         assert any("allreduce" in str(e.get("name", "")).lower() for e in evs)  # DDP's gradient sync was recorded
+
+
+def test_program_forms_and_errors(capsys):
+    """What record runs for each accepted form; anything else is one line and exit 2."""
+    from tracetui.cli import CliError, main
+    from tracetui.record import build_command, split_argv
+    from tracetui.record_boot import BOOT
+    assert split_argv(["record", "-o", "d", "--stack", "python", "t.py", "-o", "x"]) == \
+        (["record", "-o", "d", "--stack"], ["python", "t.py", "-o", "x"])  # the program's own -o stays its own
+    assert build_command(["python3", "-u", "-X", "dev", "-m", "pkg.train", "--lr", "1"], CliError) == \
+        (["python3", "-u", "-X", "dev", "-c", BOOT, "module", "pkg.train", "--lr", "1"], "python")
+    assert build_command(["train.py", "a"], CliError)[0] == [sys.executable, "-c", BOOT, "script", "train.py", "a"]
+    cmd, kind = build_command(["torchrun", "--nproc_per_node", "2", "-m", "pkg.train", "--x", "1"], CliError)
+    assert kind == "torchrun" and cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert cmd[3:] == ["--nproc_per_node", "2", "--no-python", sys.executable, "-c", BOOT, "module", "pkg.train", "--x", "1"]
+    for argv, says in ((["record"], "name the program"), (["record", "--", "ls", "-l"], "not a Python program"),
+                       (["record", "--", "python", "-c", "print(1)"], "-c"),
+                       (["record", "--steps", "(", "--", "python", "t.py"], "regular expression")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("tracetui: error: record: ") and says in err and err.count("\n") == 1, err
