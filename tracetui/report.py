@@ -36,11 +36,11 @@ def emit_report(doc: dict, fmt: str, table: str | None = None, first: str | None
     if fmt == "json":
         _dump(doc)
         return
-    from .export import render, report_tables
+    from .export import render_report, report_tables
     tabs = tables if tables is not None else report_tables(doc)
     if first and fmt == "csv":  # csv writes one table: the main one unless --table names another
         tabs = sorted(tabs, key=lambda t: t.name != first)
-    sys.stdout.write(render(doc, fmt, tables=tabs, table=table, title=title))
+    sys.stdout.write(render_report(doc, fmt, tables=tabs, table=table, title=title))
 
 
 def fmt_of(args) -> str:
