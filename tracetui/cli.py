@@ -223,8 +223,8 @@ def _dispatch(args) -> int:
         return _summary(args.trace, args)
     if args.cmd == "tree":
         from tracetui.report import fmt_of, print_tree
-        if args.table:
-            raise CliError("tree: --table does not apply (its one table is the nodes)")
+        if args.table not in (None, "nodes"):
+            raise CliError(f"tree: --table {args.table!r}: its one table is nodes")
         print_tree(load(args.trace, args), depth=args.depth, text_filter=args.filter,
                    fmt=fmt_of(args))
         return 0

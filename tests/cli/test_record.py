@@ -71,7 +71,7 @@ def steps_of(evs: list[dict]) -> list[dict]:
 
 def test_records_an_unedited_training_script(tmp_path):
     (tmp_path / "train.py").write_text(TRAIN)
-    r, out = record(tmp_path, sys.executable, "train.py", "-1")
+    r, out = record(tmp_path, sys.executable, "train.py", "-1", opts=("--stack",))
     assert r.returncode == 0, r.stderr
     assert "trained ['-1']" in r.stdout  # its own argv, its own output
     files = list(out.glob("*.pt.trace.json.gz"))
@@ -88,6 +88,10 @@ def test_records_an_unedited_training_script(tmp_path):
     prov = doc["tracetui"]
     assert prov["recorder"] == "record" and prov["torch"] == torch.__version__
     assert prov["rank"] == 0 and prov["world_size"] == 1 and prov["step_marker"] == "optimizer"
+    assert prov["with_stack"] and any(e.get("cat") == "python_function" for e in evs)
+    from tracetui.model import load_trace
+    rule = load_trace(files[0]).self_time  # the recorded version picks torch's self-time rule
+    assert rule.reason == f"recorded torch version {torch.__version__}"
     # afterwards: the summary of what was written, which reads the same steps
     assert "3 step(s)" in r.stdout and "recorded by tracetui record" in r.stdout
 
