@@ -88,17 +88,8 @@ def _training_traces() -> list[Path]:
     return paths
 
 
-EPOCH_TS = {"cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "df_index_resolver_df_index_resolver.json.gz",
-            "distributed_info_unavailable_distributed_info_not_found.json.gz",
-            "negative_queue_length_values_check_rank0.json.gz", "trace_diff_control_control.json.gz",
-            "trace_diff_test_test.json.gz", "trace_filter_sampled_rank-0.json.gz", "trace_filter_sampled_rank-1.json.gz"}
-"""Unix-epoch µs timestamps: exact only once the loader reads the digits exactly (branch loader)."""
-
-
 @pytest.mark.parametrize("path", _training_traces(), ids=lambda p: p.name)
-def test_step_windows_match_reference(path, request):
-    if path.name in EPOCH_TS:
-        request.applymarker(pytest.mark.xfail(reason="epoch timestamps through float64 (loader branch)", strict=False))
+def test_step_windows_match_reference(path):
     doc = raw(path)
     ref = reference(doc) or reference(doc, RF_STEP)  # record_function markers where no prof.step()
     if not ref:

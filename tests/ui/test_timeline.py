@@ -68,3 +68,9 @@ def test_lane_labels_from_the_trace_are_plain_text(tmp_path):
     tl.node = int(t.steps[0])
     text = tl.render_lanes(60).plain
     assert "\x1b" not in text and "\x07" not in text and "cpu \\x1b" in text
+
+
+def test_every_taxonomy_class_has_its_own_colour_key():
+    from tracetui.model.taxonomy import CLASSES
+    from tracetui.ui.timeline import CLASS_STYLE
+    assert set(CLASS_STYLE) == set(CLASSES)

@@ -13,8 +13,10 @@ from tracetui.textsafe import visible
 
 from .format import plain
 
-CLASS_STYLE = {"gemm": "red", "pointwise": "yellow", "reduction": "magenta", "triton": "green",
-               "memcpy": "blue", "memset": "blue", "nccl": "cyan", "other": "white", "conv": "red"}
+CLASS_STYLE = {"gemm": "red", "conv": "dark_orange", "attention": "bright_magenta", "norm": "bright_cyan",
+               "communication": "cyan", "pointwise": "yellow", "reduction": "magenta", "triton": "green",
+               "memcpy": "blue", "memset": "blue", "other": "white"}
+"""Kernel colours by taxonomy class (tracetui/model/taxonomy.py CLASSES); a test checks every class has one."""
 LABEL_W = 14
 CPU_LAYERS = ((K["annotation"], "─", "yellow"), (K["module"], "─", "green"), (K["op"], "━", "cyan"),
               (K["runtime"], "│", "blue"))
