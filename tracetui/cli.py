@@ -115,21 +115,9 @@ _STDIN_NAMES: dict = {}
 
 
 def max_input_bytes() -> int:
-    """The most a trace may take once read: the loader's limit (TRACETUI_MAX_BYTES) where it has
-    one, else that variable read the same way (bytes, or a K/M/G suffix), else 8 GiB."""
-    try:
-        from tracetui.model.load import max_bytes
-        return max_bytes()
-    except ImportError:
-        pass
-    import os
-    text = os.environ.get("TRACETUI_MAX_BYTES", "").strip().upper().removesuffix("B").removesuffix("I")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1) if text else 1
-    try:
-        n = int(float(text[:-1] if scale > 1 else text) * scale) if text else 0
-    except ValueError:
-        n = 0
-    return n if n > 0 else 8 << 30
+    """The most a trace may take once read: the loader's limit (TRACETUI_MAX_BYTES)."""
+    from tracetui.model.load import max_bytes
+    return max_bytes()
 
 
 def read_stdin_trace(folder: Path, stream=None) -> Path:
