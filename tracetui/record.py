@@ -6,17 +6,11 @@ Accepted programs: ``python [flags] script.py ARGS``, ``python -m module ARGS``,
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import shlex
-import signal
-import subprocess
 import sys
 from pathlib import Path
-
-from .record_boot import BOOT, ENV
 
 PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 """An interpreter named on the command line (``python``, ``python3``, ``python3.11``)."""
@@ -90,6 +84,7 @@ def _target(rest: list[str], CliError) -> list[str]:
 
 def build_command(program: list[str], CliError) -> tuple[list[str], str]:
     """The command that runs ``program`` with the recorder inside, and its kind (python/torchrun)."""
+    from .record_boot import BOOT  # not at import: the CLI builds record's parser at every start
     if not program:
         raise CliError("record: name the program after --, e.g. tracetui record -o DIR -- python train.py")
     head = os.path.basename(program[0])
@@ -108,6 +103,7 @@ def build_command(program: list[str], CliError) -> tuple[list[str], str]:
 
 def _torchrun(rest: list[str], CliError) -> list[str]:
     """torchrun's own options, then ``--no-python`` and our bootstrap in place of the script."""
+    from .record_boot import BOOT
     try:
         from torch.distributed.run import get_args_parser
     except ImportError:
@@ -131,6 +127,11 @@ def _traces_in(folder: Path) -> dict:
 
 def run_record(args, CliError) -> int:
     """Run the program under the recorder; report what it wrote; exit with the program's code."""
+    import json
+    import signal
+    import subprocess
+
+    from .record_boot import ENV
     cmd, kind = build_command(args.program or [], CliError)
     for k in ("wait", "warmup", "active", "repeat"):
         if getattr(args, k) < (1 if k == "active" else 0):
