@@ -8,7 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index")
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index", "record", "mcp")
+FORMATS = ("text", "json", "csv", "md")  # tracetui.export.FORMATS, kept here so --help imports nothing
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = REPO_ROOT / "traces"
 
@@ -40,21 +41,27 @@ def _parser() -> argparse.ArgumentParser:
                     help="torch version that recorded the trace, for its CPU self-time rule "
                          "(default: the recorded one, else <= 2.12)")
     o = sub.add_parser("open", parents=[lo], help="open the explorer (the default command)")
-    o.add_argument("traces", nargs="*", type=Path, help="trace file(s) or trace folder; two open a diff, more a ladder")
-    s = sub.add_parser("summary", parents=[lo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
-    s.add_argument("trace", type=Path)
-    s.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    o.add_argument("traces", nargs="*", type=Path,
+                   help="trace file(s) or trace folder; two open a diff, more a ladder; - reads stdin")
+    fo = argparse.ArgumentParser(add_help=False)  # how a report is written: every reporting subcommand
+    fo.add_argument("--format", choices=FORMATS, default=None,
+                    help="text (default), json (schema in README), csv (one table) or md (Markdown tables)")
+    fo.add_argument("--table", default=None, metavar="NAME",
+                    help="csv/md: the table to write (default csv: the main one; md: all)")
+    s = sub.add_parser("summary", parents=[lo, fo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
+    s.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
+    s.add_argument("--json", action="store_true", help="same as --format json")
     s.add_argument("--top", type=int, default=15, help="rows in the op and kernel tables")
-    t = sub.add_parser("tree", parents=[lo], help="the hierarchy as indented text")
-    t.add_argument("trace", type=Path)
+    t = sub.add_parser("tree", parents=[lo, fo], help="the hierarchy as indented text")
+    t.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     t.add_argument("--depth", type=int, default=None)
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--json", action="store_true", help="same as --format json")
     m = sub.add_parser("memory", parents=[lo], help="profile_memory: peaks per device and step, what held them, per-op table")
     m.add_argument("trace", type=Path)
     m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
     m.add_argument("--top", type=int, default=10, help="rows per table (0: all)")
-    d = sub.add_parser("diff", parents=[lo], help="align two traces and report what changed and what fusion "
+    d = sub.add_parser("diff", parents=[lo, fo], help="align two traces and report what changed and what fusion "
                                                    "removed; three or more: a ladder (A → B → C …)")
     d.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="two traces, or a series of them")
     d.add_argument("--top", type=int, default=10, help="changes shown per kind (0: all); a ladder's per neighbour: 3")
@@ -62,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
     _rank_parsers(sub, lo)
+    _record_parsers(sub)
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
@@ -87,10 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
         argv = ["open"] + argv
+    if argv and argv[0] == "record":  # everything after `--` is the program, untouched by argparse
+        from tracetui.record import split_argv
+        argv, program = split_argv(argv)
+    else:
+        program = None
     args = _parser().parse_args(argv)
+    args.program = program
     restore = _on_sigterm()
     try:
-        return _dispatch(args)
+        with _stdin_inputs(args):
+            return _dispatch(args)
     except CliError as e:
         _error(str(e))
         return 2
@@ -101,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the model raises TraceError for bad input; anything else is ours
         errors = sys.modules.get("tracetui.model.errors")  # not loaded -> cannot be a TraceError
         if errors is not None and isinstance(e, errors.TraceError):
-            _error(str(e))
+            _error(f"{_STDIN_NAMES.get(str(e.path), e.path)}: {e.problem}")
+            return 2
+        from tracetui.export import UnknownTable
+        if isinstance(e, UnknownTable):
+            _error(f"--table: {e}")
             return 2
         raise
     finally:
@@ -156,6 +175,69 @@ def _error(msg: str) -> None:
     print(f"tracetui: error: {visible(msg)}", file=sys.stderr)
 
 
+_STDIN_NAMES: dict = {}
+"""Temporary file -> the name the user gave (``-``), so errors name what the user typed."""
+
+
+def max_input_bytes() -> int:
+    """The most a trace may take once read: the loader's limit (TRACETUI_MAX_BYTES)."""
+    from tracetui.model.load import max_bytes
+    return max_bytes()
+
+
+def read_stdin_trace(folder: Path, stream=None) -> Path:
+    """Read a trace from stdin into memory (at most ``max_input_bytes()``), then into a file in
+    ``folder`` so the normal load path (gzip detection, two-process decode, repairs) reads it."""
+    stream = stream if stream is not None else sys.stdin.buffer
+    limit = max_input_bytes()
+    chunks, n = [], 0
+    while True:
+        b = stream.read(min(1 << 20, limit + 1 - n))
+        if not b:
+            break
+        chunks.append(b)
+        n += len(b)
+        if n > limit:
+            raise CliError(f"-: trace on stdin is larger than the {limit:,}-byte limit "
+                           f"(set TRACETUI_MAX_BYTES to raise it)")
+    if not n:
+        raise CliError("-: empty input on stdin")
+    data = b"".join(chunks)
+    path = folder / "-"  # the name the user gave: the tree's root and the reports say it
+    path.write_bytes(data)
+    _STDIN_NAMES[str(path)] = "-"
+    return path
+
+
+class _stdin_inputs:
+    """Replace a ``-`` trace argument by stdin's contents (one ``-`` at most: stdin reads once)."""
+
+    def __init__(self, args):
+        self.args, self.tmp = args, None
+
+    def __enter__(self):
+        a = self.args
+        slots = [k for k in ("trace", "a", "b") if str(getattr(a, k, None)) == "-"]
+        multi = [i for i, p in enumerate(getattr(a, "traces", None) or []) if str(p) == "-"]
+        if len(slots) + len(multi) > 1:
+            raise CliError("-: stdin can be read once: pass - for one trace only")
+        if slots or multi:
+            import tempfile
+            self.tmp = tempfile.TemporaryDirectory(prefix="tracetui-stdin-")
+            path = read_stdin_trace(Path(self.tmp.name))
+            for k in slots:
+                setattr(a, k, path)
+            for i in multi:
+                a.traces[i] = path
+            a.stdin_used = True
+        return self
+
+    def __exit__(self, *exc):
+        if self.tmp is not None:
+            self.tmp.cleanup()
+        return False
+
+
 def _announce_folder(path: Path) -> None:
     """A tensorboard_trace_handler folder holds one trace per file: say which one we open."""
     if Path(path).is_dir():
@@ -189,42 +271,94 @@ def _dispatch(args) -> int:
         return _gen(args)
     if args.cmd in ("ranks", "index"):
         return _ranks(args)
+    if args.cmd == "record":
+        from tracetui.record import run_record
+        return run_record(args, CliError)
+    if args.cmd == "mcp":
+        from tracetui.mcp_server import serve
+        return serve(args, CliError)
     if args.cmd == "summary":
-        from tracetui.model import load_trace
-        from tracetui.report import print_summary
-        print_summary(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
-        return 0
+        return _summary(args.trace, args)
     if args.cmd == "memory":
-        from tracetui.model import load_trace
         from tracetui.report import print_memory
-        print_memory(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
+        print_memory(load(args.trace, args), as_json=args.json, top=args.top)
         return 0
     if args.cmd == "tree":
-        from tracetui.model import load_trace
-        from tracetui.report import print_tree
-        print_tree(load_trace(args.trace, **_load_opts(args)), depth=args.depth, text_filter=args.filter, as_json=args.json)
+        from tracetui.report import fmt_of, print_tree
+        if args.table not in (None, "nodes"):
+            raise CliError(f"tree: --table {args.table!r}: its one table is nodes")
+        print_tree(load(args.trace, args), depth=args.depth, text_filter=args.filter, fmt=fmt_of(args))
         return 0
     if args.cmd == "diff":
         if len(args.traces) < 2:
             raise CliError("diff: give two traces, or three or more for a ladder")
-        if args.text or args.json:
-            from tracetui.model import load_trace
-            opts = _load_opts(args)
-            traces = [load_trace(p, **opts) for p in args.traces]
-            if len(traces) == 2:
-                from tracetui.model.diff import diff_traces
-                from tracetui.report import print_diff
-                print_diff(diff_traces(*traces), as_json=args.json, top=args.top)
-            else:
-                from tracetui.model.ladder import ladder
-                from tracetui.report import print_ladder
-                print_ladder(ladder(traces, top=args.top if args.top != 10 else 3),
-                             [p.name.split(".")[0] for p in args.traces], as_json=args.json)
-            return 0
+        if args.text or args.json or args.format or not _interactive():
+            return _diff_report(args.traces, args)
         return _open(args.traces, diff=True, load_opts=_load_opts(args))
-    if not args.traces:  # the bundled story: eager vs torch.compile MLP on an H200
-        return _open(bundled_default(), diff=True, load_opts=_load_opts(args))
-    return _open(args.traces, diff=len(args.traces) >= 2, load_opts=_load_opts(args), job=job)
+    traces = args.traces or bundled_default()  # none: the bundled ladder (eager, compile, ... on an H200)
+    if not _interactive() and not job:  # a pipe or a file: the report the app would open on, never escape codes
+        if len(traces) >= 2:
+            return _diff_report(traces, args)
+        return _summary(traces[0], args)
+    if getattr(args, "stdin_used", False):
+        _terminal_stdin()
+    return _open(traces, diff=len(traces) >= 2, load_opts=_load_opts(args), job=job)
+
+
+def _interactive() -> bool:
+    """The app needs a terminal on stdout (it draws there) and one to read keys from."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _terminal_stdin() -> None:
+    """After a trace was read from a pipe on stdin, take keys from the controlling terminal."""
+    import os
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY)
+    except OSError:
+        raise CliError("-: no terminal to read keys from after reading stdin "
+                       "(use `tracetui summary -` in a pipeline)") from None
+    os.dup2(fd, 0)
+    os.close(fd)
+
+
+def load(path, args):
+    """``load_trace`` with the command's options; a trace read from stdin is called ``-``."""
+    from tracetui.model import load_trace
+    t = load_trace(path, **_load_opts(args))
+    if str(t.path) in _STDIN_NAMES:
+        t.path = Path(_STDIN_NAMES[str(t.path)])
+    return t
+
+
+def _summary(path, args) -> int:
+    from tracetui.report import fmt_of, print_summary
+    print_summary(load(path, args), top=getattr(args, "top", 15), fmt=fmt_of(args),
+                  table=getattr(args, "table", None))
+    return 0
+
+
+def _diff_report(paths: list, args) -> int:
+    """Two traces: the diff report; three or more: the ladder (per step, and why each rung differs)."""
+    from tracetui.report import fmt_of
+    top = getattr(args, "top", 10)
+    traces = [load(p, args) for p in paths]
+    if len(traces) == 2:
+        from tracetui.model.diff import diff_traces
+        from tracetui.report import print_diff
+        print_diff(diff_traces(*traces), fmt=fmt_of(args), table=getattr(args, "table", None), top=top)
+        return 0
+    from tracetui.model.ladder import ladder
+    from tracetui.report import print_ladder
+    fmt = fmt_of(args)
+    if fmt not in ("text", "json"):
+        raise CliError(f"--format {fmt}: a ladder of three or more traces is written as text or json")
+    print_ladder(ladder(traces, top=top if top != 10 else 3), [Path(p).name.split(".")[0] for p in paths],
+                 as_json=fmt == "json")
+    return 0
 
 
 def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, job: bool = False) -> int:
@@ -248,6 +382,14 @@ def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, 
     if app.failure is not None:  # the pop-up is gone with the screen: the same line the CLI prints
         _error(app.failure)
     return app.return_code or 0  # 2 after a load error, 1 after a crash
+
+
+def _record_parsers(sub) -> None:
+    """``record`` (tracetui/record.py) and ``mcp`` (tracetui/mcp_server.py)."""
+    from tracetui.record import add_parser
+    add_parser(sub)
+    m = sub.add_parser("mcp", help="Model Context Protocol server over stdio: read-only tools for agents (needs tracetui[mcp])")
+    m.add_argument("--max-chars", type=int, default=None, help="bound on one answer's size (default 20000)")
 
 
 def _gen(args) -> int:

@@ -27,6 +27,31 @@ def _dump(obj) -> None:
     sys.stdout.buffer.write(json_safe(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)) + b"\n")
 
 
+def emit_report(doc: dict, fmt: str, table: str | None = None, first: str | None = None,
+         tables: list | None = None, title: str | None = None) -> None:
+    """Write a report's JSON ``doc`` as ``json``, ``csv`` or ``md`` (``tracetui.export``): the one
+    path every command's ``--format`` other than ``text`` takes. ``table`` picks one table (csv
+    prints one: ``table``, else ``first``, else the first); ``tables`` replaces the generic
+    flattening. Raises export.UnknownTable for a name the report lacks."""
+    if fmt == "json":
+        _dump(doc)
+        return
+    from .export import render_report, report_tables
+    tabs = tables if tables is not None else report_tables(doc)
+    if first and fmt == "csv":  # csv writes one table: the main one unless --table names another
+        tabs = sorted(tabs, key=lambda t: t.name != first)
+    sys.stdout.write(render_report(doc, fmt, tables=tabs, table=table, title=title))
+
+
+def fmt_of(args) -> str:
+    """``--format`` with ``--json`` as its alias (``--text`` of ``diff`` too)."""
+    if getattr(args, "json", False):
+        return "json"
+    if getattr(args, "text", False):
+        return "text"
+    return getattr(args, "format", None) or "text"
+
+
 TEXT_OP_KINDS = ("op", "annotation", "step", "runtime")
 """The text summary's op table leaves Python frames and modules to the tree; --json lists every row."""
 
@@ -88,14 +113,19 @@ def step_dict(t: Trace, step: int) -> dict:
             "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]}
 
 
-def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
-    d = summary_dict(t, top=top, op_kinds=None if as_json else TEXT_OP_KINDS)
-    if as_json:
-        _dump(d)
+def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | None = None,
+                  table: str | None = None) -> None:
+    fmt = fmt or ("json" if as_json else "text")
+    d = summary_dict(t, top=top, op_kinds=None if fmt != "text" else TEXT_OP_KINDS)
+    if fmt != "text":  # csv: the ops table unless --table names another
+        emit_report(d, fmt, table=table, first="ops", title=f"tracetui summary: {t.path.name}")
         return
     _out(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {visible(t.device_label)}")
     prov = d["provenance"]
-    if prov:
+    if prov and prov.get("recorder") == "record":  # tracetui record: a user's program
+        _out(f"  recorded by tracetui record: torch {prov.get('torch')} on {prov.get('device')}"
+             f" (rank {prov.get('rank')} of {prov.get('world_size')}, host {prov.get('host')})")
+    elif prov:
         _out(f"  recorded by tracetui gen: {prov.get('workload')}/{prov.get('impl')} {prov.get('dtype')} "
              f"torch {prov.get('torch')} on {prov.get('device')}")
     for r in d["load"]["repairs"]:
@@ -149,7 +179,7 @@ def _short(name: str) -> str:
 
 def tree_dict(t: Trace, node: int, depth: int | None, keep: set | None, level: int = 0) -> dict:
     r = t.roll
-    d = {"name": t.name(node), "kind": KINDS[t.tree.kind[node]],
+    d = {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
          "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
          "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
          "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US, "children": []}
@@ -183,10 +213,29 @@ def matching_paths(t: Trace, text: str) -> set:
     return keep
 
 
-def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = None, as_json: bool = False) -> None:
+def tree_rows(doc: dict) -> list[dict]:
+    """A ``tree_dict`` as flat rows in depth-first order, each with its ``parent`` id and ``depth``."""
+    rows, stack = [], [(doc, None, 0)]
+    while stack:
+        node, parent, level = stack.pop()
+        rows.append({"id": node["id"], "parent": parent, "depth": level,
+                     **{k: v for k, v in node.items() if k not in ("id", "children")},
+                     "children": len(node["children"])})
+        stack.extend((c, node["id"], level + 1) for c in reversed(node["children"]))
+    return rows
+
+
+def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = None, as_json: bool = False,
+               fmt: str | None = None) -> None:
+    fmt = fmt or ("json" if as_json else "text")
     keep = matching_paths(t, text_filter) if text_filter else None
-    if as_json:
+    if fmt == "json":
         _dump(tree_dict(t, 0, depth, keep))
+        return
+    if fmt != "text":  # csv / md: one row per node (``children`` is the count shown under it)
+        from .export import records_table
+        emit_report({}, fmt, tables=[records_table("nodes", tree_rows(tree_dict(t, 0, depth, keep)))],
+             title=f"tracetui tree: {t.path.name}")
         return
     stack = [(0, 0)]
     while stack:
@@ -203,10 +252,12 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
         stack.extend((c, level + 1) for c in reversed(kids))
 
 
-def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool = True) -> None:
+def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool = True,
+               fmt: str | None = None, table: str | None = None) -> None:
     """Print the diff report (or hand each line to ``write``, as the app does): totals that
     reconcile, the biggest changes by kind (``top`` per kind; 0: all), then fusion details and the
-    full aligned list (``rows``)."""
+    full aligned list (``rows``). ``fmt`` json/csv/md writes the data instead (``table`` picks one)."""
+    fmt = fmt or ("json" if as_json else "text")
     sink = write or _out
 
     def emit(line: str) -> None:  # the app shows these lines too: the same guard for both
@@ -217,11 +268,14 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
     mem = memory_diff(d.a, d.b)  # only when both traces have [memory] instants
     if mem is not None:
         j["memory"] = mem
-    if as_json:
+    if fmt != "text":
         out = diff_dict(d, top=top) if top else j
         if mem is not None:
             out["memory"] = mem
-        _dump(out)
+        if fmt == "json":
+            _dump(out)
+        else:  # csv: the aligned kernels unless --table names another
+            emit_report(out, fmt, table=table, first="kernels", title="tracetui diff")
         return
     a, b = j["a"], j["b"]
     emit(f"A: {visible(a['file'])}  ({a['device'] or 'CPU'}, {a['steps']} steps)")
