@@ -30,7 +30,7 @@ from .format import plain
 from .tab_bar import TabBar
 from .tables import AggTable
 from .threads import DaemonExecutor
-from .timeline import Timeline
+from .timeline import RangeTable, Timeline
 from .tree_view import Row, TraceTree
 
 HELP_MD = (Path(__file__).with_name("help.md")).read_text(encoding="utf-8")
@@ -166,10 +166,6 @@ class ExplorerScreen(Screen):
         Binding("2", "tab('kernels')", "Kernels", show=False),
         Binding("3", "tab('ops')", "Ops", show=False),
         Binding("4", "tab('timeline')", "Timeline", show=False),
-        Binding("plus,equals_sign", "zoom(2)", "Zoom in", show=False),
-        Binding("minus", "zoom(0.5)", "Zoom out", show=False),
-        Binding("left_square_bracket", "pan(-0.25)", "Pan left", show=False),
-        Binding("right_square_bracket", "pan(0.25)", "Pan right", show=False),
         Binding("escape", "close_search", "Close search / back", show=False),
     ]
 
@@ -200,8 +196,9 @@ class ExplorerScreen(Screen):
                 yield Lazy(self.kernel_table)
             with Container(id="ops"):
                 yield Lazy(self.op_table)
-            with VerticalScroll(id="timeline"):
+            with Vertical(id="timeline"):
                 yield Lazy(self.timeline)
+                yield RangeTable(id="range-table")
         yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
         yield Static(id="status")
         yield StableFooter()
@@ -466,8 +463,12 @@ class ExplorerScreen(Screen):
 
     def action_tab(self, name: str) -> None:
         self._show_view(name)
-        if name == "timeline":
+        if name == "timeline":  # the tree's selection, in the timeline
             self.timeline.show(getattr(self, "current", 0))
+            if self.timeline.is_mounted:
+                self.timeline.focus()
+            else:
+                self.call_after_refresh(self.timeline.focus)
         elif name in ("kernels", "ops"):
             table = self.kernel_table if name == "kernels" else self.op_table
             if table.is_mounted:
@@ -477,11 +478,13 @@ class ExplorerScreen(Screen):
         else:
             self.tree.focus()
 
-    def action_zoom(self, factor: float) -> None:
-        self.timeline.zoom_by(factor)
+    @on(Timeline.Opened)
+    def timeline_opened(self, event: Timeline.Opened) -> None:
+        self.jump(event.node)
 
-    def action_pan(self, delta: float) -> None:
-        self.timeline.pan_by(delta)
+    @on(Timeline.RangeChanged)
+    def range_changed(self, event: Timeline.RangeChanged) -> None:
+        self.query_one(RangeTable).show(event.summary)
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:
