@@ -27,6 +27,10 @@ def _dump(obj) -> None:
     sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
 
 
+TEXT_OP_KINDS = ("op", "annotation", "step", "runtime")
+"""The text summary's op table leaves Python frames and modules to the tree; --json lists every row."""
+
+
 def attribution(t: Trace, node: int) -> dict:
     """Which module and ATen ops a GPU activity came from: the facts a user asks first."""
     mod = t.scope_module(node)
@@ -34,7 +38,8 @@ def attribution(t: Trace, node: int) -> dict:
     return {"module": t.name(mod)[len("nn.Module: "):] if mod else None, "ops": ops}
 
 
-def summary_dict(t: Trace, top: int = 15) -> dict:
+def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None) -> dict:
+    """The summary as data; ``op_kinds`` keeps only those kinds in ``ops`` (before ``top`` applies)."""
     steps = [step_dict(t, s) for s in t.steps]
     classes: dict = {}
     kernels = []
@@ -47,7 +52,7 @@ def summary_dict(t: Trace, top: int = 15) -> dict:
                         "mean_us": a.mean_device_us, "class": info.klass, "library": info.library})
     ops = [{"name": a.name, "kind": a.kind, "count": a.count, "cpu_total_us": a.cpu_total_us,
             "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us}
-           for a in t.op_table if a.kind in ("op", "annotation", "step", "runtime")]
+           for a in t.op_table if op_kinds is None or a.kind in op_kinds]  # default: every key_averages() row
     first_step = []
     if t.steps:
         for g in t.step_gpu_nodes(t.steps[0]).tolist():
@@ -84,7 +89,7 @@ def step_dict(t: Trace, step: int) -> dict:
 
 
 def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
-    d = summary_dict(t, top=top)
+    d = summary_dict(t, top=top, op_kinds=None if as_json else TEXT_OP_KINDS)
     if as_json:
         _dump(d)
         return

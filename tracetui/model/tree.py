@@ -278,9 +278,15 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     parent = np.full(n, -1, dtype=np.int64)
     cparent = np.full(n, -1, dtype=np.int64)
     kind[0], name_id[0] = K["root"], nid(title)
+    moved: dict = {}
+    for g in groups:
+        moved[g[1]] = moved.get(g[1], 0) + g[2].size
     for t, node in thread_node.items():
         pid, tid = store.track_keys[t]
-        kind[node], name_id[node] = K["thread"], nid(_thread_label(store, pid, tid))
+        label = _thread_label(store, pid, tid)
+        if moved.get(t) and moved[t] == int((parent_e == node).sum()):  # all of it went under steps
+            label += " (its work is shown under the steps)"
+        kind[node], name_id[node] = K["thread"], nid(label)
         parent[node] = cparent[node] = 0
     sl = slice(base, base + n_ev)
     kind[sl], name_id[sl], ev[sl] = kind_e, store.name_id, np.arange(n_ev)

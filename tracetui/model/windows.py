@@ -220,8 +220,9 @@ class Windows:
             nxt = np.searchsorted(starts[order], gaps_e, side="left")
             gap = gaps_e - gaps_s
             last = (gaps_e >= w1) | (nxt >= order.size)  # nothing more was enqueued in this window
-            enq = (np.where(last, -1, self.launch_end[order[np.minimum(nxt, order.size - 1)]]) if order.size
-                   else np.full(gap.size, -1))  # a trace with no GPU activity: every gap is the last
+            enq = np.full(gaps_s.size, -1, dtype=np.int64)
+            if order.size:
+                enq = np.where(last, -1, self.launch_end[order[np.minimum(nxt, order.size - 1)]])
             hw = last | (enq > gaps_s)    # idle before the host had enqueued the next work
             unknown = ~hw & (enq < 0)     # no launch known for the next work: cannot say who waited
             kw = ~hw & ~unknown & (gap <= KERNEL_WAIT_NS)

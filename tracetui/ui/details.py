@@ -44,7 +44,10 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
     t.append(plain(shown, "bold"))
     if shown != name:
         t.append("  (shortened: press f for the full name)", style="dim italic")
-    t.append("\n\n")
+    t.append("\n")
+    if kind == "step":  # first: where the step's time went is what a step is opened for
+        _step_section(tr, node, t)
+    t.append("\n")
     r = tr.roll
     if kind in ("kernel", "memcpy", "memset"):
         _line(t, "device time", fmt_us(tr.tree.dur[node]))
@@ -72,8 +75,6 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         _load_section(tr, t)
     # steps, threads and groups show no args of note: don't wait for the args pass for them
     args = tr.args(node) if tr.store.args_loaded or kind not in ARGLESS else {}
-    if kind == "step":
-        _step_section(tr, node, t)
     if "Input Dims" in args:
         t.append("\ninputs\n", style="bold")
         dims, types, strides = args.get("Input Dims") or [], args.get("Input type") or [], args.get("Input Strides") or []
@@ -183,8 +184,8 @@ def _step_section(tr, node: int, t: Text) -> None:
     b = tr.step_breakdown(node)
     win = max(b["window_ns"], 1)
     pct = lambda ns: f"{100 * ns / win:.0f}%"  # noqa: E731
-    t.append("\nstep window (all threads and streams)\n", style="bold")
-    _line(t, "window", f"{fmt_us(b['window_ns'])} (host {fmt_us(b['cpu_ns'])}, {b['threads']} threads)")
+    t.append("step window (all threads and streams)\n", style="bold")
+    _line(t, "window", f"{fmt_us(b['window_ns'])} (host {fmt_us(b['cpu_ns'])}, {b['threads']} thread{'s' if b['threads'] != 1 else ''})")
     _line(t, "GPU busy", f"{fmt_us(b['busy_ns'])} ({pct(b['busy_ns'])}), {b['kernels']} kernels")
     if b["other_steps_ns"]:
         _line(t, "other steps", f"{fmt_us(b['other_steps_ns'])} ({pct(b['other_steps_ns'])}): the GPU was behind")

@@ -1,0 +1,59 @@
+"""torch's CPU self-time rule per recording, and the CLI's own JSON against key_averages()."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tracetui.model.selftime import self_time_rule
+from tracetui.workloads.record import key_averages_path
+
+
+@pytest.mark.parametrize("meta, frames, given, expected", [
+    ({"tracetui": {"torch": "2.11.0+cu130"}}, True, None, False),
+    ({"tracetui": {"torch": "2.13.0+cpu"}}, True, None, True),
+    ({"tracetui": {"torch": "2.14.1"}}, True, None, True),
+    ({"tracetui": {"torch": "2.13.0"}}, False, None, False),   # no frames: the rules agree
+    ({}, True, None, False),                                   # unknown: the older rule, and it says so
+    ({}, True, "2.13", True),                                  # the user's word wins
+    ({"tracetui": {"torch": "2.13.0"}}, True, "2.11", False),
+    ({"tracetui": "not a dict"}, True, None, False),
+])
+def test_rule_choice(meta, frames, given, expected):
+    rule = self_time_rule(meta, frames, given)
+    assert rule.frames_own_time is expected and rule.reason
+
+
+def _cli_summary(path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "tracetui", "summary", "--json", "--top", "0", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def _close(ours: float, theirs: float) -> bool:
+    return abs(ours - theirs) <= max(0.01 * abs(theirs), 0.011)
+
+
+@pytest.mark.parametrize("name", ["linear_eager", "mlp_eager", "mlp_eager_stack", "mlp_compile_stack"])
+def test_cli_matches_key_averages_on_every_row(cpu_traces, name):
+    """torch 2.13 CPU recordings (with_stack nests ops under frames): every key_averages() row,
+    steps, annotations and frames included, from `tracetui summary --json`: counts exact, times 1%."""
+    path = cpu_traces[name]
+    ref = json.loads(key_averages_path(path).read_text())
+    d = _cli_summary(path)
+    rows = {o["name"]: o for o in d["ops"]}
+    assert d["self_time_rule"]["frames_own_time"] == (name.endswith("_stack"))
+    checked = 0
+    for r in ref:
+        if not r["cpu_total_us"]:
+            continue  # GPU-side rows: none on a CPU run
+        o = rows.get(r["name"])
+        assert o is not None, f"{r['name']!r} missing from the CLI's ops"
+        assert o["count"] == r["count"], (r["name"], o["count"], r["count"])
+        assert _close(o["cpu_total_us"], r["cpu_total_us"]), (r["name"], o["cpu_total_us"], r["cpu_total_us"])
+        assert _close(o["cpu_self_us"], r["cpu_self_us"]), (r["name"], o["cpu_self_us"], r["cpu_self_us"])
+        checked += 1
+    assert checked >= 5
+    assert any(r["name"] == "ProfilerStep*" for r in ref)
