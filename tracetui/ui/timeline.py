@@ -371,6 +371,7 @@ class Timeline(Widget, can_focus=True):
     def on_resize(self, event) -> None:
         self._strips = None
         self._keep_lane_visible()
+        self.refresh()
 
     # ---- painting
     def _rows(self) -> list[tuple[str, object]]:
@@ -387,7 +388,7 @@ class Timeline(Widget, can_focus=True):
         return max(1, (self.size.height or 20) - HEAD_ROWS - self._foot_rows())
 
     def _foot_rows(self) -> int:
-        return 1 + (len(self.summary["streams"]) if self.summary else 0)
+        return 1
 
     def _keep_lane_visible(self) -> None:
         rows = self._rows()
@@ -557,17 +558,22 @@ class Timeline(Widget, can_focus=True):
             return [Strip(segs).crop(0, width)]
         s = self.summary
         win = s["window_ns"]
-        out = [Strip([Segment(f"range {fmt_time(win)}: {s['launches']} launches "
-                              f"({fmt_time(s['launch_ns'])} host)", Style(bold=True, color="bright_cyan"))]).crop(0, width)]
+        segs = [Segment(f"range {fmt_time(win)}", Style(bold=True, color="bright_cyan"))]
         for st in s["streams"]:
-            busy = st["busy_ns"]
-            txt = (f"  {visible(st['group'])} {visible(st['stream'])}: busy {fmt_time(busy)} ({100 * busy / win:.0f}%), "
-                   f"idle {fmt_time(st['idle_ns'])}")
-            out.append(Strip([Segment(txt)]).crop(0, width))
-        return out
+            segs.append(Segment(f" │ {visible(st['stream'])} busy {100 * st['busy_ns'] / win:.0f}%"))
+        segs.append(Segment(f" │ {s['launches']} launches"))
+        return [Strip(segs).crop(0, width)]
 
 
-def range_rows(summary: dict) -> list[tuple[str, str, str, str, str]]:
+NAME_W = 44
+"""Names in the range table are cut to this many characters (the table fits 80 columns)."""
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= NAME_W else name[:NAME_W - 1] + "…"
+
+
+def range_rows(summary: dict, cut=_cut) -> list[tuple[str, str, str, str, str]]:
     """The range summary as table rows: (what, name, count, time, % of the range)."""
     win = max(summary["window_ns"], 1)
     rows = []
@@ -578,7 +584,7 @@ def range_rows(summary: dict) -> list[tuple[str, str, str, str, str]]:
                      f"{100 * st['idle_ns'] / win:.1f}"))
     for what, key in (("kernel", "kernels"), ("op", "ops")):
         for k in summary[key]:
-            rows.append((what, shorten_cpp(k["name"]), str(k["count"]), fmt_time(k["time_ns"]),
+            rows.append((what, cut(shorten_cpp(k["name"])), str(k["count"]), fmt_time(k["time_ns"]),
                          f"{100 * k['time_ns'] / win:.1f}"))
     rows.append(("launches", "launch calls started in the range", str(summary["launches"]),
                  fmt_time(summary["launch_ns"]), f"{100 * summary['launch_ns'] / win:.1f}"))
@@ -588,7 +594,7 @@ def range_rows(summary: dict) -> list[tuple[str, str, str, str, str]]:
 class RangeTable(DataTable):
     """The marked range's summary as a table (shown while a range is marked)."""
 
-    COLUMNS = ("what", "name", "count", "time", "% of range")
+    COLUMNS = ("what", "name", "count", "time", "%")
 
     def show(self, summary: dict | None) -> None:
         self.set_class(summary is not None, "visible")
