@@ -55,8 +55,12 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         if r.cpu_total[node]:
             _line(t, "CPU total", fmt_us(r.cpu_total[node]))
             _line(t, "CPU self", fmt_us(r.cpu_self[node]))
-        _line(t, "device time", fmt_us(r.device[node]))
-        _line(t, "kernels", str(int(r.kernels[node])))
+        dev, nk = r.device[node], int(r.kernels[node])
+        if kind == "runtime":  # the rollups count GPU time on ops; a launch shows what it enqueued
+            g = tr.gpu_descendants(node)
+            dev, nk = int(tr.tree.dur[g].sum()), int((tr.tree.kind[g] == K["kernel"]).sum())
+        _line(t, "device time", fmt_us(dev))
+        _line(t, "kernels", str(nk))
         if tr.is_cpu_only(node):
             _line(t, "", "launches no GPU work (CPU-only op, e.g. a view)", "yellow")
     step = int(r.step_of[node])
@@ -81,7 +85,8 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         for i, d in enumerate(dims):
             ty = types[i] if i < len(types) else ""
             st = strides[i] if i < len(strides) else ""
-            t.append(plain(f"  [{i}] {ty} {d} strides {st}\n"))
+            t.append(plain(f"  [{i}] {ty} {d} strides {st}"))
+            t.append("\n")  # outside plain(): made visible, a newline reads \x0a
     if kind in ("kernel", "memcpy", "memset"):
         _kernel_section(tr, node, args, t)
     elif kind == "op" and args.get("kernel_backend") == "triton":
@@ -98,7 +103,8 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         if ks.size:
             t.append(f"\nlaunched GPU work ({ks.size}; x jumps to them)\n", style="bold")
             for k in ks[:8].tolist():
-                t.append(plain(f"  {fmt_us(tr.tree.dur[k]):>10}  {shorten_cpp(tr.name(k))[:90]}\n"))
+                t.append(plain(f"  {fmt_us(tr.tree.dur[k]):>10}  {shorten_cpp(tr.name(k))[:90]}"))
+                t.append("\n")
             if ks.size > 8:
                 t.append(f"  … {ks.size - 8} more\n", style="dim")
     if node in tr.tree.fwd_of:
@@ -199,4 +205,5 @@ def _step_section(tr, node: int, t: Text) -> None:
     _line(t, "launch CPU", f"{fmt_us(b['launch_cpu_ns'])} in {b['launches']} launches")
     _line(t, "sync CPU", f"{fmt_us(b['sync_cpu_ns'])} in {b['syncs']} calls")
     _line(t, "verdict", b["verdict"], "bold yellow")
-    t.append(plain(f"  {b['verdict_reason']}\n", "dim"))
+    t.append(plain(f"  {b['verdict_reason']}", "dim"))
+    t.append("\n")

@@ -1,0 +1,65 @@
+"""The explorer's rough edges of issue 23, each seen by a new user, each with its test."""
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from tracetui.model import load_trace
+from tracetui.model.events import K
+from tracetui.ui.app import TraceApp
+from tracetui.ui.detail_pane import DetailPane
+from tracetui.ui.details import describe
+
+from tests.conftest import TRACES
+from tests.ui.test_app import explorer, search
+
+
+def test_launched_gpu_work_lists_one_entry_a_line_with_no_literal_escape():
+    t = load_trace(TRACES / "mlp_eager.json.gz")
+    op = next(i for i in range(len(t.tree.kind)) if t.tree.kind[i] == K["module"] and t.gpu_descendants(i).size > 1)
+    text = describe(t, op).plain
+    assert "\\x0a" not in text
+    section = text[text.index("launched GPU work"):].split("\n\n")[0].split("\n")
+    names = [s for s in section[1:] if s.startswith("  ")]
+    assert len(names) == min(8, t.gpu_descendants(op).size)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 30)])
+def test_the_detail_pane_wraps_at_the_width_left_by_its_scroll_bar(size):
+    """A long text gets a scroll bar; lines wrapped before it appeared lost their last cells."""
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=size) as pilot:
+            s = await explorer(pilot)
+            await search(pilot, "GeluCUDAKernelImpl")
+            await pilot.pause()
+            pane = s.query_one(DetailPane)
+            await pilot.pause()
+            assert pane.virtual_size.height > pane.size.height  # it scrolls
+            width = pane.scrollable_content_region.width
+            assert {strip.cell_length for strip in pane._strips} == {width}
+            shown = "".join(pane.render_line(y).text for y in range(pane.size.height))
+            assert shown.replace(" ", "") == "".join(strip.text for strip in pane._strips[:pane.size.height]).replace(" ", "")
+            words = [w for w in pane.plain.split() if len(w) < width]
+            body = " ".join(strip.text.strip() for strip in pane._strips)
+            assert all(w in body for w in words)  # nothing cut at the right edge
+    asyncio.run(run())
+
+
+def test_a_launch_row_shows_the_device_time_and_kernels_it_launched():
+    """cuLaunchKernelEx (and a CUDA-graph launch) showed `device time -  kernels 0` above the
+    GPU work it listed; the reference is the kernel with the same correlation id in the JSON."""
+    import gzip
+    import json
+    t = load_trace(TRACES / "mlp_eager.json.gz")
+    raw = json.loads(gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes()))["traceEvents"]
+    rt = next(i for i in range(len(t.tree.kind)) if t.name(i) == "cuLaunchKernelEx")
+    corr = t.args(rt)["correlation"]
+    ks = [e for e in raw if e.get("cat") == "kernel" and e["args"].get("correlation") == corr]
+    assert len(ks) == 1
+    from tracetui.ui.format import fmt_us
+    fields = {ln[:14].strip(): ln[15:] for ln in describe(t, rt).plain.split("\n")}
+    assert fields["device time"] == fmt_us(round(ks[0]["dur"] * 1000))
+    assert fields["kernels"] == "1"
