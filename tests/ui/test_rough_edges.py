@@ -63,3 +63,21 @@ def test_a_launch_row_shows_the_device_time_and_kernels_it_launched():
     fields = {ln[:14].strip(): ln[15:] for ln in describe(t, rt).plain.split("\n")}
     assert fields["device time"] == fmt_us(round(ks[0]["dur"] * 1000))
     assert fields["kernels"] == "1"
+
+
+def test_thread_0_and_negative_thread_ids_are_labelled_for_what_they_are(tmp_path):
+    """`thread -549452224` (CUDA runtime calls under CUPTI's id) and `thread 0` (Python frames
+    with no thread) appeared unexplained in the tree."""
+    import json
+    evs = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 9, "tid": 9, "ts": 1.0, "dur": 5.0},
+           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": -549452224, "ts": 2.0, "dur": 1.0},
+           {"ph": "X", "cat": "python_function", "name": "train.py(3): step", "pid": 9, "tid": 0, "ts": 0.5, "dur": 8.0}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    t = load_trace(p)
+    threads = {t.name(i) for i in range(len(t.tree.kind)) if t.tree.kind[i] == K["thread"]}
+    tids = {e["tid"] for e in evs}
+    assert len(threads) == len(tids)
+    assert "runtime thread -549452224 (negative id) [pid 9]" in threads
+    assert "thread 0 (no thread id) [pid 9]" in threads
+    assert "thread 9 [pid 9]" in threads
