@@ -81,3 +81,32 @@ def test_thread_0_and_negative_thread_ids_are_labelled_for_what_they_are(tmp_pat
     assert "runtime thread -549452224 (negative id) [pid 9]" in threads
     assert "thread 0 (no thread id) [pid 9]" in threads
     assert "thread 9 [pid 9]" in threads
+
+
+def test_one_unit_rule_for_times_in_tree_rows_and_details():
+    """`dev 7,612.0µs` beside `31.91ms`: every time is written in the largest unit in which it is
+    at least 1, so no µs figure reaches 1,000 and no ms figure is below 1."""
+    import re
+    from tracetui.ui.format import fmt_us
+
+    for ns, want in ((7_612_000, "7.61ms"), (31_910_000, "31.9ms"), (999_000, "999.0µs"), (2_500, "2.50µs"),
+                     (640, "640ns"), (3_200_000_000, "3.20s")):
+        assert fmt_us(ns) == want
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(160, 48)) as pilot:
+            s = await explorer(pilot)
+            await pilot.press("g")
+            texts = []
+            for _ in range(25):
+                await pilot.press("right", "down")
+                await pilot.pause()
+                texts.append(str(s.tree.cursor_node.label))
+                texts.append(s.query_one(DetailPane).plain)
+            figures = re.findall(r"([\d,]+(?:\.\d+)?)(ns|µs|ms)\b", "\n".join(texts))
+            assert figures
+            for num, unit in figures:
+                v = float(num.replace(",", ""))
+                assert v < 1000 and (unit == "ns" or v >= 1 or v == 0), (num, unit)
+    asyncio.run(run())

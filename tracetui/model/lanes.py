@@ -307,7 +307,7 @@ def fmt_time(ns: float) -> str:
     for scale, unit in UNITS:
         if a >= scale or unit == "ns":
             v = ns / scale
-            return f"{v:,.0f}{unit}" if unit == "ns" else f"{v:,.{2 if abs(v) < 100 else 1}f}{unit}"
+            return f"{v:,.0f}{unit}" if unit == "ns" else f"{v:,.{2 if abs(v) < 10 else 1}f}{unit}"
     return f"{ns}ns"
 
 

@@ -74,7 +74,7 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         a = tr.agg_by_name.get(("gpu" if kind == "kernel" else "host", agg_key(name)))
         if a is not None:
             per = a.device_total_us if kind == "kernel" else a.cpu_total_us
-            _line(t, "per step avg", f"{per / tr.n_steps:,.1f}µs over {tr.n_steps} steps ({a.count} calls)")
+            _line(t, "per step avg", f"{fmt_us(per * 1e3 / tr.n_steps)} over {tr.n_steps} steps ({a.count} calls)")
     if kind == "root":
         _load_section(tr, t)
     # steps, threads and groups show no args of note: don't wait for the args pass for them
