@@ -216,7 +216,7 @@ def test_view_keys_change_what_is_shown():
 
             shown, total = gelu_cpu_total_cell()
             assert shown == pytest.approx(total, abs=0.05)
-            await press("a")
+            await press("t")
             shown, total = gelu_cpu_total_cell()
             assert table.per_step and tr.n_steps == 3
             assert shown == pytest.approx(total / 3, abs=0.05)
@@ -346,7 +346,7 @@ def test_tables_show_their_numbers_at_80_columns_and_never_mix_cpu_with_device_t
                 ops.rows_data[i].cpu_total_us, abs=0.05)
             m = next(i for i, a in enumerate(ops.rows_data) if a.kind == "module")
             assert "nn.Module: " + ops.cell_text(m, "name") == ops.rows_data[m].name  # the kind column says it
-            await pilot.press("a")  # per step: 4 syncs over 3 steps
+            await pilot.press("t")  # per step: 4 syncs over 3 steps
             await pilot.pause()
             sync = next(i for i, a in enumerate(ops.rows_data) if a.name == "cudaDeviceSynchronize")
             assert ops.rows_data[sync].count == 4 and ops.cell_text(sync, "count") == "1.33"

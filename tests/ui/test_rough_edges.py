@@ -110,3 +110,71 @@ def test_one_unit_rule_for_times_in_tree_rows_and_details():
                 v = float(num.replace(",", ""))
                 assert v < 1000 and (unit == "ns" or v >= 1 or v == 0), (num, unit)
     asyncio.run(run())
+
+
+def _raw_kernel_totals(path):
+    import gzip
+    import json
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    tot: dict = {}
+    for e in raw:
+        if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("kernel", "gpu_memset", "gpu_memcpy"):
+            tot[e["name"]] = tot.get(e["name"], 0.0) + e["dur"]
+    return tot
+
+
+def test_per_step_mode_keeps_shares_whole_and_says_it_is_on():
+    """In per-step mode the kernel shares summed to 33% (divided by the step count on one side
+    only), and nothing on screen said the mode was on; its key was `a`, the diff's "open A"."""
+    from tracetui.ui.tables import AggTable
+
+    tot = _raw_kernel_totals(TRACES / "mlp_eager.json.gz")
+    grand = sum(tot.values())
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            await pilot.press("2")
+            await pilot.pause()
+            await pilot.press("t")
+            await pilot.pause()
+            table = s.query_one("#kernel-table", AggTable)
+            assert table.per_step
+            shares = [float(table.cell_text(i, "share %")) for i in range(table.row_count)]
+            for i, a in enumerate(table.rows_data):
+                assert shares[i] == pytest.approx(100 * tot[a.name] / grand, abs=0.06)
+            assert sum(shares) == pytest.approx(100, abs=0.5)
+            headers = [str(c.label) for c in table.columns.values()]
+            assert any(h.startswith("total µs/step") for h in headers)
+            assert "per-step" in str(s.query_one("#status").render())
+            await pilot.press("1")  # the mode stays said on the status line, at its start
+            await search(pilot, "aten::mm")
+            status = str(s.query_one("#status").render())
+            assert "per step" in status[:40] and "match" in status
+            keys = {b.key: b.action for b in s.BINDINGS}
+            assert "a" not in keys and keys["t"] == "toggle_avg"
+    asyncio.run(run())
+
+
+def test_kernel_table_names_are_shortened_and_led_by_their_functor():
+    """Raw C++ names made two elementwise kernels look the same at 80 columns."""
+    from tracetui.model.names import shorten_cpp
+    from tracetui.ui.tables import AggTable
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            await pilot.press("2")
+            await pilot.pause()
+            table = s.query_one("#kernel-table", AggTable)
+            ew = [i for i, a in enumerate(table.rows_data) if "vectorized_elementwise_kernel" in a.name]
+            assert len(ew) >= 2
+            cells = [table.cell_text(i, "name") for i in ew]
+            assert len({c[:20] for c in cells}) == len(cells)  # they differ where 80 columns show them
+            for i, c in zip(ew, cells):
+                assert c.endswith(shorten_cpp(table.rows_data[i].name)) and len(c) < len(table.rows_data[i].name)
+            mul = next(c for i, c in zip(ew, cells) if "MulFunctor" in table.rows_data[i].name)
+            assert mul.startswith("mul: ")
+    asyncio.run(run())

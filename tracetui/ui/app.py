@@ -159,7 +159,7 @@ class ExplorerScreen(Screen):
         Binding("f", "full_name", "Full name", show=False),
         Binding("p", "toggle_python", "Py frames"),
         Binding("c", "toggle_collapse", "Collapse chains", show=False),
-        Binding("a", "toggle_avg", "Per-step avg", show=False),
+        Binding("t", "toggle_avg", "Totals / per step", show=False),  # `a` opens trace A in a diff
         Binding("d", "toggle_details", "Details", show=False),
         Binding("D", "diagnostics", "Diagnostics", show=False),
         Binding("1", "tab('tree')", "Tree", show=False),
@@ -256,6 +256,8 @@ class ExplorerScreen(Screen):
         txt = Text()
         if extra:  # first, so 80 columns still show what just changed (match count, mode)
             txt.append(extra + " · ", style="bold cyan")
+        if getattr(self, "per_step", False) and "per-step" not in extra:  # the mode stays said, early
+            txt.append("per step · ", style="cyan")
         txt.append(visible(tr.path.name), style="bold")
         marker = tr.step_choice.short if tr.step_choice and tr.step_choice.rule != "ProfilerStep" else ""
         txt.append(f" · {visible(tr.device_label)} · {tr.n_steps} steps" + (f" ({visible(marker)})" if marker and tr.n_steps else "")
@@ -454,6 +456,9 @@ class ExplorerScreen(Screen):
             t.per_step = not t.per_step
             if t.is_mounted:  # else its on_mount fills it with the new setting
                 t.refill()
+        self.per_step = self.kernel_table.per_step
+        if self.is_mounted:  # (a key can come before the screen is composed)
+            self._status("per-step averages (t: totals)" if self.per_step else "totals")
 
     def action_toggle_details(self) -> None:
         self.query_one("#details").toggle_class("hidden")
@@ -573,7 +578,7 @@ class TraceApp(App):
                 ("Show timeline", "CPU and GPU lanes of the step (4)", lambda: screen.action_tab("timeline")),
                 ("Toggle Python frames", "Hide/show python_function events (p)", screen.action_toggle_python),
                 ("Toggle chain collapsing", "Merge single-child chains (c)", screen.action_toggle_collapse),
-                ("Toggle per-step averages", "Tables per ProfilerStep (a)", screen.action_toggle_avg),
+                ("Toggle per-step averages", "Tables per ProfilerStep (t)", screen.action_toggle_avg),
                 ("Search names", "Incremental search (/)", screen.action_search),
                 ("Jump to launching op", "From a kernel (o)", screen.action_jump_op),
                 ("Jump to launched kernels", "From an op (x)", screen.action_jump_kernel),
