@@ -178,3 +178,57 @@ def test_kernel_table_names_are_shortened_and_led_by_their_functor():
             mul = next(c for i, c in zip(ew, cells) if "MulFunctor" in table.rows_data[i].name)
             assert mul.startswith("mul: ")
     asyncio.run(run())
+
+
+def test_y_copies_the_selected_name_and_e_exports_the_view(tmp_path, monkeypatch):
+    """y: the selection's full name by OSC 52; e / E: the subtree, table or range as CSV /
+    Markdown in a new file named in a notification. Checked against the tree and the JSON."""
+    import csv
+    import gzip
+    import json
+
+    from tracetui.ui.tables import AggTable
+
+    monkeypatch.chdir(tmp_path)
+    raw = json.loads(gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes()))["traceEvents"]
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 30)) as pilot:
+            s = await explorer(pilot)
+            await search(pilot, "GeluCUDAKernelImpl")
+            await pilot.press("y")
+            await pilot.pause()
+            assert app.clipboard == s.trace.name(s.current) and len(app.clipboard) > 160  # the full name
+            await search(pilot, "Linear_0")
+            mod = s.current
+            await pilot.press("e")
+            await pilot.pause()
+            path = s.last_export
+            assert path.parent == tmp_path and path.suffix == ".csv"
+            assert any(str(path) in str(n.message) for n in app._notifications)
+            rows = list(csv.reader(path.open(encoding="utf-8", newline="")))
+            assert rows[0][:3] == ["depth", "kind", "name"] and rows[1][2] == "nn.Module: Linear_0"
+            # the subtree: every descendant shown in the tree (Python frames hidden), once
+            t = s.trace.tree
+            want, stack = 0, [mod]
+            while stack:
+                n = stack.pop()
+                want += 1
+                stack.extend(s.tree.visible_children(n))
+            assert len(rows) - 1 == want
+            # the kernel table as Markdown: one row per kernel name in the JSON, totals match
+            await pilot.press("2")
+            await pilot.pause()
+            await pilot.press("E")
+            await pilot.pause()
+            md = s.last_export.read_text(encoding="utf-8").splitlines()
+            assert s.last_export.suffix == ".md" and md[0].startswith("| share %")
+            names = {e["name"] for e in raw if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")}
+            assert len(md) - 2 == len(names)
+            table = s.query_one("#kernel-table", AggTable)
+            assert table.rows_data[0].name.replace("|", "\\|") in md[2]
+            await pilot.press("e")
+            await pilot.pause()
+            assert s.last_export.name.endswith("kernels-2.csv") or s.last_export.name.endswith("kernels.csv")
+    asyncio.run(run())

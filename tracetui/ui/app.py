@@ -167,6 +167,9 @@ class ExplorerScreen(Screen):
         Binding("3", "tab('ops')", "Ops", show=False),
         Binding("4", "tab('timeline')", "Timeline", show=False),
         Binding("escape", "close_search", "Close search / back", show=False),
+        Binding("y", "copy_name", "Copy name", show=False),
+        Binding("e", "export('csv')", "Export CSV", show=False),
+        Binding("E", "export('md')", "Export Markdown", show=False),
     ]
 
     def __init__(self, trace: Trace):
@@ -491,6 +494,76 @@ class ExplorerScreen(Screen):
     @on(Timeline.RangeChanged)
     def range_changed(self, event: Timeline.RangeChanged) -> None:
         self.query_one(RangeTable).show(event.summary)
+
+    # ---- copy and export
+    EXPORT_ROWS = 200_000
+    """A subtree export stops after this many rows (and says so)."""
+
+    def _view(self) -> str:
+        return self.query_one(ContentSwitcher).current or "tree"
+
+    def action_copy_name(self) -> None:
+        """The selection's full name to the clipboard (OSC 52: works over ssh, in most terminals)."""
+        view = self._view()
+        if view == "timeline" and self.timeline.cur.index >= 0:
+            lane = self.timeline.lanes[self.timeline.cur.lane]
+            name = lane.name(self.trace, self.timeline.cur.index)
+        elif view in ("kernels", "ops"):
+            agg = (self.kernel_table if view == "kernels" else self.op_table).selected()
+            name = agg.name if agg is not None else ""
+        else:
+            name = self.trace.name(getattr(self, "current", 0))
+        if not name:
+            self.notify("nothing selected to copy", severity="warning")
+            return
+        self.app.copy_to_clipboard(name)
+        self.notify(Text(f"copied: {visible(name)[:80]}"), timeout=3)
+
+    def export_table(self) -> tuple[str, list[str], list[list]]:
+        """(file stem, header, rows) of what the view shows: the selection's subtree in the tree,
+        the table in 2/3, the marked range's table (else the cursor lane's events in view) in 4."""
+        tr, view = self.trace, self._view()
+        stem = Path(tr.path.name).name.split(".")[0]
+        if view in ("kernels", "ops"):
+            table = self.kernel_table if view == "kernels" else self.op_table
+            cols = list(table.columns_shown)
+            rows = [[a.name if c == "name" else table.cell_text(i, c) for c in cols]
+                    for i, a in enumerate(table.rows_data)]
+            return f"{stem}-{view}", cols, rows
+        if view == "timeline":
+            tl = self.timeline
+            if tl.summary is not None:
+                from .timeline import range_rows
+                return f"{stem}-range", list(RangeTable.COLUMNS), [list(r) for r in range_rows(tl.summary, str)]
+            lane = tl.lanes[tl.cur.lane]
+            vis = (lane.ends > tl.lo) & (lane.starts < tl.hi)
+            rows = [[lane.label, lane.name(tr, i), int(lane.starts[i]) - tl.full[0], int(lane.ends[i] - lane.starts[i])]
+                    for i in np.nonzero(vis)[0].tolist()]
+            return f"{stem}-lane", ["lane", "name", "start ns", "duration ns"], rows
+        t, r = tr.tree, tr.roll
+        top = getattr(self, "current", 0)
+        rows, stack = [], [(top, 0)]
+        while stack and len(rows) < self.EXPORT_ROWS:
+            n, d = stack.pop()
+            gpu = t.kind[n] in (K["kernel"], K["memcpy"], K["memset"])
+            rows.append([d, KINDS[t.kind[n]], tr.name(n), f"{r.cpu_total[n] / 1e3:.3f}", f"{r.cpu_self[n] / 1e3:.3f}",
+                         f"{(t.dur[n] if gpu else r.device[n]) / 1e3:.3f}", int(r.kernels[n])])
+            stack.extend((int(c), d + 1) for c in reversed(self.tree.visible_children(n)))
+        if stack:
+            self.notify(f"subtree cut at {self.EXPORT_ROWS:,} rows", severity="warning")
+        header = ["depth", "kind", "name", "CPU total µs", "CPU self µs", "device µs", "kernels"]
+        return f"{stem}-subtree", header, rows
+
+    def action_export(self, fmt: str) -> None:
+        from tracetui.export import write
+        stem, header, rows = self.export_table()
+        try:
+            path = write(Path.cwd(), stem, fmt, header, rows)
+        except OSError as e:
+            self.notify(Text(f"export failed: {visible(str(e))}"), severity="error")
+            return
+        self.last_export = path
+        self.notify(Text(f"{len(rows):,} rows written to {visible(str(path))}"), title="exported", timeout=8)
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:
