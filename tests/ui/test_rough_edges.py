@@ -232,3 +232,35 @@ def test_y_copies_the_selected_name_and_e_exports_the_view(tmp_path, monkeypatch
             await pilot.pause()
             assert s.last_export.name.endswith("kernels-2.csv") or s.last_export.name.endswith("kernels.csv")
     asyncio.run(run())
+
+
+def test_at_80x24_the_footer_shows_help_and_the_status_line_fits():
+    """The footer ran past the edge (no `? Help`), and the status line was cut mid-figure."""
+    from textual.widgets._footer import FooterKey
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            await search(pilot, "aten::mm")
+            await pilot.pause()
+            keys = [k for k in s.query(FooterKey) if k.description == "Help"]
+            assert keys and keys[0].region.right <= 80 and keys[0].region.width > 0
+            others = [k for k in s.query(FooterKey) if k is not keys[0] and k.display]
+            assert not any(k.region.overlaps(keys[0].region) for k in others)  # the palette key sat on it
+            status = s.query_one("#status")
+            text = str(status.render())
+            assert len(text) <= status.content_region.width
+            n = sum(v for k, v in s.trace.tree.diagnostics.items() if isinstance(v, int)
+                    and k not in ("linked_by_external_id", "steps_spanned_by_events"))
+            assert text.startswith("match 1/") and f"{n} diagnostics (D)" in text and "mlp_eager.json.gz" in text
+    asyncio.run(run())
+
+
+def test_long_arg_keys_are_shown_whole():
+    """Labels were cut mid-word at 14 characters (`Record functio`)."""
+    t = load_trace(TRACES / "mlp_eager.json.gz")
+    t.store.load_args()
+    n = next(i for i in range(1, len(t.tree.kind)) if "Record function id" in t.args(i))
+    text = describe(t, n).plain
+    assert "Record function id" in text and "Record functio " not in text

@@ -256,21 +256,31 @@ class ExplorerScreen(Screen):
         d = tr.tree.diagnostics
         issues = sum(v for k, v in d.items() if isinstance(v, int)
                      and k not in ("linked_by_external_id", "steps_spanned_by_events"))
-        txt = Text()
-        if extra:  # first, so 80 columns still show what just changed (match count, mode)
-            txt.append(extra + " · ", style="bold cyan")
-        if getattr(self, "per_step", False) and "per-step" not in extra:  # the mode stays said, early
-            txt.append("per step · ", style="cyan")
-        txt.append(visible(tr.path.name), style="bold")
+        # (text, style, drop order): what does not fit one line goes, least telling first, so
+        # 80 columns keep the news, the file, the steps and the diagnostics key (D)
         marker = tr.step_choice.short if tr.step_choice and tr.step_choice.rule != "ProfilerStep" else ""
-        txt.append(f" · {visible(tr.device_label)} · {tr.n_steps} steps" + (f" ({visible(marker)})" if marker and tr.n_steps else "")
-                   + f" · {len(tr.store):,} events")
+        parts = []
+        if extra:  # first, so 80 columns still show what just changed (match count, mode)
+            parts.append((extra, "bold cyan", 9))
+        if getattr(self, "per_step", False) and "per-step" not in extra:  # the mode stays said, early
+            parts.append(("per step", "cyan", 8))
+        parts.append((visible(tr.path.name), "bold", 7))
+        parts.append((visible(tr.device_label), "", 2))
+        parts.append((f"{tr.n_steps} steps" + (f" ({visible(marker)})" if marker and tr.n_steps else ""), "", 4))
+        parts.append((f"{len(tr.store):,} events", "", 1))
         if issues or tr.report.repairs:
-            txt.append(f" · {issues} diagnostics" + (f", {len(tr.report.repairs)} repairs" if tr.report.repairs else "")
-                       + " (D)",
-                       style="yellow")
+            parts.append((f"{issues} diagnostics" + (f", {len(tr.report.repairs)} repairs" if tr.report.repairs else "")
+                          + " (D)", "yellow", 6))
         if self.kind_filter:
-            txt.append(f" · filter: {self.kind_filter}", style="cyan")
+            parts.append((f"filter: {self.kind_filter}", "cyan", 5))
+        width = (self.size.width or 80) - 2
+        while len(parts) > 1 and sum(len(p[0]) for p in parts) + 3 * (len(parts) - 1) > width:
+            parts.remove(min(parts, key=lambda p: p[2]))
+        txt = Text()
+        for i, (text, style, _) in enumerate(parts):
+            if i:
+                txt.append(" · ", style=parts[i - 1][1] if parts[i - 1][1] == "bold cyan" else "")
+            txt.append(text, style=style)
         self.query_one("#status", Static).update(txt, layout=False)  # one line, always
 
     def show_if_new(self, node: int) -> None:

@@ -26,7 +26,11 @@ LAUNCH_KEYS = tuple(LAUNCH_LABELS)
 def _line(t: Text, label: str, value: str | Text, style: str = "") -> None:
     """One "label value" line. Plain strings are made visible here, whatever built them (arg
     keys, names decoded from a kernel's name, a step's name): Text values were built safe."""
-    t.append(f"{visible(label):>14} ", style="dim")
+    label = visible(label)
+    if len(label) > 14:  # a long arg key on its own line, whole, rather than cut mid-word
+        t.append(f"{label}\n", style="dim")
+        label = ""
+    t.append(f"{label:>14} ", style="dim")
     t.append(value if isinstance(value, Text) else Text(visible(value), style=style))
     t.append("\n")
 
@@ -114,7 +118,7 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
     if other:
         t.append("\nargs\n", style="bold")
         for k, v in list(other.items())[:20]:
-            _line(t, str(k)[:14], plain(str(v)[:200]))
+            _line(t, str(k), plain(str(v)[:200]))
     t.append("\npath\n", style="bold")
     for i, p in enumerate(tr.tree.path(node)[1:]):
         t.append("  " * i + "└ ", style="dim")
