@@ -264,3 +264,25 @@ def test_long_arg_keys_are_shown_whole():
     n = next(i for i in range(1, len(t.tree.kind)) if "Record function id" in t.args(i))
     text = describe(t, n).plain
     assert "Record function id" in text and "Record functio " not in text
+
+
+def test_search_skips_hidden_python_frames():
+    """With Python frames hidden (the default) a search landed on a hidden frame, leaving the
+    cursor on a collapsed module: matches are what the tree shows."""
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 30)) as pilot:
+            s = await explorer(pilot)
+            assert s.tree.hide_python
+            t = s.trace.tree
+            frames = [i for i in range(len(t.kind)) if t.kind[i] == K["python"] and "module.py" in s.trace.name(i)]
+            assert frames  # names that only Python frames carry
+            await search(pilot, "module.py")
+            assert s.matches.size == 0 or not (t.kind[s.matches] == K["python"]).any()
+            await pilot.press("p")  # shown: now they match, and the cursor lands on one
+            await pilot.pause()
+            await search(pilot, "module.py")
+            assert s.matches.size == len(frames) + sum(1 for i in range(len(t.kind)) if t.kind[i] != K["python"]
+                                                      and "module.py" in s.trace.name(i).lower())
+            assert s.tree.cursor_node.data.node == s.current and t.kind[s.current] == K["python"]
+    asyncio.run(run())

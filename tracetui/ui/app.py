@@ -390,6 +390,8 @@ class ExplorerScreen(Screen):
         nodes = nodes[nodes > 0]
         if self.kind_filter:
             nodes = nodes[tr.kind[nodes] == K[self.kind_filter]]
+        if self.tree.hide_python:  # a hidden frame is no place to land (p shows them)
+            nodes = nodes[tr.kind[nodes] != K["python"]]
         return nodes[np.lexsort((tr.depth[nodes], tr.start[nodes]))]
 
     @on(Input.Changed, "#search")
