@@ -286,3 +286,44 @@ def test_search_skips_hidden_python_frames():
                                                       and "module.py" in s.trace.name(i).lower())
             assert s.tree.cursor_node.data.node == s.current and t.kind[s.current] == K["python"]
     asyncio.run(run())
+
+
+def test_D_lists_each_diagnostic_with_its_meaning_and_jumps_to_an_example_of_each():
+    """D put the cursor on the root with an empty path; now the list says what each means, and
+    D again visits an example of each (checked: the example is what the diagnostic counts)."""
+    from tracetui.model.tree import DIAGNOSTICS
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 30)) as pilot:
+            s = await explorer(pilot)
+            await pilot.press("D")
+            await pilot.pause()
+            text = s.query_one(DetailPane).plain
+            assert s.current == 0 and "(the trace itself" in text
+            diag = s.trace.tree.diagnostics
+            assert diag["partial_overlaps"] and diag["steps_spanned_by_events"]
+            for key in ("partial_overlaps", "steps_spanned_by_events"):
+                assert DIAGNOSTICS[key] in text
+            assert text.count("example: ") == 2
+            t = s.trace.tree
+            seen = []
+            for _ in range(2):
+                await pilot.press("D")
+                await pilot.pause()
+                n = s.current
+                assert n != 0 and s.tree.cursor_node.data.node == n
+                seen.append(str(s.query_one("#status").render()).split(":")[0])
+                end = t.start[n] + t.dur[n]
+                if seen[-1] == "partial overlaps":  # starts inside an earlier event on its thread, outlasts it
+                    same = [i for i in range(1, len(t.kind)) if t.ev[i] >= 0 and i != n and t.kind[i] != K["thread"]
+                            and t.store.track[t.ev[i]] == t.store.track[t.ev[n]]]
+                    assert any(t.start[i] < t.start[n] < t.start[i] + t.dur[i] < end - 1000 for i in same)
+                else:  # spans the start or end of a step
+                    edges = [x for st in s.trace.steps for x in (t.start[st], t.start[st] + t.dur[st])]
+                    assert any(t.start[n] < x < end for x in edges)
+            assert seen == ["partial overlaps", "steps spanned by events"]
+            await pilot.press("D")  # and round again to the list
+            await pilot.pause()
+            assert s.current == 0
+    asyncio.run(run())

@@ -326,9 +326,25 @@ class ExplorerScreen(Screen):
                 self.tree.focus()
 
     def action_diagnostics(self) -> None:
-        """The root row: its detail pane spells out the status line's diagnostics and repairs."""
+        """The root row: its detail pane spells out the status line's diagnostics and repairs,
+        each with what it means and an example; D again jumps to the example of each in turn."""
+        from .details import diagnostic_examples
+        examples = diagnostic_examples(self.trace)
+        at = getattr(self, "_diag_at", None)  # (index of the example shown, its node)
+        on_overview = getattr(self, "current", None) == 0 and at is not None and at[0] < 0
+        if examples and (on_overview or (at is not None and at[0] >= 0 and at[1] == getattr(self, "current", None))):
+            i = at[0] + 1
+            if i < len(examples):
+                label, node = examples[i]
+                self._diag_at = (i, node)
+                if self.tree.hide_python and self.trace.tree.kind[node] == K["python"]:
+                    self.action_toggle_python()  # the example is a frame: show them
+                self.jump(node)
+                self._status(f"{label}: example {i + 1}/{len(examples)} (D: next)")
+                return
         if self.query_one("#details").has_class("hidden"):
             self.action_toggle_details()
+        self._diag_at = (-1, 0)
         self.jump(0)
         # after the refresh: a pane that was hidden wraps its text only once it has a width again
         self.call_after_refresh(self.query_one(DetailPane).scroll_to_heading, "repairs", "diagnostics")

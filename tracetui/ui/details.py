@@ -120,6 +120,8 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         for k, v in list(other.items())[:20]:
             _line(t, str(k), plain(str(v)[:200]))
     t.append("\npath\n", style="bold")
+    if node == 0:
+        t.append("  (the trace itself: the top of the tree)\n", style="dim")
     for i, p in enumerate(tr.tree.path(node)[1:]):
         t.append("  " * i + "└ ", style="dim")
         t.append(plain(shorten_cpp(tr.name(p))[:100]))
@@ -137,11 +139,37 @@ def _load_section(tr: Trace, t: Text) -> None:
             t.append("\n")
     lines = diagnostic_lines(tr.tree.diagnostics)
     t.append("\ndiagnostics\n" if lines else "\ndiagnostics: none\n", style="bold")
+    examples = dict(diagnostic_examples(tr))
     for label, v, meaning in lines:
         t.append(plain(f"  {label}: {v}"))
         t.append("\n")
         if meaning:
             t.append(f"    {meaning}\n", style="dim")
+        if label in examples:
+            t.append("    example: ", style="dim")
+            t.append(plain(shorten_cpp(tr.name(examples[label]))[:60]))
+            t.append(" (D jumps to it)\n", style="dim")
+    if examples:
+        t.append("  D again: the example of each diagnostic in turn\n", style="dim")
+
+
+def diagnostic_examples(tr: Trace) -> list[tuple[str, int]]:
+    """(diagnostic label, its first example node) for each diagnostic tied to nodes, in the
+    order the pane lists them; computed once per trace."""
+    got = getattr(tr, "_diagnostic_examples", None)
+    if got is None:
+        from tracetui.model.examples import diagnostic_nodes
+        nodes = diagnostic_nodes(tr)
+        def first(v):  # a node the tree shows with its Python frames hidden, where there is one
+            shown = v[tr.tree.kind[v] != K["python"]]
+            return int(shown[0] if shown.size else v[0])
+        got = [(label, first(nodes[key])) for key, (label, _, _) in
+               ((k, ln) for k in nodes for ln in diagnostic_lines({k: tr.tree.diagnostics.get(k, 0)}))
+               if nodes[key].size]
+        order = [label for label, _, _ in diagnostic_lines(tr.tree.diagnostics)]
+        got.sort(key=lambda x: order.index(x[0]) if x[0] in order else len(order))
+        tr._diagnostic_examples = got
+    return got
 
 
 def _kernel_section(tr: Trace, node: int, args: dict, t: Text) -> None:
