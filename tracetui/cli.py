@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--depth", type=int, default=None)
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true")
+    t.add_argument("--python", action="store_true", help="show Python frames (hidden, as in the app; --depth counts what is shown)")
     d = sub.add_parser("diff", parents=[lo], help="align two traces and report what changed and what fusion removed")
     d.add_argument("a", type=Path)
     d.add_argument("b", type=Path)
@@ -122,7 +123,8 @@ def _dispatch(args) -> int:
     if args.cmd == "tree":
         from tracetui.model import load_trace
         from tracetui.report import print_tree
-        print_tree(load_trace(args.trace, **_load_opts(args)), depth=args.depth, text_filter=args.filter, as_json=args.json)
+        print_tree(load_trace(args.trace, **_load_opts(args)), depth=args.depth, text_filter=args.filter, as_json=args.json,
+                   python=args.python)
         return 0
     if args.cmd == "diff":
         if args.text or args.json:
