@@ -685,5 +685,10 @@ class TraceApp(App):
                 ("Jump to launched kernels", "From an op (x)", screen.action_jump_kernel),
                 ("Cycle search kind filter", "module/op/kernel/... (F)", screen.action_cycle_kind),
                 ("Diagnostics and repairs", "What loading repaired and could not place (D)", screen.action_diagnostics),
+                ("Copy name", "The selection's full name to the clipboard (y)", screen.action_copy_name),
+                ("Export view as CSV", "Subtree, table or timeline range to a new file (e)",
+                 lambda: screen.action_export("csv")),
+                ("Export view as Markdown", "Subtree, table or timeline range to a new file (E)",
+                 lambda: screen.action_export("md")),
             ]:
                 yield SystemCommand(title, help_, action)

@@ -109,9 +109,11 @@ class Timeline(Widget, can_focus=True):
     @property
     def lanes(self) -> list[Lane]:
         if self._lanes is None:
-            self._lanes = build_lanes(self.trace)
-            self.full = extent(self._lanes)
-            self.lo, self.hi = self.full
+            lanes = build_lanes(self.trace)  # (the prefetch worker and `4` may both get here)
+            if self._lanes is None:
+                self.full = extent(lanes)
+                self.lo, self.hi = self.full
+                self._lanes = lanes
         return self._lanes
 
     def prepare(self) -> None:
