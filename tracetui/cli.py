@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
-    gen.add_argument("workload", nargs="?", choices=("linear", "mlp"))
+    gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
     gen.add_argument("--all", action="store_true", help="record the whole ladder into -o DIR")
     gen.add_argument("--device", choices=("cuda", "cpu"), default=None)
@@ -59,7 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-stack", dest="with_stack", action="store_false",
                      help="skip Python stacks (eager nn.Module scopes need them on torch <= 2.11)")
     gen.add_argument("--active", type=int, default=3, help="profiled steps")
-    for name in ("batch", "seq", "dim", "hidden", "in-features", "out-features"):
+    gen.add_argument("--mode", default=None, help="torch.compile mode with --impl compile, e.g. max-autotune-no-cudagraphs")
+    gen.add_argument("--step-marker", choices=("profiler", "record_function"), default="profiler",
+                     help="ProfilerStep#N (schedule) or record_function('train_step_<i>') with no ProfilerStep")
+    gen.add_argument("--memory", action="store_true", help="profile_memory=True: [memory] alloc/free events")
+    gen.add_argument("--backward-thread", action="store_true",
+                     help="CPU: run backward on a torch thread, as CUDA autograd does (transformer)")
+    for name in ("batch", "seq", "dim", "hidden", "in-features", "out-features", "heads", "layers", "vocab"):
         gen.add_argument(f"--{name}", type=int, default=None)
     gen.add_argument("-o", "--output", type=Path, default=None, help="file (or folder with --all)")
     return p
@@ -163,10 +169,13 @@ def _gen(args) -> int:
         raise CliError("`tracetui gen` needs torch: pip install -e '.[gen]'") from None
     from tracetui.workloads.models import workloads
     from tracetui.workloads.record import default_device, ladder, ladder_filename, record
-    sizes = {k: getattr(args, k) for k in ("batch", "seq", "dim", "hidden", "in_features", "out_features")}
-    ws = workloads(**sizes)
+    sizes = {k: getattr(args, k) for k in ("batch", "seq", "dim", "hidden", "in_features", "out_features",
+                                           "heads", "layers", "vocab")}
     dtype = getattr(torch, args.dtype) if args.dtype else None
     device = args.device or default_device()
+    ws = workloads(device=device, **sizes)
+    options = dict(mode=args.mode, step_marker=args.step_marker, memory=args.memory,
+                   backward_thread=args.backward_thread)
     jobs = []
     if args.all:
         out_dir = args.output or BUNDLED
@@ -177,14 +186,14 @@ def _gen(args) -> int:
             jobs.append((ws[wl], impl, stack, out_dir / ladder_filename(wl, impl, stack)))
     else:
         if not args.workload:
-            raise CliError("gen: name a workload (linear, mlp) or pass --all")
+            raise CliError("gen: name a workload (linear, mlp, transformer) or pass --all")
         out = args.output or Path(ladder_filename(args.workload, args.impl, args.with_stack))
         jobs.append((ws[args.workload], args.impl, args.with_stack, out))
     failed = []
     for i, (w, impl, stack, out) in enumerate(jobs):
         print(f"[tracetui gen] ({i + 1}/{len(jobs)}) {w.name}/{impl}{' +stack' if stack else ''}", file=sys.stderr)
         try:
-            path = record(w, impl, out, device=device, dtype=dtype, with_stack=stack, active=args.active)
+            path = record(w, impl, out, device=device, dtype=dtype, with_stack=stack, active=args.active, **options)
         except ValueError as e:
             if len(jobs) == 1:
                 raise CliError(str(e)) from None

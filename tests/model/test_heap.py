@@ -14,13 +14,15 @@ BIG = 48 << 20  # above glibc's largest mmap threshold (32 MiB): mmapped by defa
 
 
 def _in_heap(a: np.ndarray) -> bool:
-    """Whether the array's buffer lies in the main arena's [heap] mapping (brk), not an mmap."""
+    """Whether the array's buffer lies in the main arena's [heap] mapping (brk), not an mmap.
+    The kernel may show the heap as several adjacent [heap] lines (after madvise/trim split it)."""
     addr = a.__array_interface__["data"][0]
     with open("/proc/self/maps") as f:
         for line in f:
             if line.rstrip().endswith("[heap]"):
                 lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-                return lo <= addr < hi
+                if lo <= addr < hi:
+                    return True
     return False
 
 

@@ -1,7 +1,6 @@
 """Our numbers against torch.profiler's own key_averages() on the same run: counts exact, times 1%."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,11 +9,19 @@ from tracetui.model import load_trace
 from tracetui.model.events import GPU_KINDS, K
 from tracetui.model.stats import aggregate, rollups
 from tracetui.model.trace import OP_KINDS
-from tracetui.workloads.record import key_averages_path
+from tracetui.workloads.record import key_averages_path, read_key_averages
 
 from tests.conftest import DATA, TRACES
 
-GPU_TRACES = sorted(TRACES.glob("*.json.gz")) + sorted(DATA.glob("h200_*.json.gz"))
+# Known gap, kept visible (strict: passes once the model nests Kineto's `overhead` events): without
+# a schedule, Kineto's "Activity Buffer Request" events (cat overhead, tid 0) fall inside the first
+# step. key_averages() nests them under the host op they overlap (train_step_0, aten::arange) and
+# lists them as a row; the model drops them, so those self times and that row differ.
+OVERHEAD_GAP = {"transformer_eager_rf.json.gz"}
+GPU_TRACES = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="Kineto overhead events not nested"))
+              if p.name in OVERHEAD_GAP else p
+              for p in sorted(TRACES.glob("*.json.gz")) + sorted(DATA.glob("h200_*.json.gz"))]
+CPU_DATA = sorted(DATA.glob("cpu_*.json.gz"))
 
 
 def _close(ours: float, theirs: float) -> bool:
@@ -23,7 +30,7 @@ def _close(ours: float, theirs: float) -> bool:
 
 
 def check_against_key_averages(trace_path: Path, device: bool) -> int:
-    ref = json.loads(key_averages_path(trace_path).read_text())
+    ref, _ = read_key_averages(key_averages_path(trace_path))
     t = load_trace(trace_path)
     # key_averages() leaves GPU time launched outside any op unattributed; compare in that mode
     # torch 2.13 puts Python frames in key_averages() and in its tree; 2.11 leaves them out
@@ -54,6 +61,12 @@ def check_against_key_averages(trace_path: Path, device: bool) -> int:
 @pytest.mark.parametrize("name", ["linear_eager", "mlp_eager", "mlp_eager_stack", "mlp_compile_stack"])
 def test_cpu_recordings_match_key_averages(cpu_traces, name):
     assert check_against_key_averages(cpu_traces[name], device=False) > 5
+
+
+@pytest.mark.parametrize("path", CPU_DATA, ids=lambda p: p.name)
+def test_bundled_cpu_training_recordings_match_key_averages(path):
+    """torch 2.13 CPU train steps with stacks, backward on a second thread (tests/data/README.md)."""
+    assert check_against_key_averages(path, device=False) > 100
 
 
 @pytest.mark.parametrize("path", GPU_TRACES, ids=lambda p: p.name)

@@ -13,7 +13,9 @@ def test_inductor_kernel_shows_fused_ops_and_source():
     t = load_trace(TRACES / "mlp_compile.json.gz")
     k = _first(t, lambda i: t.kind(i) == "kernel" and t.name(i).startswith("triton_poi"))
     text = str(describe(t, k))
-    assert "Inductor (Triton, pointwise)" in text and "_unsafe_view, gelu, mul" in text
+    assert "Triton (Inductor)" in text and "_unsafe_view, gelu, mul" in text
+    assert "class pointwise\n" in text and "Inductor kind pointwise\n" in text
+    assert "an Inductor pointwise (poi)" in text  # the rule's reason, from the taxonomy table
     assert "source" in text and ".py" in text and "bytes" in text and "TB/s" in text
 
 

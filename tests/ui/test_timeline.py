@@ -267,3 +267,11 @@ def test_lane_labels_and_names_from_the_trace_are_plain_text(tmp_path):
             assert "\x1b" not in text and "\x07" not in text and "\\x1b" in text
             assert t.name(tl.node).startswith("aten::mm")
     asyncio.run(go())
+
+
+def test_every_taxonomy_class_has_its_own_colour_and_legend_entry():
+    from tracetui.model.taxonomy import CLASSES
+    from tracetui.ui.timeline import CLASS_COLOUR, LEGEND
+    assert set(CLASSES) <= set(CLASS_COLOUR)
+    assert len({CLASS_COLOUR[c] for c in CLASSES}) == len(CLASSES)  # its own colour
+    assert [c for c, _ in LEGEND] == list(CLASSES)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .events import K
-from .names import INDUCTOR_RE, decode_kernel, inductor_ops
+from .names import INDUCTOR_RE, inductor_ops
 from .trace import Trace
 
 SAME_TOLERANCE = 0.15
@@ -221,14 +221,13 @@ def diff_traces(a: Trace, b: Trace) -> DiffResult:
     # 1) Inductor kernels: by the ops in their names, anywhere in the step
     for ga, gb in gaps:
         for kb in gb:
-            info = decode_kernel(kb.name)
             ops, _ = inductor_ops(kb.name, vocab)
-            if not ops:
+            if not ops:  # not an Inductor kernel (whatever its class: pointwise, reduction, norm, gemm template)
                 continue
             opset = set(ops)
             rep = [x for x in ia if id(x) not in claimed and x.op and x.op.split("::")[-1] in opset
                    and x.klass not in ("gemm",) and not _matched(rows, x)]
-            if rep and info.klass == "triton":
+            if rep:
                 claimed.update(id(x) for x in rep)
                 fusions.append(Fusion(kb, rep, "name"))
     # 2) other new kernels (hand-written Triton, Liger-style): by scope when modules are recorded
@@ -236,7 +235,9 @@ def diff_traces(a: Trace, b: Trace) -> DiffResult:
     matched_a = {id(r.a) for r in rows if r.a is not None}
     for ga, gb in gaps:
         for kb in gb:
-            if any(f.kernel is kb for f in fusions) or kb.klass in ("gemm", "memset", "memcpy") \
+            # a GEMM launched by an op is a library GEMM, not a fusion; a user kernel (no op) may fuse
+            if any(f.kernel is kb for f in fusions) or kb.klass in ("memset", "memcpy") \
+                    or (kb.klass == "gemm" and kb.op is not None) \
                     or INDUCTOR_RE.match(kb.name):  # an Inductor name is authoritative: no guessing
                 continue
             if kb.module_path:

@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 from collections import Counter
 from itertools import compress
 from operator import attrgetter
+from typing import Callable
 
 import msgspec
 import numpy as np
 
-from .load import LenientLinkArgs
+from .load import BAD_EVENT_CAT, TEXT_TIMES, LenientLinkArgs
+from .times import MISSING, OK, OUT_OF_RANGE, ns_column
 
 # Node kinds. Host kinds come first: their order is also the tie-break when two events start
 # and end together (the step encloses the annotation, which encloses the module, ...).
@@ -37,13 +39,18 @@ _any_decoder = msgspec.json.Decoder()
 _RAW_LOCK = threading.Lock()  # the app's worker and its UI thread may both ask for args first
 
 
+_I64 = 1 << 63
+
+
 def _int(v, default=-1) -> int:
-    if type(v) is int:
-        return v
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
+    """An int64 link id from an int or a numeric string; ``default`` for anything else,
+    including ids that do not fit int64 (Kineto's are far smaller: such a file is damaged)."""
+    if type(v) is not int:
+        try:
+            v = int(v)
+        except (TypeError, ValueError, OverflowError):
+            return default
+    return v if -_I64 <= v < _I64 else default
 
 
 def _id_column(values: list) -> np.ndarray:
@@ -132,6 +139,9 @@ class EventStore:
     skipped: dict = field(default_factory=dict)     # category -> count
     missing_fields: int = 0
     wrong_types: int = 0
+    times_out_of_range: int = 0    # left out: ts or dur beyond int64 ns (~292 years), or not finite
+    negative_durations: int = 0    # kept with dur 0
+    unreadable: dict = field(default_factory=dict)  # events left out: a field of the wrong type -> count
     _raw: list | None = None
 
     def __len__(self) -> int:
@@ -176,27 +186,27 @@ class _Ids(dict):
         return i
 
 
-def _ints(get, items: list) -> np.ndarray:
-    """int64 column of one field: ints kept, numeric strings parsed, anything else -1 (lenient files)."""
+def _ints(get, items: list, bad: list | None = None) -> np.ndarray:
+    """int64 column of one field: ints kept, numeric strings parsed, anything else -1 (lenient
+    files); ints beyond int64 are -1 too, and counted into ``bad[0]``."""
     try:
         return np.fromiter(map(get, items), dtype=np.int64, count=len(items))
     except (TypeError, ValueError, OverflowError):
-        return np.asarray([_int(v) for v in map(get, items)], dtype=np.int64)
+        vals = list(map(get, items))
+        if bad is not None:
+            bad[0] += sum(1 for v in vals if type(v) is int and not -_I64 <= v < _I64)
+        return np.asarray([_int(v) for v in vals], dtype=np.int64)
 
 
 def _subset(items: list, mask: np.ndarray) -> list:
     return items if mask.all() else list(compress(items, mask.tolist()))
 
 
-def _ints_at(get, subset: list, mask: np.ndarray) -> np.ndarray:
+def _ints_at(get, subset: list, mask: np.ndarray, bad: list | None = None) -> np.ndarray:
     """``_ints`` of ``subset``, the events where ``mask`` is set, placed there; -1 elsewhere."""
     out = np.full(mask.size, -1, dtype=np.int64)
-    out[mask] = _ints(get, subset)
+    out[mask] = _ints(get, subset, bad)
     return out
-
-
-def _floats(get, items: list) -> np.ndarray:
-    return np.fromiter(map(get, items), dtype=np.float64, count=len(items))
 
 
 def _phases(events: list) -> np.ndarray:
@@ -210,8 +220,35 @@ def _phases(events: list) -> np.ndarray:
                        dtype=np.uint8, count=len(phs))
 
 
-def build_store(events: list, source: bytes | None = None) -> EventStore:
-    """Split decoded events into columns; count what is skipped or malformed instead of dropping it."""
+class _Rows:
+    """The written text of chosen events' ts or dur, read again from the bytes only when asked
+    (a large time with a fraction: see times.py). ``raw_times()`` gives every event's RawTimes."""
+
+    def __init__(self, source, raw_times: Callable[[], list] | None, xi: np.ndarray):
+        if raw_times is None and source is not None:
+            from .load import raw_times as read  # noqa: PLC0415
+            raw_times = lambda: read(source)  # noqa: E731
+        self.get, self.xi, self.rows = raw_times, xi, None
+
+    def reread(self, field: str) -> Callable[[list[int]], list] | None:
+        if self.get is None:
+            return None
+
+        get = attrgetter(field)
+
+        def texts(idx: list[int]) -> list:
+            if self.rows is None:
+                self.rows = self.get()
+            return list(map(get, map(self.rows.__getitem__, self.xi[idx].tolist())))
+        return texts
+
+
+def build_store(events: list, source: bytes | None = None,
+                raw_times: Callable[[], list] | None = None) -> EventStore:
+    """Split decoded events into columns; count what is skipped or malformed instead of dropping it.
+
+    ``source`` is the bytes ``events`` were decoded from (kept for the lazy args pass), or
+    ``raw_times()`` their written ts/dur: either lets large fractional times be read exactly."""
     skipped: dict[str, int] = {}
     thread_names: dict = {}
     process_names: dict = {}
@@ -236,37 +273,42 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
     for c, i in sorted(cat_ids.items()):
         if cat_kind[i] < 0:
             skipped[c or "(none)"] = int(per_cat[i])
-    ts_f = _floats(_ts, xs)
-    dur_f = _floats(_dur, xs)
-    keep = (kind >= 0) & ~np.isnan(ts_f)
-    missing = int(((kind >= 0) & (np.isnan(ts_f) | np.isnan(dur_f))).sum())
-    sel = np.nonzero(keep)[0]
-    if sel.size != len(xs):
-        xs = list(map(xs.__getitem__, sel.tolist()))
-    kind, nid = kind[sel], nid[sel]
-    ts = np.rint(ts_f[sel] * 1000).astype(np.int64)
-    dur = np.rint(np.nan_to_num(dur_f[sel], nan=0.0) * 1000).astype(np.int64)
+    rows = _Rows(source, raw_times, xi)
+    text = bool(xs) and isinstance(xs[0], TEXT_TIMES)  # fractional times decoded as their text
+    ts, ts_state = ns_column(list(map(_ts, xs)), rows.reread("ts"), text)
+    dur, dur_state = ns_column(list(map(_dur, xs)), rows.reread("dur"))
+    used = kind >= 0  # a skipped category's odd times are not counted
+    missing = int((used & ((ts_state == MISSING) | (dur_state == MISSING))).sum())
+    out_of_range = int((used & ((ts_state == OUT_OF_RANGE) | (dur_state == OUT_OF_RANGE))).sum())
+    keep = used & (ts_state == OK) & (dur_state != OUT_OF_RANGE)
+    if not keep.all():
+        sel = np.flatnonzero(keep)
+        xs, xi, kind, nid = list(map(xs.__getitem__, sel.tolist())), xi[sel], kind[sel], nid[sel]
+        ts, dur, dur_state = ts[sel], dur[sel], dur_state[sel]
+    negative = int((dur < 0).sum())
+    dur[dur_state == MISSING] = 0
     args = list(map(_args, xs))
     gpu = np.isin(kind, list(GPU_KINDS))
     op = kind == K["op"]
     ops = _subset(args, op)
     launch = gpu | (kind == K["runtime"])
-    corr = _ints_at(_corr, _subset(args, launch), launch)
+    huge = [0]  # link ids beyond int64
+    corr = _ints_at(_corr, _subset(args, launch), launch, huge)
     linked = gpu | op | (kind == K_ANNOTATION)
-    ext = _ints_at(_ext, _subset(args, linked), linked)
-    seq = _ints_at(_seq, ops, op)
-    fwd = _ints_at(_fwd, ops, op)
-    stream = _ints_at(_stream, _subset(args, gpu), gpu)
+    ext = _ints_at(_ext, _subset(args, linked), linked, huge)
+    seq = _ints_at(_seq, ops, op, huge)
+    fwd = _ints_at(_fwd, ops, op, huge)
+    stream = _ints_at(_stream, _subset(args, gpu), gpu, huge)
     keys = list(map(_pid_tid, xs))
     for j in np.nonzero(gpu)[0].tolist():
         pid, tid = keys[j]
         keys[j] = ("gpu", pid, int(stream[j]) if stream[j] >= 0 else tid)
     track_ids = _Ids()
     track = np.fromiter(map(track_ids.__getitem__, keys), dtype=np.int32, count=len(keys))
-    wrong = 0
+    wrong = huge[0]
     if args and isinstance(args[0], LenientLinkArgs):  # the lenient schema was needed
-        wrong = sum(1 for a in args for v in (a.correlation, a.external_id)
-                    if v is not None and not isinstance(v, int))
+        wrong += sum(1 for a in args for v in (a.correlation, a.external_id)
+                     if v is not None and not isinstance(v, int))
     is_start, is_end = ph == ord("s"), (ph == ord("f")) | (ph == ord("t"))
     is_flow = is_start | is_end
     flows = Flows.of(list(compress(events, is_flow.tolist())), is_start[is_flow])
@@ -278,15 +320,20 @@ def build_store(events: list, source: bytes | None = None) -> EventStore:
             elif e.name == "process_name":
                 process_names[e.pid] = label.strip()
     rest = ~(is_x | is_flow | (ph == ord("M")))
+    unreadable: dict[str, int] = {}
     for (cat, phase), c in Counter((e.cat, e.ph) for e in compress(events, rest.tolist())).items():
+        if cat.startswith(BAD_EVENT_CAT) and not phase:  # load._decode_each's stand-in
+            unreadable[cat[1:]] = unreadable.get(cat[1:], 0) + c
+            continue
         label = f"{cat or '(none)'} ({phase or '?'})"
         skipped[label] = skipped.get(label, 0) + c
     store = EventStore(
         names=names, name_id=nid, kind=kind, track=track, track_keys=list(track_ids), ts=ts,
         dur=np.maximum(dur, 0), corr=corr, ext=ext, seq=seq, fwd_tid=fwd,
-        file_index=xi.astype(np.int64)[sel], source=source,
+        file_index=xi.astype(np.int64), source=source,
         thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
-        missing_fields=missing, wrong_types=wrong,
+        missing_fields=missing, wrong_types=wrong, times_out_of_range=out_of_range, negative_durations=negative,
+        unreadable=unreadable,
     )
     return store
 
@@ -314,7 +361,7 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
 
     a = parts[0]
     name_id, track, file_index = [a.name_id], [a.track], [a.file_index + offsets[0]]
-    skipped = dict(a.skipped)
+    skipped, unreadable = dict(a.skipped), dict(a.unreadable)
     thread_names, process_names = dict(a.thread_names), dict(a.process_names)
     for b, offset in zip(parts[1:], offsets[1:]):
         name_id.append(remap(b.names, names, name_ids)[b.name_id])
@@ -322,6 +369,8 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
         file_index.append(b.file_index + offset)
         for k, c in b.skipped.items():
             skipped[k] = skipped.get(k, 0) + c
+        for k, c in b.unreadable.items():
+            unreadable[k] = unreadable.get(k, 0) + c
         thread_names.update(b.thread_names)
         process_names.update(b.process_names)
     cat = np.concatenate
@@ -332,4 +381,6 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
         fwd_tid=cat([p.fwd_tid for p in parts]), file_index=cat(file_index), source=a.source,
         thread_names=thread_names, process_names=process_names, flows=Flows.joined([p.flows for p in parts]),
         skipped=skipped, missing_fields=sum(p.missing_fields for p in parts), wrong_types=sum(p.wrong_types for p in parts),
+        times_out_of_range=sum(p.times_out_of_range for p in parts),
+        negative_durations=sum(p.negative_durations for p in parts), unreadable=unreadable,
     )

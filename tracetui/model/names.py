@@ -1,12 +1,15 @@
 """Kernel-name decoding: library, class, tile, layout, dtype; Inductor op lists; C++ shortening.
 
 Pure string work on names as they appear in traces (Hopper nvjet, Ampere/CUTLASS, Inductor,
-ATen native, cuDNN, NCCL, user Triton), so the UI and the diff read the same facts.
+ATen native, cuDNN, NCCL, user Triton), so the UI and the diff read the same facts. Class and
+library come from the rule table in taxonomy.py.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from .taxonomy import CLASSES, classify
 
 INDUCTOR_RE = re.compile(r"^(?:graph_\d+_)?(?:triton_(poi|red|per|tem|for|mm|bmm|spl)|(cpp))_(.*)$")
 """Inductor kernel names: Triton (GPU) ``triton_poi_fused_…_0`` and C++ (CPU, with
@@ -35,7 +38,7 @@ INDUCTOR_KIND = {"poi": "pointwise", "red": "reduction", "per": "persistent redu
 class KernelName:
     """What a kernel's name says about it."""
     library: str
-    klass: str                     # gemm | pointwise | reduction | triton | memcpy | memset | nccl | conv | other
+    klass: str                     # one of taxonomy.CLASSES
     short: str
     tile: str | None = None
     layout: str | None = None
@@ -44,6 +47,8 @@ class KernelName:
     fused_ops: list[str] = field(default_factory=list)
     truncated: bool = False        # Inductor cut the name: the last op may be partial
     hint_op: str | None = None     # the op an ATen native kernel's functor names (gelu, mul, ...)
+    reason: str = ""               # why the taxonomy gave this class (its rule's reason)
+    variant: str | None = None     # Inductor's kernel kind (pointwise, persistent reduction, template ...)
 
 
 def inductor_ops(name: str, vocab: set[str] | None = None) -> tuple[list[str], bool]:
@@ -117,51 +122,38 @@ _FUNCTOR_HINTS = (("Gelu", "gelu"), ("gelu", "gelu"), ("MulFunctor", "mul"), ("m
                   ("FillFunctor", "fill"), ("copy", "copy"), ("DivFunctor", "div"), ("exp_kernel", "exp"))
 
 
-def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False) -> KernelName:
-    """Decode one GPU activity name; ``kind`` is the node kind (kernel, memcpy, memset)."""
+def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False,
+                  launching_op: str | None = None) -> KernelName:
+    """Decode one GPU activity name; ``kind`` is the node kind (kernel, memcpy, memset).
+
+    Class and library come from the taxonomy (tracetui/model/taxonomy.py), which reads the
+    launching op (the innermost op above the launch) before the name; this adds what the name
+    itself spells out: tile, layout, dtype, arch, Inductor's fused ops, an ATen functor's op.
+    """
+    klass, library, reason = classify(name, kind, launching_op, user_triton)
     if kind in ("memcpy", "memset"):
-        return KernelName(library="CUDA runtime", klass=kind, short=name)
-    low = name.lower()
+        return KernelName(library=library, klass=klass, short=name, reason=reason)
     m = INDUCTOR_RE.match(name)
     if m:
         ops, trunc = inductor_ops(name)
-        if m.group(2):
-            return KernelName(library="Inductor (C++)", klass="triton", short=name, fused_ops=ops, truncated=trunc)
-        sub = INDUCTOR_KIND.get(m.group(1), m.group(1))
-        return KernelName(library=f"Inductor (Triton, {sub})", klass="triton", short=name, fused_ops=ops,
-                          truncated=trunc)
-    kn = KernelName(library="other", klass="other", short=shorten_cpp(name))
+        sub = "C++" if m.group(2) else INDUCTOR_KIND.get(m.group(1), m.group(1))
+        return KernelName(library=library, klass=klass, short=name, fused_ops=ops, truncated=trunc,
+                          reason=reason, variant=sub)
+    low = name.lower()
+    kn = KernelName(library=library, klass=klass, short=shorten_cpp(name), reason=reason)
     tile = _TILE_RE.search(name)
     lay = _LAYOUT_RE.findall(name)
     kn.tile = tile.group(1) if tile and ("gemm" in low or "nvjet" in low or "cutlass" in low or "xmma" in low) else None
+    if low.startswith("nvjet") and kn.tile is None and tile:
+        kn.tile = tile.group(1)
     kn.layout = lay[-1] if lay and kn.tile else None
     kn.dtype = next((d for d in _DTYPES if re.search(rf"(?:^|_){d}(?:_|$)", low)), None)
     arch = re.search(r"(sm\d{2,3}|ampere|hopper|volta|turing|ada|blackwell)", low)
     kn.arch = arch.group(1) if arch else None
-    if low.startswith("nvjet"):
-        kn.library, kn.klass = "cuBLAS (nvjet, cuBLASLt)", "gemm"
-        if kn.tile is None and tile:
-            kn.tile = tile.group(1)
-            kn.layout = lay[-1] if lay else None
-    elif "cutlass" in low:
-        kn.library, kn.klass = "CUTLASS", "gemm"
-    elif user_triton:  # launched by cuLaunchKernel outside any op: a @triton.jit kernel, whatever its name says
-        kn.library, kn.klass = "Triton (user kernel)", "triton"
-    elif any(w in low for w in ("gemm", "xmma", "cublas", "gemv", "splitkreduce")):
-        kn.library, kn.klass = "cuBLAS", "gemm"
-    elif "nccl" in low:
-        kn.library, kn.klass = "NCCL", "nccl"
-    elif "cudnn" in low or "conv" in low and "implicit" in low:
-        kn.library, kn.klass = "cuDNN", "conv"
-    elif "at::native" in name or "at_cuda_detail" in name:
-        kn.library = "ATen native"
-        if "reduce" in low or "norm" in low or "softmax" in low:
-            kn.klass = "reduction"
-        elif "elementwise" in low or "functor" in low or "fill" in low:
-            kn.klass = "pointwise"
+    if library == "ATen native":
         kn.hint_op = next((op for key, op in _FUNCTOR_HINTS if key in name), None)
     return kn
 
 
-KERNEL_CLASSES = ("gemm", "pointwise", "reduction", "triton", "memcpy", "memset", "nccl", "conv", "other")
-"""Classes a summary reports, in display order."""
+KERNEL_CLASSES = CLASSES
+"""Classes a summary reports, in display order (the taxonomy's)."""

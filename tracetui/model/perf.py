@@ -1,7 +1,8 @@
 """FLOPs, bytes and achieved rates of a kernel from its launching op's shapes, against the device peak.
 
-Estimates, stated as such: GEMM FLOPs are exact for mm/addmm/bmm/linear shapes; bytes are the
-minimum traffic (each input read once, the output written once).
+Estimates, stated as such: GEMM FLOPs are exact for mm/addmm/bmm/linear shapes; fused attention
+(SDPA, flash, efficient, cuDNN) is compute-bound, its FLOPs from the query/key/value shapes; bytes
+are the minimum traffic (each input read once, the output written once).
 """
 from __future__ import annotations
 
@@ -50,6 +51,60 @@ def _elem(types: list, i: int) -> int:
     return DTYPE_BYTES.get(types[i], 2) if i < len(types) and isinstance(types[i], str) else 2
 
 
+ATTENTION_OPS = {
+    # op (without aten::): (index of query, layout, index of is_causal (or custom_mask_type), backward)
+    "scaled_dot_product_attention": (0, "BHLD", 5, False),
+    "_scaled_dot_product_attention_math": (0, "BHLD", 5, False),
+    "_scaled_dot_product_flash_attention": (0, "BHLD", 4, False),
+    "_scaled_dot_product_efficient_attention": (0, "BHLD", 6, False),
+    "_scaled_dot_product_cudnn_attention": (0, "BHLD", 6, False),
+    "_flash_attention_forward": (0, "BLHD", 8, False),
+    "_efficient_attention_forward": (0, "BLHD", 9, False),
+    "_cudnn_attention_forward": (0, "BHLD", 10, False),
+    "_scaled_dot_product_flash_attention_backward": (1, "BHLD", 11, True),
+    "_scaled_dot_product_efficient_attention_backward": (1, "BHLD", 11, True),
+    "_scaled_dot_product_cudnn_attention_backward": (1, "BHLD", 14, True),
+    "_flash_attention_backward": (1, "BLHD", 11, True),
+    "_efficient_attention_backward": (1, "BLHD", 14, True),
+    "_cudnn_attention_backward": (1, "BHLD", 14, True),
+}
+"""Fused-attention ops (their signatures in native_functions.yaml, torch 2.11): where the query
+sits in the inputs, its layout ([B, H, L, D] for the SDPA ops, [B, L, H, D] for the flash and
+efficient kernels' ops), and where is_causal (or the efficient kernel's custom_mask_type) sits."""
+
+ATTN_BACKWARD_FACTOR = 2.5
+"""Backward FLOPs over forward: five matmuls (dV, dP, dS·K, dS^T·Q, and S recomputed) against
+two, as FlashAttention-2 counts them."""
+
+
+def attention_flops(op_name: str, args: dict) -> tuple[float, float, str] | None:
+    """(FLOPs, minimum bytes, description) of one fused-attention op from its input shapes:
+    2·B·H·Lq·Lk·(D + Dv) forward (QKᵀ and PV; 4·B·H·Lq·Lk·D when Dv = D), halved when causal,
+    times 2.5 for backward. None when ``op_name`` is not one or its shapes were not recorded."""
+    spec = ATTENTION_OPS.get(op_name.split("::")[-1])
+    dims = args.get("Input Dims") or []
+    if spec is None or not isinstance(dims, list):
+        return None
+    qi, layout, ci, backward = spec
+    try:
+        q, k, v = (dims[qi + j] for j in range(3))
+        if not all(isinstance(x, list) and len(x) >= 3 and all(isinstance(n, int) for n in x) for x in (q, k, v)):
+            return None
+        lk = k[1] if layout == "BLHD" else k[-2]
+        d, dv = q[-1], v[-1]
+        rows = prod(q[:-1])  # B·H·Lq (B·Lq·H in the BLHD layout: the same product)
+    except (IndexError, TypeError):
+        return None
+    concrete = args.get("Concrete Inputs") or []
+    causal = ci < len(concrete) and str(concrete[ci]) in ("True", "1", "2")
+    flops = 2.0 * rows * lk * (d + dv) * (0.5 if causal else 1.0) * (ATTN_BACKWARD_FACTOR if backward else 1.0)
+    e = _elem(args.get("Input type") or [], qi)
+    io = prod(q) + prod(k) + prod(v) + rows * dv  # q, k, v read; out written
+    what = ("attention backward" if backward else "attention") + (", causal" if causal else "") + \
+        " (FLOPs 4·B·H·Lq·Lk·D" + (" × 2.5" if backward else "") + (" ÷ 2" if causal else "") + ")"
+    return flops, float(io * e * (2 if backward else 1)), what
+
+
 def estimate(op_name: str, args: dict, seconds: float) -> Roofline | None:
     """Roofline facts for one kernel launched by ``op_name`` whose args are ``args``."""
     dims = args.get("Input Dims") or []
@@ -58,6 +113,9 @@ def estimate(op_name: str, args: dict, seconds: float) -> Roofline | None:
         return None
     shapes = [d if isinstance(d, list) and all(isinstance(x, int) for x in d) else [] for d in dims]
     base = op_name.split("::")[-1]
+    attn = attention_flops(op_name, args)
+    if attn is not None:
+        return Roofline(attn[0], attn[1], seconds, attn[2])
     try:
         if base in ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_scaled_mm"):
             if base in ("addmm", "baddbmm"):

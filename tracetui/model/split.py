@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 import time
 from itertools import pairwise
-from typing import Callable, Union
+from typing import Callable
 
 import msgspec
 
 from . import forked
 from .events import EventStore, build_store, concat_stores
-from .load import LENIENT_NOTE, Document, Event, LenientEvent, first_byte
+from .load import (LENIENT_NOTE, Document, Event, LenientEvent, LenientTextTimesEvent, RawTimes, TextTimesEvent,
+                   first_byte, text_times)
 
 MIN_BYTES = 16 << 20
 """Below this the fork costs more than it saves (measured ~60 ms on 61 MB, when a full envelope pass preceded it)."""
@@ -26,16 +27,17 @@ MIN_BYTES = 16 << 20
 class _Envelope(msgspec.Struct):
     """The document with traceEvents left undecoded: validates the whole file and locates the array."""
     traceEvents: msgspec.Raw
-    deviceProperties: Union[list, None] = None
-    distributedInfo: Union[dict, None] = None
-    tracetui: Union[dict, None] = None
-    schemaVersion: Union[int, str, None] = None
-    baseTimeNanoseconds: Union[int, float, None] = None
+    deviceProperties: object = None  # as load.Document: any value, load.clean_meta sorts it out
+    distributedInfo: object = None
+    tracetui: object = None
+    schemaVersion: object = None
+    baseTimeNanoseconds: object = None
 
 
 _envelope = msgspec.json.Decoder(_Envelope)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _lists = (msgspec.json.Decoder(list[Event]), msgspec.json.Decoder(list[LenientEvent]))
+_times = msgspec.json.Decoder(list[RawTimes], float_hook=str)  # as load.raw_times
 _SEP = re.compile(rb"\}\s*,")
 TIMES: dict = {}
 """Stage times of the last split load, both processes, and the helper's private memory (for benchmarks)."""
@@ -56,12 +58,18 @@ def enabled(data: bytes, min_bytes: int | None = None) -> bool:
     return len(data) >= (MIN_BYTES if min_bytes is None else min_bytes) and forked.available()
 
 
-def _decode_list(buf) -> tuple[list, bool]:
-    """A JSON array of events: strict schema first, then the lenient one (like load._decode_fast)."""
+_text_lists = (msgspec.json.Decoder(list[TextTimesEvent], float_hook=str),
+               msgspec.json.Decoder(list[LenientTextTimesEvent], float_hook=str))
+
+
+def _decode_list(buf, text: bool = False) -> tuple[list, bool]:
+    """A JSON array of events: strict schema first, then the lenient one (like load._decode_fast);
+    with ``text``, fractional times stay text (load.text_times)."""
+    lists = _text_lists if text else _lists
     try:
-        return _lists[0].decode(buf), False
+        return lists[0].decode(buf), False
     except msgspec.ValidationError:
-        return _lists[1].decode(buf), True
+        return lists[1].decode(buf), True
 
 
 def _split_point(arr: memoryview, tries: int = 64, at: float = 0.5, pos: int | None = None,
@@ -84,7 +92,7 @@ def _split_point(arr: memoryview, tries: int = 64, at: float = 0.5, pos: int | N
             evs = _lists[1].decode(b"[" + bytes(arr[c + 1:nxt]) + b"]")
             if evs and evs[0].ph:
                 return c
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             pass
         pos = c + 1
     return None
@@ -155,11 +163,14 @@ def decode_index(data: bytes, min_bytes: int | None = None,
     stop the load: the helper is then killed)."""
     if not enabled(data, min_bytes) or first_byte(data) != b"{":
         return None
-    found = _quick_envelope(data)
-    got = _decode_halves(data, *found, progress) if found else None
-    if got is None:
-        found = _full_envelope(data)
+    try:
+        found = _quick_envelope(data)
         got = _decode_halves(data, *found, progress) if found else None
+        if got is None:
+            found = _full_envelope(data)
+            got = _decode_halves(data, *found, progress) if found else None
+    except RecursionError:  # nested too deep: the one-process path says so
+        return None
     return got
 
 
@@ -197,18 +208,20 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
     copy-on-write pages), else the piece is copied out.
     """
     in_place = base is not None and isinstance(data, bytearray)
+    text = text_times(data)
+    events_of = lambda buf: _decode_list(buf, text)  # noqa: E731
 
-    def piece(x: int, y: int) -> tuple[list, bool]:
+    def piece(x: int, y: int, decode: Callable = events_of):
         if in_place:
             ox, oy = data[base + x], data[base + y]
             data[base + x], data[base + y] = 0x5B, 0x5D  # "[" and "]"
             try:
-                return _decode_list(arr[x:y + 1])
+                return decode(arr[x:y + 1])
             finally:  # the buffer is the lazy args pass's source: it must be the file again
                 data[base + x], data[base + y] = ox, oy
         buf = bytearray(arr[x:y + 1])
         buf[0], buf[-1] = 0x5B, 0x5D
-        return _decode_list(buf)
+        return decode(buf)
 
     def part(lo: int, hi: int, child: bool, progress=None) -> tuple[EventStore, int, bool, dict]:
         stores, offsets, n, lenient = [], [], 0, False
@@ -219,7 +232,7 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
             t0 = time.perf_counter()
             events, lax = piece(x, y)
             t1 = time.perf_counter()
-            stores.append(build_store(events))
+            stores.append(build_store(events, raw_times=lambda: piece(x, y, _times.decode)))
             t_dec, t_idx = t_dec + t1 - t0, t_idx + time.perf_counter() - t1
             offsets.append(n)
             n += len(events)
@@ -293,7 +306,7 @@ class Early:
     def finish(self, progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
         try:
             mine = self.first(progress)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             self.cancel()
             return None
         got = self.pending.result()
@@ -318,7 +331,10 @@ def start(data: bytes | bytearray, path=None, report=None, head_bytes: int = EAR
     unavailable."""
     if not enabled(data) or first_byte(data) != b"{":
         return None
-    found = _quick_envelope(data)
+    try:
+        found = _quick_envelope(data)
+    except RecursionError:
+        return None
     if found is None:
         return None
     env, arr, base = found

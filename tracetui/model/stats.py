@@ -176,19 +176,3 @@ def aggregate(tree: Tree, r: Rollups, kinds: frozenset) -> list[Agg]:
             for i in range(m)]
     rows.sort(key=lambda a: (-a.device_total_us, -a.cpu_total_us, a.name))
     return rows
-
-
-def busy_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of intervals (GPU busy time, overlapping streams counted once)."""
-    if not starts.size:
-        return 0
-    o = np.argsort(starts)
-    s, e = starts[o], ends[o]
-    run_end = np.maximum.accumulate(e)
-    new = np.ones(s.size, dtype=bool)
-    new[1:] = s[1:] > run_end[:-1]
-    grp = np.cumsum(new) - 1
-    g_start = s[new]
-    g_end = np.zeros(g_start.size, dtype=np.int64)
-    np.maximum.at(g_end, grp, e)
-    return int((g_end - g_start).sum())

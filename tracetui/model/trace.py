@@ -16,13 +16,14 @@ import numpy as np
 from .errors import TraceError
 from .heap import large_arrays_on_heap
 from .events import GPU_KINDS, HOST_KINDS, K, KINDS, EventStore, build_store
-from .load import LENIENT_NOTE, LoadReport, decode, read_bytes, resolve_input
+from .load import LENIENT_NOTE, LoadReport, clean_meta, decode, read_bytes, resolve_input
 from . import split as _split
 from .split import decode_index
 from .names import KernelName, decode_kernel
 from .selftime import SelfTimeRule, self_time_rule
 from .stats import Agg, Rollups, aggregate, rollups
 from .steps import StepChoice, choose_steps
+from .taxonomy import classify
 from .tree import Tree, build_tree
 from .windows import StepWindow, Windows
 
@@ -159,15 +160,17 @@ class Trace:
         return np.stack(cols, axis=1) if cols else np.zeros((gpu.size, 0), dtype=np.int64)
 
     def kernel_info(self, i: int) -> KernelName:
+        """What GPU node ``i`` is: class and library from its launching op, then its name (taxonomy.py)."""
         kind = self.kind(i)
         launcher = self.launcher(i)
-        user_triton = bool(launcher is not None and self.name(launcher).startswith("cuLaunchKernel")
-                           and self.launching_op(i) is None)
-        return decode_kernel(self.name(i), kind, user_triton=user_triton)
+        op = self.launching_op(i)
+        user_triton = bool(launcher is not None and self.name(launcher).startswith("cuLaunchKernel") and op is None)
+        return decode_kernel(self.name(i), kind, user_triton=user_triton,
+                             launching_op=self.name(op) if op is not None else None)
 
     def kernel_classes(self, nodes: np.ndarray) -> list[str]:
-        """``kernel_info(n).klass`` of each GPU node in ``nodes``, decoding each (name, kind,
-        launched as a user Triton kernel) once: the timeline colours every kernel of a step
+        """``kernel_info(n).klass`` of each GPU node in ``nodes``, classifying each (name, launching
+        op, kind, launched as a user Triton kernel) once: the timeline colours every kernel of a step
         (100k on a large one), and ``kernel_info`` per node took ~20 µs."""
         t = self.tree
         nodes = np.asarray(nodes, dtype=np.int64)
@@ -177,16 +180,25 @@ class Trace:
         p = np.maximum(par, 0)
         launcher = (par > 0) & np.isin(t.kind[p], [K["runtime"], K["op"], K["annotation"]])
         culaunch = launcher & self._culaunch_names[t.name_id[p]]
-        # launching_op is None: the activity has no External id, or no op lies above it
+        # the launching op: the first op along the ancestors (innermost); None when the activity
+        # has no External id or no op lies above it
         rows = np.searchsorted(self._gpu_nodes, nodes)
         anc = self._gpu_ancestors[rows]
-        has_op = ((anc >= 0) & (t.kind[np.maximum(anc, 0)] == K["op"])).any(axis=1)
-        user = culaunch & ~((self.store.ext[t.ev[nodes]] > 0) & has_op)
-        key = (t.name_id[nodes].astype(np.int64) * 16 + t.kind[nodes]) * 2 + user
+        is_op = (anc >= 0) & (t.kind[np.maximum(anc, 0)] == K["op"])
+        has_op = is_op.any(axis=1) & (self.store.ext[t.ev[nodes]] > 0)
+        op_node = anc[np.arange(len(nodes)), np.argmax(is_op, axis=1)] if anc.shape[1] else np.zeros(len(nodes), np.int64)
+        op_id = np.where(has_op, t.name_id[np.maximum(op_node, 0)], -1).astype(np.int64)
+        user = culaunch & ~has_op
+        n_names = len(t.names) + 1
+        key = ((t.name_id[nodes].astype(np.int64) * n_names + op_id + 1) * 16 + t.kind[nodes]) * 2 + user
         uniq, inv = np.unique(key, return_inverse=True)
         names = self.tree.names
-        cls = [decode_kernel(names[k // 32], KINDS[(k // 2) % 16], user_triton=bool(k % 2)).klass
-               for k in uniq.tolist()]
+        cls = []
+        for k in uniq.tolist():
+            rest, u = divmod(k, 2)
+            rest, kd = divmod(rest, 16)
+            nid, oid = divmod(rest, n_names)
+            cls.append(classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[0])
         return [cls[i] for i in inv.ravel().tolist()]
 
     @cached_property
@@ -353,6 +365,21 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | _G
             gc.enable()
 
 
+def _why_empty(store: EventStore) -> str:
+    """Why a trace gave no events, naming what was left out (categories, unreadable events)."""
+    left = [f"{c:,} {k}" for k, c in sorted(store.skipped.items(), key=lambda kv: -kv[1])]
+    bad = sum(store.unreadable.values())
+    if bad:
+        fields = ", ".join(sorted(store.unreadable))
+        return f"not a PyTorch profiler trace: {bad:,} event(s) with a field of the wrong type ({fields})"
+    if store.times_out_of_range:
+        left.insert(0, f"{store.times_out_of_range:,} with ts/dur out of range")
+    if not left:
+        return "trace holds no events"
+    more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+    return f"trace holds no events tracetui uses (skipped: {', '.join(left[:5])}{more})"
+
+
 def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | None",
           steps: str | None = None, torch_version: str | None = None) -> Trace:
     say = progress or (lambda stage, frac: None)
@@ -385,11 +412,10 @@ def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | 
         say("indexing", 0.55)
         store = build_store(doc.traceEvents, source=data)
     if not len(store) and not store.flows:
-        raise TraceError(path, "trace holds no events")
+        raise TraceError(path, _why_empty(store))
     if report.truncated_bytes and doc.deviceProperties and not np.isin(store.kind, list(GPU_KINDS)).any():
         report.repairs.append(LOST_GPU_NOTE)
-    meta = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
-            "tracetui": doc.tracetui, "schemaVersion": doc.schemaVersion}
+    meta = clean_meta(doc)
     del doc
     try:
         choice = choose_steps(store, steps)

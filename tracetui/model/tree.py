@@ -21,7 +21,10 @@ DIAGNOSTICS = {
     "linked_by_external_id": "GPU activity linked to its op by External id, no runtime call matched",
     "flows_without_end": "flow arrows (ac2g, fwdbwd) with only one end in the file",
     "events_missing_fields": "events without ts (left out) or dur (kept, with dur 0)",
-    "args_wrong_types": "link ids of an unexpected type, read leniently",
+    "args_wrong_types": "link ids of an unexpected type or beyond 64 bits, read leniently (as no link)",
+    "events_unreadable": "events left out: a field of the wrong type (e.g. pid as a float, ts as text), by field",
+    "times_out_of_range": "events left out: ts or dur beyond +-292 years in ns (e.g. 1e308), or not finite",
+    "negative_durations": "events with a negative dur, shown with dur 0",
     "skipped_categories": "events of categories the hierarchy does not use, by category",
     "steps_spanned_by_events": "frames that span a step boundary, shown beside the steps",
 }
@@ -184,7 +187,9 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     cparent_e = np.full(n_ev, -1, dtype=np.int64)
     diag = {"partial_overlaps": 0, "launches_without_gpu": 0, "gpu_without_launch": 0,
             "linked_by_external_id": 0, "flows_without_end": 0, "events_missing_fields": store.missing_fields,
-            "args_wrong_types": store.wrong_types, "skipped_categories": dict(store.skipped),
+            "args_wrong_types": store.wrong_types, "events_unreadable": dict(store.unreadable),
+            "times_out_of_range": store.times_out_of_range, "negative_durations": store.negative_durations,
+            "skipped_categories": dict(store.skipped),
             "steps_spanned_by_events": 0}
 
     # --- host nesting, one stack per thread, in (track, ts, -dur, kind, index) order

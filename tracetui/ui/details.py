@@ -177,6 +177,10 @@ def _kernel_section(tr: Trace, node: int, args: dict, t: Text) -> None:
     t.append("\nkernel\n", style="bold")
     _line(t, "library", info.library)
     _line(t, "class", info.klass)
+    if info.reason:  # the taxonomy rule that gave the class (tracetui/model/taxonomy.py)
+        _line(t, "why", info.reason)
+    if info.variant:
+        _line(t, "Inductor kind", info.variant)
     for label, v in (("tile", info.tile), ("layout", info.layout), ("dtype", info.dtype), ("arch", info.arch)):
         if v:
             _line(t, label, v)

@@ -1,6 +1,7 @@
 """Profile a workload with torch.profiler and write a gzipped Kineto trace with its provenance."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import gzip
 import json
@@ -27,7 +28,16 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def provenance(w: Workload, impl: str, device: str, dtype: torch.dtype, with_stack: bool) -> dict:
+STEP_MARKERS = ("profiler", "record_function")
+"""How steps are marked: ``profiler`` = a schedule and ``prof.step()`` (``ProfilerStep#N``);
+``record_function`` = no schedule, no ``ProfilerStep`` at all, each step inside
+``record_function(f"train_step_{i}")`` (``infer_step_{i}`` for inference rungs), as many
+training loops mark their steps."""
+
+
+def provenance(w: Workload, impl: str, device: str, dtype: torch.dtype, with_stack: bool,
+               mode: str | None = None, step_marker: str = "profiler", memory: bool = False,
+               backward_thread: bool = False) -> dict:
     try:
         import triton
         triton_version = triton.__version__
@@ -38,6 +48,8 @@ def provenance(w: Workload, impl: str, device: str, dtype: torch.dtype, with_sta
         "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
         "device_type": device, "torch": torch.__version__, "triton": triton_version,
         "cuda": torch.version.cuda if device == "cuda" else None, "with_stack": with_stack,
+        "train": w.train, "compile_mode": mode if impl == "compile" else None, "step_marker": step_marker,
+        "profile_memory": memory, "backward_thread": backward_thread,
         "python": platform.python_version(), "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["tracetui"] + sys.argv[1:]) if sys.argv else None,
     }
@@ -56,46 +68,83 @@ def key_averages_rows(prof) -> list[dict]:
     return rows
 
 
+def read_key_averages(path: Path) -> tuple[list[dict], str | None]:
+    """(rows, torch version) of a sidecar: ``{"torch": ..., "rows": [...]}``, or a bare list of
+    rows as the first recordings wrote it (version unknown there: it is in the trace's provenance)."""
+    doc = json.loads(Path(path).read_text())
+    if isinstance(doc, list):
+        return doc, None
+    return doc["rows"], doc.get("torch")
+
+
 def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: torch.dtype | None = None,
            with_stack: bool = False, warmup_iters: int = 3, active: int = 3,
-           save_key_averages: bool = True) -> Path:
-    """Run ``w`` as ``impl`` under the profiler (wait 1, warmup 1, ``active`` steps) and write ``out``."""
+           save_key_averages: bool = True, mode: str | None = None, step_marker: str = "profiler",
+           memory: bool = False, backward_thread: bool = False) -> Path:
+    """Run ``w`` as ``impl`` under the profiler and write ``out``.
+
+    ``step_marker="profiler"``: schedule wait 1, warmup 1, ``active`` steps, ``ProfilerStep#N``.
+    ``"record_function"``: ``active`` steps, each in ``record_function("train_step_<i>")``.
+    ``mode``: torch.compile's mode; ``memory``: ``profile_memory=True``; ``backward_thread``: run
+    backward on a torch thread (CPU only: CUDA autograd already has its own thread).
+    """
     if impl not in w.impls:
         raise ValueError(f"workload {w.name!r} has no impl {impl!r} (choose from {', '.join(w.impls)})")
+    if step_marker not in STEP_MARKERS:
+        raise ValueError(f"step marker {step_marker!r} is not one of {', '.join(STEP_MARKERS)}")
+    if mode is not None and impl != "compile":
+        raise ValueError(f"a compile mode needs --impl compile (got {impl!r})")
     device = device or default_device()
     if impl in ("triton", "fused") and device != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError(f"impl {impl!r} needs a CUDA device (or TRITON_INTERPRET=1 for the CPU interpreter)")
+    if backward_thread and not w.train:
+        raise ValueError(f"workload {w.name!r} runs no backward (only transformer trains)")
+    if backward_thread and device == "cuda":
+        raise ValueError("backward on its own thread is for the CPU: on CUDA autograd's thread already runs it")
     dtype = dtype or (torch.bfloat16 if device == "cuda" else torch.float32)
     torch.manual_seed(0)
     if impl == "compile" and device == "cpu":
         # Inductor's C++ kernels are invisible to the profiler unless asked to record themselves
         import torch._inductor.config as inductor_config
         inductor_config.cpp.enable_kernel_profile = True
-    _say(f"[tracetui gen] building {w.name}/{impl} on {device} ({dtype}) sizes={w.sizes}")
-    model, x = w.build(impl, device, dtype)
+    _say(f"[tracetui gen] building {w.name}/{impl}{f' ({mode})' if mode else ''} on {device} ({dtype}) "
+         f"sizes={w.sizes}")
+    step = w.stepper(impl, device, dtype, mode=mode, backward_thread=backward_thread)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    with torch.no_grad():
+    label = (lambda: record_function(w.label)) if w.label else contextlib.nullcontext
+    with (contextlib.nullcontext() if w.train else torch.no_grad()):
         for i in range(warmup_iters):  # compile / autotune / cuBLAS handles outside the recording
             _say(f"[tracetui gen] warm-up {i + 1}/{warmup_iters}" + (" (compiling)" if impl == "compile" and i == 0 else ""))
-            model(x)
+            step()
         sync()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-        sched = schedule(wait=1, warmup=1, active=active, repeat=1)
-        with profile(activities=activities, schedule=sched, record_shapes=True, with_modules=True,
-                     with_stack=with_stack) as prof:
-            for step in range(2 + active):
-                with record_function(w.label):
-                    model(x)
-                sync()
-                prof.step()
-                _say(f"[tracetui gen] step {step + 1}/{2 + active}")
+        options = dict(activities=activities, record_shapes=True, with_modules=True, with_stack=with_stack,
+                       profile_memory=memory)
+        if step_marker == "profiler":
+            with profile(schedule=schedule(wait=1, warmup=1, active=active, repeat=1), **options) as prof:
+                for i in range(2 + active):
+                    with label():
+                        step()
+                    sync()
+                    prof.step()
+                    _say(f"[tracetui gen] step {i + 1}/{2 + active}")
+        else:
+            prefix = "train_step" if w.train else "infer_step"
+            with profile(**options) as prof:
+                for i in range(active):
+                    with record_function(f"{prefix}_{i}"):
+                        with label():
+                            step()
+                        sync()
+                    _say(f"[tracetui gen] step {i + 1}/{active}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(raw))
         trace = json.loads(raw.read_text(encoding="utf-8", errors="replace"))
-    trace[PROVENANCE_KEY] = provenance(w, impl, device, dtype, with_stack)
+    trace[PROVENANCE_KEY] = provenance(w, impl, device, dtype, with_stack, mode, step_marker, memory,
+                                       backward_thread)
     data = json.dumps(trace, separators=(",", ":")).encode()
     if str(out).endswith(".gz"):
         with gzip.open(out, "wb", compresslevel=9) as f:
@@ -104,7 +153,7 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
         out.write_bytes(data)
     if save_key_averages:
         sidecar = key_averages_path(out)
-        sidecar.write_text(json.dumps(key_averages_rows(prof), indent=0))
+        sidecar.write_text(json.dumps({"torch": torch.__version__, "rows": key_averages_rows(prof)}, indent=0))
     return out
 
 

@@ -1,0 +1,282 @@
+"""The kernel taxonomy: one table of rules that names each GPU activity's class and library.
+
+``classify(kernel_name, kind, launching_op, user_triton) -> (klass, library, reason)``.
+
+Classes (``CLASSES``, in display order):
+
+  gemm           matrix products (cuBLAS/cuBLASLt/nvjet, CUTLASS, hipBLASLt/Tensile, CK, Triton matmul)
+  conv           convolutions and the cuDNN/MIOpen helper kernels they launch
+  attention      fused attention (flash, memory-efficient/FMHA, cuDNN SDPA, paged, flex)
+  norm           batch/layer/group/RMS/instance normalisation
+  communication  collectives and peer copies (NCCL, RCCL, symmetric memory)
+  pointwise      elementwise math, copies, casts, fills, cat/index/gather/scatter, optimizer steps
+  reduction      sums, means, max, softmax, pooling, scans
+  triton         Triton kernels the table cannot place: a user's @triton.jit kernel (its name
+                 is its author's free choice) and old Inductor names (``triton__0d1d2d``) that
+                 say nothing of their work
+  memcpy         copy-engine transfers (``gpu_memcpy``)
+  memset         ``gpu_memset``
+  other          everything no rule names (sort, embedding lookups, RNG setup, sleep kernels ...)
+
+Inductor's Triton kernels are classed by the work their name states (``triton_poi_`` pointwise,
+``triton_red_``/``triton_per_`` reduction, ``triton_tem_`` GEMM template), with library
+"Triton (Inductor)": a class says what the GPU does, the library who wrote the kernel, so eager
+and compiled runs compare class by class (an eager gelu and its fused Triton twin are both
+pointwise).
+
+Precedence: the table is read top to bottom and the first rule that matches decides the class:
+
+  1. the activity kind: memcpy and memset activities are what they are;
+  2. names that say what they are whichever op launched them: NCCL/RCCL and other collective
+     kernels; ATen copy/fill/cat kernels (a bias copied into the output inside ``aten::addmm``
+     is a copy, not a GEMM); Inductor's generated names;
+  3. the launching op, the innermost op above the runtime call (conv, attention, norm, GEMM and
+     collective ops), so a cuDNN helper kernel or an FFT inside ``aten::cudnn_convolution`` is
+     conv, and an elementwise kernel directly under ``aten::native_group_norm`` is norm;
+  4. kernel-name families, specific before general (attention before CUTLASS, conv before GEMM,
+     fbgemm's GEMMs before the rest of fbgemm);
+  5. a kernel launched outside any op through ``cuLaunchKernel`` is a user Triton kernel;
+  6. bare keywords (``gemm``, ``conv``, ``softmax`` ...) in names nothing above placed;
+  7. ``other``.
+
+The library is the deciding rule's when it names one; otherwise the first rule below it, in
+table order, that matches the name and names a library (``aten::mm`` decides gemm, the
+``Cijk_`` rule says hipBLASLt); else "other".
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row: where the pattern looks (``kind``, ``name``, ``op`` or ``user``), the regex
+    (``re.search``; on names, case-insensitive), the class and library it gives (library None:
+    found from the name), and why."""
+    on: str
+    pattern: str
+    klass: str
+    library: str | None
+    reason: str
+
+
+CLASSES = ("gemm", "conv", "attention", "norm", "communication", "pointwise", "reduction", "triton",
+           "memcpy", "memset", "other")
+"""Every class a rule gives, in display order (summary, timeline legend)."""
+
+_V = r"^(?:void )?"            # a C++ kernel name may start with its return type
+_A = _V + r"at::native::(?:\(anonymous namespace\)::)?"   # an ATen native kernel's head
+_CONV_OPS = (r"^aten::(?:_?convolution|conv\d+d|conv_transpose\d+d|_convolution_mode|cudnn_convolution|"
+             r"miopen_(?:depthwise_)?convolution|mkldnn_convolution|_?slow_conv|thnn_conv|_conv_depthwise|"
+             r"conv_depthwise)\w*$|^(?:Cudnn|Miopen|Mkldnn)?Convolution\w*Backward\d*$")
+_ATTN_OPS = (r"^aten::(?:scaled_dot_product_attention|_scaled_dot_product_(?:flash|efficient|cudnn|fused)_attention"
+             r"|_flash_attention_|_efficient_attention_|_cudnn_attention_|_scaled_dot_product_attention_math)\w*$"
+             r"|^ScaledDotProduct\w*AttentionBackward\d*$")
+_NORM_OPS = (r"^aten::(?:native_|cudnn_|miopen_|_native_|_fused_)?(?:layer|batch|group|rms|instance)_norm\w*$"
+             r"|^aten::(?:_batch_norm_impl_index|_batch_norm_with_update|batch_norm_(?:stats|elemt|gather_stats"
+             r"|update_stats|backward_reduce|backward_elemt))\w*$"
+             r"|^(?:NativeLayerNorm|NativeBatchNorm|NativeGroupNorm|CudnnBatchNorm|MiopenBatchNorm|FusedRmsNorm"
+             r"|BatchNormWithUpdate)Backward\d*$")
+_GEMM_OPS = (r"^aten::(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_scaled_mm|_scaled_grouped_mm|_grouped_mm"
+             r"|addmv|mv|dot|_int_mm|_addmm_activation|_weight_int[48]pack_mm\w*|_mixed_dtypes_linear)$")
+
+TABLE: tuple[Rule, ...] = (
+    # -- 1. the activity kind -------------------------------------------------------------------
+    Rule("kind", r"^memcpy$", "memcpy", "CUDA runtime", "a copy-engine transfer (gpu_memcpy), whatever op asked for it"),
+    Rule("kind", r"^memset$", "memset", "CUDA runtime", "a memset activity (gpu_memset), e.g. cuBLAS zeroing its workspace"),
+
+    # -- 2. names that say what they are, whichever op launched them ----------------------------
+    Rule("name", _V + r"(?:nccl|rccl)", "communication", "NCCL/RCCL",
+         "an NCCL kernel (ncclKernel_*, ncclDevKernel_*; RCCL keeps the names on ROCm)"),
+    Rule("name", r"(?:multimem|one_shot|two_shot)_all_reduce|multimem_(?:all_gather|reduce_scatter)|symm_mem",
+         "communication", "symmetric memory (torch)", "a torch symmetric-memory collective (multimem / one-shot / two-shot)"),
+    Rule("name", r"nvshmem|cross_device_reduce|custom_all_reduce|deep_ep::|mscclpp", "communication", None,
+         "an NVSHMEM, vLLM custom all-reduce, DeepEP or MSCCL++ collective"),
+    Rule("name", _A + r"(?:vectorized_|unrolled_)?elementwise_kernel\w*<.*(?:direct_copy_kernel|copy_kernel|FillFunctor)",
+         "pointwise", "ATen native", "an ATen copy/cast/fill kernel: inside aten::addmm it copies the bias into the "
+         "output, so the GEMM op above must not make it a GEMM"),
+    Rule("name", _A + r"CatArrayBatchedCopy", "pointwise", "ATen native", "aten::cat's batched copy"),
+    Rule("name", r"^triton_tem_\w*(?:flex_attention|flex_decoding|scaled_dot_product|attention)", "attention",
+         "Triton (Inductor)", "an Inductor attention template (flex attention): named by Inductor"),
+    Rule("name", r"^triton_tem_\w*convolution", "conv", "Triton (Inductor)", "an Inductor convolution template"),
+    Rule("name", r"^(?:graph_\d+_)?triton_(?:tem|mm|bmm)_", "gemm", "Triton (Inductor)",
+         "an Inductor matmul template (mm/addmm/bmm autotuned in Triton)"),
+    Rule("name", r"^(?:graph_\d+_)?triton_(?:poi|red|per)_fused_\w*(?:layer_norm|batch_norm|group_norm|rms_norm"
+         r"|_native_batch_norm_legit|instance_norm)", "norm", "Triton (Inductor)",
+         "an Inductor kernel whose fused ops include a normalisation: the norm is the kernel's work"),
+    Rule("name", r"^(?:graph_\d+_)?triton_(?:poi|for)_", "pointwise", "Triton (Inductor)",
+         "an Inductor pointwise (poi) or foreach (for) kernel"),
+    Rule("name", r"^(?:graph_\d+_)?triton_(?:red|per|spl)_", "reduction", "Triton (Inductor)",
+         "an Inductor reduction (red), persistent reduction (per) or split scan (spl) kernel"),
+    Rule("name", r"^triton__\d", "triton", "Triton (Inductor)",
+         "an old (torch 2.0/2.1) Inductor name: triton__0d1d2d... lists argument alignment, not the work"),
+    Rule("name", r"^(?:graph_\d+_)?cpp_fused_", "other", "Inductor (C++)", "an Inductor C++ kernel (CPU)"),
+
+    # -- 3. the launching op (innermost op above the runtime call) ------------------------------
+    Rule("op", r"^aten::cudnn_convolution", "conv", "cuDNN", "launched by a cuDNN convolution op: all its kernels are cuDNN's"),
+    Rule("op", r"^aten::miopen_(?:depthwise_)?convolution", "conv", "MIOpen", "launched by a MIOpen convolution op"),
+    Rule("op", _CONV_OPS, "conv", None, "launched by a convolution op (forward or backward): its helper kernels "
+         "(layout transforms, FFTs, split-K reductions) are the convolution's cost"),
+    Rule("op", _ATTN_OPS, "attention", None, "launched by an SDPA / flash / efficient / cuDNN attention op"),
+    Rule("op", _NORM_OPS, "norm", None, "launched by a batch/layer/group/RMS/instance norm op"),
+    Rule("op", _GEMM_OPS, "gemm", None, "launched by a matmul op (mm/addmm/bmm/linear/_scaled_mm/_grouped_mm ...)"),
+    Rule("op", r"^(?:record_param_comms|c10d::|c10d_functional::|_c10d_functional::|nccl:|symm_mem::)",
+         "communication", None, "launched by a collective (record_param_comms, c10d, nccl:*)"),
+
+    # -- 4. kernel-name families ----------------------------------------------------------------
+    # attention first: FlashAttention-3 and xformers/PyTorch FMHA names also contain "cutlass"
+    Rule("name", r"cudnn_generated_fort_native_sdpa|_sdpa_|^sdpa", "attention", "cuDNN",
+         "cuDNN's fused SDPA (cudnn_generated_fort_native_sdpa_*_fprop/_bprop), not a convolution"),
+    Rule("name", r"cudnn::fusion::(?:compute_dot_do_o|convert_dq)", "attention", "cuDNN",
+         "cuDNN SDPA backward's helpers (dO·O row sums, dQ conversion)"),
+    Rule("name", r"flash_fwd|flash_bwd|flash::|FlashAttn|flash_attn", "attention",
+         "FlashAttention", "FlashAttention (flash_fwd/flash_bwd kernels, FA3 flash::FlashAttn*)"),
+    Rule("name", r"_attn_fwd|_attn_bwd|attn_fwd_kernel", "attention", "Triton",
+         "a Triton fused attention (the Triton tutorial's _attn_fwd / _attn_bwd)"),
+    Rule("name", r"(?i)fmha|AttentionKernel|mha_fwd|mha_bwd|fused_attn", "attention", "FMHA (mem-efficient)",
+         "a fused multi-head attention kernel (PyTorch mem-efficient fmha_cutlassF/B, xformers, CK ck_tile Fmha)"),
+    Rule("name", r"(?i)paged_?attention|BatchPrefill|BatchDecode|SinglePrefill|SingleDecode|flashinfer", "attention",
+         "paged attention (vLLM / FlashInfer)", "paged / batched decode attention (vLLM paged_attention_v1/v2, FlashInfer)"),
+    # norms before generic cuDNN/MIOpen: cudnn::bn_* is batch norm, not conv
+    Rule("name", r"MIOpen(?:BatchNorm|LayerNorm|GroupNorm)", "norm", "MIOpen", "MIOpen batch/layer/group norm"),
+    Rule("name", r"cudnn::bn_|bn_fw_|bn_bw_|(?i:batchnorm)", "norm", "cuDNN", "cuDNN batch norm (cudnn::bn_fw_tr_*, bn_bw_*, batchnorm_*)"),
+    Rule("name", r"LayerNorm|layer_norm|RowwiseMoments|GammaBetaBackward|batch_norm|GroupNorm|group_norm|"
+         r"Compute\w*FusedParams|ComputeInternalGradients|rms_norm|RMSNorm|RmsNorm|"
+         r"instance_norm|cuApplyLayerNorm|cuApplyRMSNorm|cuComputeGradInput|cuComputePartGradGammaBeta|"
+         r"cuComputeGradGammaBeta|ln_fwd|ln_bwd|rmsnorm", "norm", None,
+         "a normalisation kernel (ATen layer/group/batch/RMS norm, Apex, Transformer Engine, Liger)"),
+    # convolutions before GEMMs: implicit-GEMM convolutions have "gemm" in their names
+    Rule("name", r"cutlass_\w*cudnn|cask_cudnn|scudnn|cudnn_infer|cudnn_train|cudnn::(?:cnn|ops|engines_precompiled|winograd\w*|detail|gemm)::|"
+         r"_cudnn(?:_infer|_train)?$|wgrad_alg\d|dgrad_alg\d|dgrad2d|dgrad_engine|wgrad_engine|"
+         r"implicit_convolve|explicit_convolve|" + _V + r"fft2d_(?:r2c|c2r)|flip_filter",
+         "conv", "cuDNN", "a cuDNN convolution engine or its helper (cask offsets, layout transform, winograd, FFT)"),
+    Rule("name", r"xmma_(?:fprop|dgrad|wgrad)|implicit_gemm|ImplicitGemmConvolution|(?i:fprop_)", "conv", "cuDNN",
+         "an implicit-GEMM convolution (sm80_xmma_fprop/dgrad/wgrad_implicit_gemm): a conv, though it says gemm"),
+    Rule("name", r"^(?:void )?igemm_|naive_conv|MIOpenConv|miopenSp3AsmConv|gridwise_convolution|MIOpenCvD|"
+         r"transpose_NCHW2CNHW|transpose_CNHW2NCHW", "conv", "MIOpen", "a MIOpen convolution (igemm_fwd/bwd/wrw, asm conv)"),
+    Rule("name", r"grouped_conv|GroupedConv|conv_fwd|conv_bwd", "conv", "CK (Composable Kernel)",
+         "a Composable Kernel convolution (ck::kernel_grouped_conv_fwd/bwd)"),
+    Rule("name", r"conv_depthwise|depthwise_conv|im2col|col2im|vol2col|col2vol|slow_conv", "conv", "ATen native",
+         "ATen's own convolution (depthwise, im2col+GEMM)"),
+    # GEMMs
+    Rule("name", r"^nvjet", "gemm", "cuBLAS (nvjet, cuBLASLt)", "cuBLASLt's nvjet GEMMs (Hopper and later)"),
+    Rule("name", _V + r"fbgemm_gpu::\w*(?:gemm|f8f8bf16|bf16bf16bf16|f8i4bf16|bf16i4bf16|i8i8bf16|f4f4bf16)",
+         "gemm", "FBGEMM", "an FBGEMM GEMM (f8f8bf16 rowwise, grouped gemm)"),
+    # FBGEMM's other kernels: its name contains "gemm", its work is not
+    Rule("name", _V + r"fbgemm_gpu::[\w:() ]*qparam", "reduction", "FBGEMM", "FBGEMM's row-wise max for FP8 scales"),
+    Rule("name", _V + r"fbgemm_gpu::[\w:() ]*(?:quantize|FP8|fp8|hfp8)", "pointwise", "FBGEMM",
+         "FBGEMM (de)quantization: elementwise with a per-row scale"),
+    Rule("name", _V + r"fbgemm_gpu::|split_embedding_|bounds_check_indices|permute_pooled_embs|recat_copy_async|"
+         r"linearize_index|batch_index_select", "other", "FBGEMM",
+         "FBGEMM sparse / table-batched embedding kernels: gathers, permutes, bucketing; no GEMM despite the name"),
+    Rule("name", r"(?i)cutlass", "gemm", "CUTLASS", "a CUTLASS kernel (cutlass_80_tensorop_*gemm, cutlass3x_sm90_*)"),
+    Rule("name", _V + r"Cijk_|^(?:void )?Custom_Cijk_|rocblas_\w*gem[mv]|hipblaslt", "gemm", "hipBLASLt / Tensile",
+         "an AMD hipBLASLt/Tensile GEMM (Cijk_Ailk_Bljk_...: C[i,j] += A[i,l] B[l,j])"),
+    Rule("name", r"ck::kernel_gemm|ck_tile::\w*Gemm|DeviceGemm|gemm_xdl|GemmXdl", "gemm", "CK (Composable Kernel)",
+         "a Composable Kernel GEMM"),
+    Rule("name", r"^bmm_", "gemm", "TensorRT-LLM (batched GEMM)",
+         "a trtllm-gen batched GEMM (bmm_E4m3_..., MoE experts in FlashInfer / TensorRT-LLM)"),
+    Rule("name", r"deep_gemm", "gemm", "DeepGEMM", "a DeepGEMM FP8 GEMM"),
+    Rule("name", r"magma_\w*gemm", "gemm", "MAGMA", "a MAGMA GEMM (torch.linalg)"),
+    Rule("name", r"xmma_gemm|[sdhczi]\d*gemm|gcgemm|gemv|gemmk1|gemmSN|splitKreduce|cublas|scal_kernel|"
+         r"epilogue::impl::globalKernel", "gemm", "cuBLAS",
+         "a cuBLAS GEMM/GEMV or its split-K reduction, scaling or epilogue kernel (ampere_sgemm_*, gemv2T, ...)"),
+    Rule("name", r"(?i)matmul|grouped_mm|fused_moe_kernel|_mm_kernel", "gemm", "Triton",
+         "a Triton matmul (matmul_kernel, fused_moe_kernel, block-scaled FP8 matmul)"),
+    # PyTorch native kernels
+    Rule("name", r"softmax_warp_|cunn_SoftMax|SoftMax\w*Forward|SoftMax\w*Backward", "reduction",
+         "ATen native", "softmax: a row-wise max and sum"),
+    Rule("name", _A + r"reduce_kernel|ReduceOp<", "reduction", "ATen native", "ATen's TensorIterator reduction (sum, mean, max, var, norm)"),
+    Rule("name", r"max_pool|avg_pool|adaptive_average_pool|adaptive_max_pool|AvgPool|MaxPool", "reduction", "ATen native",
+         "pooling: a reduction over each window"),
+    Rule("name", r"nll_loss_forward", "reduction", "ATen native", "NLL loss forward: a sum over the batch"),
+    Rule("name", r"cub::(?:\w+::)*Device(?:Scan|Reduce|SegmentedReduce)|tensor_kernel_scan|cumsum|cumprod", "reduction",
+         "CUB", "a CUB scan or reduction (cumsum, ...)"),
+    Rule("name", r"cub::(?:\w+::)*Device(?:RadixSort|Compact|Select|SegmentedSort|MergeSort)|radix_sort", "other",
+         "CUB", "a CUB sort or compaction: neither elementwise nor a reduction"),
+    Rule("name", _A + r"multi_tensor_apply_kernel", "pointwise", "ATen native",
+         "a foreach / fused optimizer step: elementwise over many tensors"),
+    Rule("name", _V + r"multi_tensor_apply_kernel", "pointwise", "Apex (multi_tensor_apply)",
+         "Apex/DeepSpeed's multi-tensor optimizer step (AdamFunctor ...): elementwise over many tensors"),
+    Rule("name", _A + r"(?:vectorized_|unrolled_)?elementwise_kernel|elementwise_kernel_with_index|"
+         r"distribution_elementwise|fused_dropout|index_elementwise_kernel|indexSelect|indexFunc|indexAdd|"
+         r"scatter_gather_elementwise|_scatter_gather|gatherKernel|masked_scatter|kernelPointwise|"
+         r"where_kernel|index_put|gather_kernel|triu_tril|nll_loss_backward", "pointwise", "ATen native",
+         "an ATen elementwise / index / gather / scatter kernel (one output element from a few inputs)"),
+    Rule("name", _V + r"(?:at::|at_cuda_detail::|\(anonymous namespace\)::)", "other", "ATen native",
+         "an ATen kernel no rule above places (searchsorted, spin_kernel, ...)"),
+
+    # -- 5. launched outside any op through cuLaunchKernel -----------------------------------------
+    Rule("user", r"", "triton", "Triton (user kernel)",
+         "launched through cuLaunchKernel outside any op: a user @triton.jit kernel, classed by no guess at its name"),
+
+    # -- 6. bare keywords -----------------------------------------------------------------------
+    Rule("name", r"(?i)gemm|gemv", "gemm", None, "the name says GEMM"),
+    Rule("name", r"(?i)convolution|conv[123]d|dgrad|wgrad", "conv", None, "the name says convolution"),
+    Rule("name", r"(?i)attention|_attn", "attention", None, "the name says attention"),
+    Rule("name", r"(?i)all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv", "communication", None,
+         "the name says collective"),
+    Rule("name", r"(?i)reduce|reduction|argmax|argmin|cumsum|softmax", "reduction", None, "the name says reduction"),
+    Rule("name", r"(?i)elementwise|pointwise|copy|fill|cast|relu|gelu|silu|sigmoid|dropout", "pointwise", None,
+         "the name says elementwise"),
+)
+"""The taxonomy, in precedence order (module docstring): the first matching rule decides the class."""
+
+OTHER_REASON = "no rule matched: a kernel family the table does not know yet"
+
+def _compile(rule: Rule) -> re.Pattern:
+    """Name rules match case-insensitively, done by lowercasing both sides: re.IGNORECASE on
+    kilobyte-long C++ names made each search ~60x slower."""
+    if rule.on != "name":
+        return re.compile(rule.pattern)
+    return re.compile(rule.pattern.lower().replace("(?i)", "").replace("(?i:", "(?:"))
+
+
+_COMPILED = tuple((r, _compile(r)) for r in TABLE)
+
+
+@lru_cache(maxsize=65536)
+def classify(kernel_name: str, kind: str = "kernel", launching_op: str | None = None,
+             user_triton: bool = False) -> tuple[str, str, str]:
+    """(class, library, reason) of one GPU activity: ``kind`` is kernel/memcpy/memset,
+    ``launching_op`` the innermost op above its runtime call, ``user_triton`` True for a kernel
+    launched by cuLaunchKernel outside any op."""
+    decided = None
+    low = kernel_name.lower()
+    for i, (rule, rx) in enumerate(_COMPILED):
+        if decided is None:
+            if _matches(i, rule, rx, low, kind, launching_op, user_triton):
+                decided = rule
+                if rule.library is not None:
+                    return rule.klass, _lib(rule.library, user_triton), rule.reason
+        elif rule.on == "name" and rule.library is not None and _hit(i, low):
+            return decided.klass, _lib(rule.library, user_triton), decided.reason
+    if decided is None:
+        return "other", "other", OTHER_REASON
+    return decided.klass, "other", decided.reason
+
+
+@lru_cache(maxsize=1 << 18)
+def _hit(i: int, low: str) -> bool:
+    """Whether name rule ``i`` matches the lowercased name ``low``: searched at most once per name,
+    however many ops launch it, and only if the table is read that far."""
+    return bool(_COMPILED[i][1].search(low))
+
+
+def _lib(library: str, user_triton: bool) -> str:
+    """A Triton family's kernel launched by the user (outside any op) is the user's own."""
+    return "Triton (user kernel)" if user_triton and library == "Triton" else library
+
+
+def _matches(i: int, rule: Rule, rx: re.Pattern, name: str, kind: str, op: str | None, user_triton: bool) -> bool:
+    if rule.on == "kind":
+        return bool(rx.search(kind))
+    if kind != "kernel":
+        return False
+    if rule.on == "name":
+        return _hit(i, name)
+    if rule.on == "op":
+        return op is not None and bool(rx.search(op))
+    return user_triton  # "user"
