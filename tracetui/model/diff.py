@@ -8,6 +8,8 @@ the A kernels in the same step), for other kernels from position (the A kernels 
 """
 from __future__ import annotations
 
+import math
+
 import difflib
 import re
 from collections import Counter
@@ -104,21 +106,31 @@ def _scopes(t: Trace) -> list[int]:
 
 
 def _out_bytes(t: Trace, op: int | None) -> float | None:
+    """Bytes of the op's output, estimated from its input shapes; None when they do not say
+    (no shapes, too few for the op, or fields of other types: args are data from the file)."""
     if op is None:
         return None
     args = t.args(op)
-    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not isinstance(dims, list):
+        return None
+    types = types if isinstance(types, list) else []
     from .perf import DTYPE_BYTES
-    shapes = [d for d in dims if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
+    shapes = [d for d in dims if isinstance(d, list) and d and all(type(x) is int and x >= 0 for x in d)]
     if not shapes:
         return None
     elem = DTYPE_BYTES.get(types[0], 2) if types and isinstance(types[0], str) else 2
     name = t.name(op).split("::")[-1]
-    if name in ("mm", "addmm", "matmul", "linear", "bmm"):
-        a, b = (shapes[-2], shapes[-1]) if name == "addmm" else (shapes[0], shapes[1])
-        n = b[0] if name == "linear" else b[-1]
-        return float(np.prod(a[:-1]) * n * elem)
-    return float(max(np.prod(s) for s in shapes) * elem)
+    try:
+        if name in ("mm", "addmm", "matmul", "linear", "bmm"):
+            if len(shapes) < 2:
+                return None
+            a, b = (shapes[-2], shapes[-1]) if name == "addmm" else (shapes[0], shapes[1])
+            n = b[0] if name == "linear" else b[-1]
+            return float(math.prod(a[:-1]) * n * elem)
+        return float(max(math.prod(s) for s in shapes) * elem)
+    except OverflowError:  # shapes no tensor has
+        return None
 
 
 def _step_units(t: Trace, scope: int) -> list[int]:
