@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--depth", type=int, default=None)
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true", help="same as --format json")
+    t.add_argument("--python", action="store_true", help="show Python frames (hidden, as in the app; --depth counts what is shown)")
     m = sub.add_parser("memory", parents=[lo], help="profile_memory: peaks per device and step, what held them, per-op table")
     m.add_argument("trace", type=Path)
     m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
@@ -287,7 +288,8 @@ def _dispatch(args) -> int:
         from tracetui.report import fmt_of, print_tree
         if args.table not in (None, "nodes"):
             raise CliError(f"tree: --table {args.table!r}: its one table is nodes")
-        print_tree(load(args.trace, args), depth=args.depth, text_filter=args.filter, fmt=fmt_of(args))
+        print_tree(load(args.trace, args), depth=args.depth, text_filter=args.filter, fmt=fmt_of(args),
+                   python=args.python)
         return 0
     if args.cmd == "diff":
         if len(args.traces) < 2:

@@ -177,16 +177,46 @@ def _short(name: str) -> str:
     return shorten_cpp(name) if "<" in name or "(" in name else name
 
 
-def tree_dict(t: Trace, node: int, depth: int | None, keep: set | None, level: int = 0) -> dict:
+def tree_dict(t: Trace, node: int, depth: int | None, keep: set | None, level: int = 0,
+              python: bool = False, path_only: set | None = None) -> dict:
     r = t.roll
     d = {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
          "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
          "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
          "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US, "children": []}
     if depth is None or level < depth:
-        d["children"] = [tree_dict(t, int(c), depth, keep, level + 1) for c in t.tree.children(node)
-                         if keep is None or int(c) in keep]
+        d["children"] = [tree_dict(t, c, depth, keep, level + (c not in (path_only or ())), python, path_only)
+                         for c in _tree_kids(t, node, keep, python)]
     return d
+
+
+def _tree_kids(t: Trace, node: int, keep: set | None, python: bool) -> list[int]:
+    """The children the tree shows: Python frames hidden (their children lifted), as in the app,
+    unless ``python``; with a filter, only the kept ones."""
+    if python:
+        kids = t.tree.children(node)
+    else:
+        from .model.events import K
+        off, idx = t.tree.children_without(K["python"])
+        kids = idx[off[node]:off[node + 1]]
+    return [int(c) for c in kids if keep is None or int(c) in keep]
+
+
+def match_sets(t: Trace, text: str) -> tuple[set, set]:
+    """(every node kept by ``--filter text``, the matches and the paths down to them): ``--depth``
+    counts the levels under the matches, so a deep match is never cut off."""
+    keep = matching_paths(t, text)
+    low = text.lower()
+    import numpy as np
+    tree = t.tree
+    hits = [i for i, n in enumerate(tree.names) if low in n.lower()]
+    under = np.isin(tree.name_id, hits)
+    by_depth = np.argsort(tree.depth, kind="stable")
+    starts = np.searchsorted(tree.depth[by_depth], np.arange(1, int(tree.depth.max()) + 1))
+    for level in np.split(by_depth, starts)[1:]:
+        under[level] |= under[tree.parent[level]]
+    matches = set(np.nonzero(np.isin(tree.name_id, hits))[0].tolist())
+    return keep, (keep - set(np.nonzero(under)[0].tolist())) | matches
 
 
 def matching_paths(t: Trace, text: str) -> set:
@@ -226,30 +256,32 @@ def tree_rows(doc: dict) -> list[dict]:
 
 
 def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = None, as_json: bool = False,
-               fmt: str | None = None) -> None:
+               python: bool = False, fmt: str | None = None) -> None:
+    """The hierarchy, Python frames hidden unless ``python``; ``depth`` counts the levels shown
+    (below the matches, with ``text_filter``). ``fmt`` json, or csv/md (one row per node)."""
     fmt = fmt or ("json" if as_json else "text")
-    keep = matching_paths(t, text_filter) if text_filter else None
+    keep, path_only = match_sets(t, text_filter) if text_filter else (None, set())
     if fmt == "json":
-        _dump(tree_dict(t, 0, depth, keep))
+        _dump(tree_dict(t, 0, depth, keep, python=python, path_only=path_only))
         return
     if fmt != "text":  # csv / md: one row per node (``children`` is the count shown under it)
         from .export import records_table
-        emit_report({}, fmt, tables=[records_table("nodes", tree_rows(tree_dict(t, 0, depth, keep)))],
-             title=f"tracetui tree: {t.path.name}")
+        doc = tree_dict(t, 0, depth, keep, python=python, path_only=path_only)
+        emit_report({}, fmt, tables=[records_table("nodes", tree_rows(doc))], title=f"tracetui tree: {t.path.name}")
         return
-    stack = [(0, 0)]
+    stack = [(0, 0, 0)]
     while stack:
-        node, level = stack.pop()
+        node, level, indent = stack.pop()
         r = t.roll
         kind = KINDS[t.tree.kind[node]]
         dev = f" dev {r.device[node] * US:.1f}µs" if r.device[node] else ""
         ker = f" k={int(r.kernels[node])}" if r.kernels[node] and kind not in ("kernel",) else ""
         cpu = f" cpu {r.cpu_total[node] * US:.1f}µs" if r.cpu_total[node] else ""
-        _out(f"{'  ' * level}{visible(t.name(node))} [{kind}]{cpu}{dev}{ker}")
+        _out(f"{'  ' * indent}{visible(t.name(node))} [{kind}]{cpu}{dev}{ker}")
         if depth is not None and level >= depth:
             continue
-        kids = [int(c) for c in t.tree.children(node) if keep is None or int(c) in keep]
-        stack.extend((c, level + 1) for c in reversed(kids))
+        kids = _tree_kids(t, node, keep, python)
+        stack.extend((c, level + (c not in path_only), indent + 1) for c in reversed(kids))
 
 
 def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool = True,

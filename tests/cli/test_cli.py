@@ -164,3 +164,34 @@ def _summary_first_line(capsys, tmp_path) -> str:
     p.write_text(json.dumps(cpu))
     assert main(["summary", str(p)]) == 0
     return capsys.readouterr().out.splitlines()[0]
+
+
+def test_tree_depth_counts_what_is_shown_and_a_filter_never_cuts_its_match(capsys):
+    """`tree --depth` counted hidden Python frames, and `--filter X --depth N` could cut off the
+    match itself. Python frames are hidden as in the app (`--python` shows them); with a
+    filter, --depth counts levels below each match. References from the JSON as written."""
+    import gzip
+    import json
+    raw = json.loads(gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes()))["traceEvents"]
+    frames = {e["name"] for e in raw if e.get("cat") == "python_function" and not e["name"].startswith("nn.Module: ")}
+    assert main(["tree", str(TRACES / "mlp_eager.json.gz"), "--depth", "6"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [l.strip().rsplit(" [", 1)[0] for l in lines]
+    assert not frames & set(names)
+    assert any(n.startswith("nn.Module: ") for n in names)  # modules stay
+    assert max(len(l) - len(l.lstrip()) for l in lines) == 12  # six levels shown, frames not counted
+    assert main(["tree", str(TRACES / "mlp_eager.json.gz"), "--python", "--depth", "6"]) == 0
+    shown = capsys.readouterr().out
+    assert any(f in shown for f in frames)
+    # a match deep in the tree survives --depth 1, with one level under it
+    gemms = [e["name"] for e in raw if e.get("cat") == "kernel" and e["name"].startswith("nvjet")]
+    assert main(["tree", str(TRACES / "mlp_eager.json.gz"), "--filter", "aten::mm", "--depth", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    mm = [i for i, l in enumerate(lines) if l.strip().startswith("aten::mm [op]")]
+    ops_mm = [e for e in raw if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"]
+    assert len(mm) == len(ops_mm)
+    for i in mm:
+        indent = len(lines[i]) - len(lines[i].lstrip())
+        below = [l for l in lines[i + 1:i + 4] if len(l) - len(l.lstrip()) == indent + 2]
+        assert below and not any("[kernel]" in l for l in below)  # one level: the launches, not their GEMMs
+    assert set(gemms)  # (the GEMMs are there, one level further down)

@@ -83,11 +83,6 @@ def test_ladder(snap_compare, size):
     assert snap_compare(app, terminal_size=size, run_before=_loaded)
 
 
-def test_timeline(snap_compare):
-    app = TraceApp([TRACES / "mlp_eager.json.gz"])
-    assert snap_compare(app, terminal_size=(120, 30), run_before=_loaded, press=["4"])
-
-
 async def _memory(pilot):
     """Load the CPU recording with memory events, open the memory view (5) and wait until the
     model is built and drawn (it is built in a worker)."""
@@ -106,3 +101,28 @@ def test_memory(snap_compare, size):
     from tests.conftest import DATA
     app = TraceApp([DATA / "cpu_transformer_eager_memory.json.gz"])
     assert snap_compare(app, terminal_size=size, run_before=_memory)
+
+
+@pytest.fixture(scope="module")
+def synth_trace(tmp_path_factory):
+    """The Kineto-shaped trace of tests/ui/synth.py: main and autograd threads, two streams."""
+    from tests.ui.synth import make
+    p = tmp_path_factory.mktemp("snap") / "synth.json"
+    make(p)
+    return p
+
+
+TIMELINE_KEYS = {
+    "step": ["4"],                                          # the first step, fitted
+    "whole": ["4", "w"],                                     # every step: merged coverage
+    "deep": ["4", "down", "down", "right", "right", "plus", "plus", "plus", "plus"],  # names inside events
+    "range": ["4", "down", "down", "m", "right", "right", "right", "right", "m"],
+}
+"""The timeline at three zoom levels and with a range marked (its summary line and table)."""
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("view", list(TIMELINE_KEYS))
+def test_timeline(snap_compare, synth_trace, size, view):
+    app = TraceApp([synth_trace])
+    assert snap_compare(app, terminal_size=size, run_before=_loaded, press=TIMELINE_KEYS[view])

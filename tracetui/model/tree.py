@@ -335,7 +335,10 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
 
 
 def _thread_label(store: EventStore, pid, tid) -> str:
-    label = store.thread_names.get((pid, tid)) or f"thread {tid}"
+    label = store.thread_names.get((pid, tid))
+    if not label:  # thread 0 and negative ids say what they are (lanes.LABEL_RULES)
+        from .lanes import thread_label
+        label = thread_label(store, pid, tid) if isinstance(tid, int) and tid <= 0 else f"thread {tid}"
     pname = store.process_names.get(pid) or "pid"
     return f"{label} [{pname} {pid}]"
 

@@ -31,7 +31,7 @@ from .tab_bar import TabBar
 from .tables import AggTable
 from .threads import DaemonExecutor
 from .memory_view import MemoryView
-from .timeline import Timeline
+from .timeline import RangeTable, Timeline
 from .tree_view import Row, TraceTree
 
 HELP_MD = (Path(__file__).with_name("help.md")).read_text(encoding="utf-8")
@@ -164,7 +164,7 @@ class ExplorerScreen(Screen):
         Binding("f", "full_name", "Full name", show=False),
         Binding("p", "toggle_python", "Py frames"),
         Binding("c", "toggle_collapse", "Collapse chains", show=False),
-        Binding("a", "toggle_avg", "Per-step avg", show=False),
+        Binding("t", "toggle_avg", "Totals / per step", show=False),  # `a` opens trace A in a diff
         Binding("d", "toggle_details", "Details", show=False),
         Binding("D", "diagnostics", "Diagnostics", show=False),
         Binding("1", "tab('tree')", "Tree", show=False),
@@ -172,11 +172,10 @@ class ExplorerScreen(Screen):
         Binding("3", "tab('ops')", "Ops", show=False),
         Binding("4", "tab('timeline')", "Timeline", show=False),
         Binding("5", "tab('memory')", "Memory", show=False),
-        Binding("plus,equals_sign", "zoom(2)", "Zoom in", show=False),
-        Binding("minus", "zoom(0.5)", "Zoom out", show=False),
-        Binding("left_square_bracket", "pan(-0.25)", "Pan left", show=False),
-        Binding("right_square_bracket", "pan(0.25)", "Pan right", show=False),
         Binding("escape", "close_search", "Close search / back", show=False),
+        Binding("y", "copy_name", "Copy name", show=False),
+        Binding("e", "export('csv')", "Export CSV", show=False),
+        Binding("E", "export('md')", "Export Markdown", show=False),
     ]
 
     def __init__(self, trace: Trace):
@@ -207,8 +206,9 @@ class ExplorerScreen(Screen):
                 yield Lazy(self.kernel_table)
             with Container(id="ops"):
                 yield Lazy(self.op_table)
-            with VerticalScroll(id="timeline"):
+            with Vertical(id="timeline"):
                 yield Lazy(self.timeline)
+                yield RangeTable(id="range-table")
             with Container(id="memory"):
                 yield Lazy(self.memory_view)
         yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
@@ -248,6 +248,7 @@ class ExplorerScreen(Screen):
                 self.app.call_from_thread(self._args_ready)
             except RuntimeError:  # the app closed meanwhile
                 pass
+        self.timeline.prepare()  # its lanes: ~0.2 s on 270k events, before `4` asks
 
     def _args_ready(self) -> None:
         if self.is_attached and self.app.screen is self:
@@ -266,19 +267,31 @@ class ExplorerScreen(Screen):
         d = tr.tree.diagnostics
         issues = sum(v for k, v in d.items() if isinstance(v, int)
                      and k not in ("linked_by_external_id", "steps_spanned_by_events"))
-        txt = Text()
-        if extra:  # first, so 80 columns still show what just changed (match count, mode)
-            txt.append(extra + " · ", style="bold cyan")
-        txt.append(visible(tr.path.name), style="bold")
+        # (text, style, drop order): what does not fit one line goes, least telling first, so
+        # 80 columns keep the news, the file, the steps and the diagnostics key (D)
         marker = tr.step_choice.short if tr.step_choice and tr.step_choice.rule != "ProfilerStep" else ""
-        txt.append(f" · {visible(tr.device_label)} · {tr.n_steps} steps" + (f" ({visible(marker)})" if marker and tr.n_steps else "")
-                   + f" · {len(tr.store):,} events")
+        parts = []
+        if extra:  # first, so 80 columns still show what just changed (match count, mode)
+            parts.append((extra, "bold cyan", 9))
+        if getattr(self, "per_step", False) and "per-step" not in extra:  # the mode stays said, early
+            parts.append(("per step", "cyan", 8))
+        parts.append((visible(tr.path.name), "bold", 7))
+        parts.append((visible(tr.device_label), "", 2))
+        parts.append((f"{tr.n_steps} steps" + (f" ({visible(marker)})" if marker and tr.n_steps else ""), "", 4))
+        parts.append((f"{len(tr.store):,} events", "", 1))
         if issues or tr.report.repairs:
-            txt.append(f" · {issues} diagnostics" + (f", {len(tr.report.repairs)} repairs" if tr.report.repairs else "")
-                       + " (D)",
-                       style="yellow")
+            parts.append((f"{issues} diagnostics" + (f", {len(tr.report.repairs)} repairs" if tr.report.repairs else "")
+                          + " (D)", "yellow", 6))
         if self.kind_filter:
-            txt.append(f" · filter: {self.kind_filter}", style="cyan")
+            parts.append((f"filter: {self.kind_filter}", "cyan", 5))
+        width = (self.size.width or 80) - 2
+        while len(parts) > 1 and sum(len(p[0]) for p in parts) + 3 * (len(parts) - 1) > width:
+            parts.remove(min(parts, key=lambda p: p[2]))
+        txt = Text()
+        for i, (text, style, _) in enumerate(parts):
+            if i:
+                txt.append(" · ", style=parts[i - 1][1] if parts[i - 1][1] == "bold cyan" else "")
+            txt.append(text, style=style)
         self.query_one("#status", Static).update(txt, layout=False)  # one line, always
 
     def show_if_new(self, node: int) -> None:
@@ -324,9 +337,25 @@ class ExplorerScreen(Screen):
                 self.tree.focus()
 
     def action_diagnostics(self) -> None:
-        """The root row: its detail pane spells out the status line's diagnostics and repairs."""
+        """The root row: its detail pane spells out the status line's diagnostics and repairs,
+        each with what it means and an example; D again jumps to the example of each in turn."""
+        from .details import diagnostic_examples
+        examples = diagnostic_examples(self.trace)
+        at = getattr(self, "_diag_at", None)  # (index of the example shown, its node)
+        on_overview = getattr(self, "current", None) == 0 and at is not None and at[0] < 0
+        if examples and (on_overview or (at is not None and at[0] >= 0 and at[1] == getattr(self, "current", None))):
+            i = at[0] + 1
+            if i < len(examples):
+                label, node = examples[i]
+                self._diag_at = (i, node)
+                if self.tree.hide_python and self.trace.tree.kind[node] == K["python"]:
+                    self.action_toggle_python()  # the example is a frame: show them
+                self.jump(node)
+                self._status(f"{label}: example {i + 1}/{len(examples)} (D: next)")
+                return
         if self.query_one("#details").has_class("hidden"):
             self.action_toggle_details()
+        self._diag_at = (-1, 0)
         self.jump(0)
         # after the refresh: a pane that was hidden wraps its text only once it has a width again
         self.call_after_refresh(self.query_one(DetailPane).scroll_to_heading, "repairs", "diagnostics")
@@ -388,6 +417,8 @@ class ExplorerScreen(Screen):
         nodes = nodes[nodes > 0]
         if self.kind_filter:
             nodes = nodes[tr.kind[nodes] == K[self.kind_filter]]
+        if self.tree.hide_python:  # a hidden frame is no place to land (p shows them)
+            nodes = nodes[tr.kind[nodes] != K["python"]]
         return nodes[np.lexsort((tr.depth[nodes], tr.start[nodes]))]
 
     @on(Input.Changed, "#search")
@@ -467,6 +498,9 @@ class ExplorerScreen(Screen):
             t.per_step = not t.per_step
             if t.is_mounted:  # else its on_mount fills it with the new setting
                 t.refill()
+        self.per_step = self.kernel_table.per_step
+        if self.is_mounted:  # (a key can come before the screen is composed)
+            self._status("per-step averages (t: totals)" if self.per_step else "totals")
 
     def action_toggle_details(self) -> None:
         self.query_one("#details").toggle_class("hidden")
@@ -477,8 +511,12 @@ class ExplorerScreen(Screen):
 
     def action_tab(self, name: str) -> None:
         self._show_view(name)
-        if name == "timeline":
+        if name == "timeline":  # the tree's selection, in the timeline
             self.timeline.show(getattr(self, "current", 0))
+            if self.timeline.is_mounted:
+                self.timeline.focus()
+            else:
+                self.call_after_refresh(self.timeline.focus)
         elif name == "memory":
             view = self.memory_view
             if view.is_mounted:
@@ -495,11 +533,83 @@ class ExplorerScreen(Screen):
         else:
             self.tree.focus()
 
-    def action_zoom(self, factor: float) -> None:
-        self.timeline.zoom_by(factor)
+    @on(Timeline.Opened)
+    def timeline_opened(self, event: Timeline.Opened) -> None:
+        self.jump(event.node)
 
-    def action_pan(self, delta: float) -> None:
-        self.timeline.pan_by(delta)
+    @on(Timeline.RangeChanged)
+    def range_changed(self, event: Timeline.RangeChanged) -> None:
+        self.query_one(RangeTable).show(event.summary)
+
+    # ---- copy and export
+    EXPORT_ROWS = 200_000
+    """A subtree export stops after this many rows (and says so)."""
+
+    def _view(self) -> str:
+        return self.query_one(ContentSwitcher).current or "tree"
+
+    def action_copy_name(self) -> None:
+        """The selection's full name to the clipboard (OSC 52: works over ssh, in most terminals)."""
+        view = self._view()
+        if view == "timeline" and self.timeline.cur.index >= 0:
+            lane = self.timeline.lanes[self.timeline.cur.lane]
+            name = lane.name(self.trace, self.timeline.cur.index)
+        elif view in ("kernels", "ops"):
+            agg = (self.kernel_table if view == "kernels" else self.op_table).selected()
+            name = agg.name if agg is not None else ""
+        else:
+            name = self.trace.name(getattr(self, "current", 0))
+        if not name:
+            self.notify("nothing selected to copy", severity="warning")
+            return
+        self.app.copy_to_clipboard(name)
+        self.notify(Text(f"copied: {visible(name)[:80]}"), timeout=3)
+
+    def export_table(self) -> tuple[str, list[str], list[list]]:
+        """(file stem, header, rows) of what the view shows: the selection's subtree in the tree,
+        the table in 2/3, the marked range's table (else the cursor lane's events in view) in 4."""
+        tr, view = self.trace, self._view()
+        stem = Path(tr.path.name).name.split(".")[0]
+        if view in ("kernels", "ops"):
+            table = self.kernel_table if view == "kernels" else self.op_table
+            cols = list(table.columns_shown)
+            rows = [[a.name if c == "name" else table.cell_text(i, c) for c in cols]
+                    for i, a in enumerate(table.rows_data)]
+            return f"{stem}-{view}", cols, rows
+        if view == "timeline":
+            tl = self.timeline
+            if tl.summary is not None:
+                from .timeline import range_rows
+                return f"{stem}-range", list(RangeTable.COLUMNS), [list(r) for r in range_rows(tl.summary, str)]
+            lane = tl.lanes[tl.cur.lane]
+            vis = (lane.ends > tl.lo) & (lane.starts < tl.hi)
+            rows = [[lane.label, lane.name(tr, i), int(lane.starts[i]) - tl.full[0], int(lane.ends[i] - lane.starts[i])]
+                    for i in np.nonzero(vis)[0].tolist()]
+            return f"{stem}-lane", ["lane", "name", "start ns", "duration ns"], rows
+        t, r = tr.tree, tr.roll
+        top = getattr(self, "current", 0)
+        rows, stack = [], [(top, 0)]
+        while stack and len(rows) < self.EXPORT_ROWS:
+            n, d = stack.pop()
+            gpu = t.kind[n] in (K["kernel"], K["memcpy"], K["memset"])
+            rows.append([d, KINDS[t.kind[n]], tr.name(n), f"{r.cpu_total[n] / 1e3:.3f}", f"{r.cpu_self[n] / 1e3:.3f}",
+                         f"{(t.dur[n] if gpu else r.device[n]) / 1e3:.3f}", int(r.kernels[n])])
+            stack.extend((int(c), d + 1) for c in reversed(self.tree.visible_children(n)))
+        if stack:
+            self.notify(f"subtree cut at {self.EXPORT_ROWS:,} rows", severity="warning")
+        header = ["depth", "kind", "name", "CPU total µs", "CPU self µs", "device µs", "kernels"]
+        return f"{stem}-subtree", header, rows
+
+    def action_export(self, fmt: str) -> None:
+        from tracetui.export import write
+        stem, header, rows = self.export_table()
+        try:
+            path = write(Path.cwd(), stem, fmt, header, rows)
+        except OSError as e:
+            self.notify(Text(f"export failed: {visible(str(e))}"), severity="error")
+            return
+        self.last_export = path
+        self.notify(Text(f"{len(rows):,} rows written to {visible(str(path))}"), title="exported", timeout=8)
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:
@@ -606,11 +716,16 @@ class TraceApp(App):
                 ("Show memory", "Allocated/reserved, peak holders, per-op memory (5)", lambda: screen.action_tab("memory")),
                 ("Toggle Python frames", "Hide/show python_function events (p)", screen.action_toggle_python),
                 ("Toggle chain collapsing", "Merge single-child chains (c)", screen.action_toggle_collapse),
-                ("Toggle per-step averages", "Tables per ProfilerStep (a)", screen.action_toggle_avg),
+                ("Toggle per-step averages", "Tables per ProfilerStep (t)", screen.action_toggle_avg),
                 ("Search names", "Incremental search (/)", screen.action_search),
                 ("Jump to launching op", "From a kernel (o)", screen.action_jump_op),
                 ("Jump to launched kernels", "From an op (x)", screen.action_jump_kernel),
                 ("Cycle search kind filter", "module/op/kernel/... (F)", screen.action_cycle_kind),
                 ("Diagnostics and repairs", "What loading repaired and could not place (D)", screen.action_diagnostics),
+                ("Copy name", "The selection's full name to the clipboard (y)", screen.action_copy_name),
+                ("Export view as CSV", "Subtree, table or timeline range to a new file (e)",
+                 lambda: screen.action_export("csv")),
+                ("Export view as Markdown", "Subtree, table or timeline range to a new file (E)",
+                 lambda: screen.action_export("md")),
             ]:
                 yield SystemCommand(title, help_, action)

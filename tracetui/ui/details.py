@@ -27,7 +27,11 @@ LAUNCH_KEYS = tuple(LAUNCH_LABELS)
 def _line(t: Text, label: str, value: str | Text, style: str = "") -> None:
     """One "label value" line. Plain strings are made visible here, whatever built them (arg
     keys, names decoded from a kernel's name, a step's name): Text values were built safe."""
-    t.append(f"{visible(label):>14} ", style="dim")
+    label = visible(label)
+    if len(label) > 14:  # a long arg key on its own line, whole, rather than cut mid-word
+        t.append(f"{label}\n", style="dim")
+        label = ""
+    t.append(f"{label:>14} ", style="dim")
     t.append(value if isinstance(value, Text) else Text(visible(value), style=style))
     t.append("\n")
 
@@ -60,8 +64,12 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         if r.cpu_total[node]:
             _line(t, "CPU total", fmt_us(r.cpu_total[node]))
             _line(t, "CPU self", fmt_us(r.cpu_self[node]))
-        _line(t, "device time", fmt_us(r.device[node]))
-        _line(t, "kernels", str(int(r.kernels[node])))
+        dev, nk = r.device[node], int(r.kernels[node])
+        if kind == "runtime":  # the rollups count GPU time on ops; a launch shows what it enqueued
+            g = tr.gpu_descendants(node)
+            dev, nk = int(tr.tree.dur[g].sum()), int((tr.tree.kind[g] == K["kernel"]).sum())
+        _line(t, "device time", fmt_us(dev))
+        _line(t, "kernels", str(nk))
         if tr.is_cpu_only(node):
             _line(t, "", "launches no GPU work (CPU-only op, e.g. a view)", "yellow")
     step = int(r.step_of[node])
@@ -75,7 +83,7 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         a = tr.agg_by_name.get(("gpu" if kind == "kernel" else "host", agg_key(name)))
         if a is not None:
             per = a.device_total_us if kind == "kernel" else a.cpu_total_us
-            _line(t, "per step avg", f"{per / tr.n_steps:,.1f}µs over {tr.n_steps} steps ({a.count} calls)")
+            _line(t, "per step avg", f"{fmt_us(per * 1e3 / tr.n_steps)} over {tr.n_steps} steps ({a.count} calls)")
     if kind == "root":
         _load_section(tr, t)
     # steps, threads and groups show no args of note: don't wait for the args pass for them
@@ -89,7 +97,8 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         for i, d in enumerate(dims):
             ty = types[i] if i < len(types) else ""
             st = strides[i] if i < len(strides) else ""
-            t.append(plain(f"  [{i}] {ty} {d} strides {st}\n"))
+            t.append(plain(f"  [{i}] {ty} {d} strides {st}"))
+            t.append("\n")  # outside plain(): made visible, a newline reads \x0a
     if kind in ("kernel", "memcpy", "memset"):
         _kernel_section(tr, node, args, t)
     elif kind == "op" and args.get("kernel_backend") == "triton":
@@ -106,7 +115,8 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
         if ks.size:
             t.append(f"\nlaunched GPU work ({ks.size}; x jumps to them)\n", style="bold")
             for k in ks[:8].tolist():
-                t.append(plain(f"  {fmt_us(tr.tree.dur[k]):>10}  {shorten_cpp(tr.name(k))[:90]}\n"))
+                t.append(plain(f"  {fmt_us(tr.tree.dur[k]):>10}  {shorten_cpp(tr.name(k))[:90]}"))
+                t.append("\n")
             if ks.size > 8:
                 t.append(f"  … {ks.size - 8} more\n", style="dim")
     if node in tr.tree.fwd_of:
@@ -118,8 +128,10 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
     if other:
         t.append("\nargs\n", style="bold")
         for k, v in list(other.items())[:20]:
-            _line(t, str(k)[:14], plain(str(v)[:200]))
+            _line(t, str(k), plain(str(v)[:200]))
     t.append("\npath\n", style="bold")
+    if node == 0:
+        t.append("  (the trace itself: the top of the tree)\n", style="dim")
     for i, p in enumerate(tr.tree.path(node)[1:]):
         t.append("  " * i + "└ ", style="dim")
         t.append(plain(shorten_cpp(tr.name(p))[:100]))
@@ -137,11 +149,37 @@ def _load_section(tr: Trace, t: Text) -> None:
             t.append("\n")
     lines = diagnostic_lines(tr.tree.diagnostics)
     t.append("\ndiagnostics\n" if lines else "\ndiagnostics: none\n", style="bold")
+    examples = dict(diagnostic_examples(tr))
     for label, v, meaning in lines:
         t.append(plain(f"  {label}: {v}"))
         t.append("\n")
         if meaning:
             t.append(f"    {meaning}\n", style="dim")
+        if label in examples:
+            t.append("    example: ", style="dim")
+            t.append(plain(shorten_cpp(tr.name(examples[label]))[:60]))
+            t.append(" (D jumps to it)\n", style="dim")
+    if examples:
+        t.append("  D again: the example of each diagnostic in turn\n", style="dim")
+
+
+def diagnostic_examples(tr: Trace) -> list[tuple[str, int]]:
+    """(diagnostic label, its first example node) for each diagnostic tied to nodes, in the
+    order the pane lists them; computed once per trace."""
+    got = getattr(tr, "_diagnostic_examples", None)
+    if got is None:
+        from tracetui.model.examples import diagnostic_nodes
+        nodes = diagnostic_nodes(tr)
+        def first(v):  # a node the tree shows with its Python frames hidden, where there is one
+            shown = v[tr.tree.kind[v] != K["python"]]
+            return int(shown[0] if shown.size else v[0])
+        got = [(label, first(nodes[key])) for key, (label, _, _) in
+               ((k, ln) for k in nodes for ln in diagnostic_lines({k: tr.tree.diagnostics.get(k, 0)}))
+               if nodes[key].size]
+        order = [label for label, _, _ in diagnostic_lines(tr.tree.diagnostics)]
+        got.sort(key=lambda x: order.index(x[0]) if x[0] in order else len(order))
+        tr._diagnostic_examples = got
+    return got
 
 
 def _kernel_section(tr: Trace, node: int, args: dict, t: Text) -> None:
@@ -213,7 +251,8 @@ def _step_section(tr, node: int, t: Text) -> None:
     _line(t, "launch CPU", f"{fmt_us(b['launch_cpu_ns'])} in {b['launches']} launches")
     _line(t, "sync CPU", f"{fmt_us(b['sync_cpu_ns'])} in {b['syncs']} calls")
     _line(t, "verdict", b["verdict"], "bold yellow")
-    t.append(plain(f"  {b['verdict_reason']}\n", "dim"))
+    t.append(plain(f"  {b['verdict_reason']}", "dim"))
+    t.append("\n")
 
 
 def _memory_section(tr: Trace, node: int, t: Text) -> None:

@@ -11,8 +11,18 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 
+COMPACT_BELOW = 110
+"""Under this many columns the footer drops the padding around its keys: at 80 columns the
+padded keys ran past the edge and cut off `? Help`."""
+
+
 class StableFooter(Footer):
     _shown: tuple | None = None
+
+    def on_resize(self, event) -> None:
+        narrow = event.size.width < COMPACT_BELOW
+        self.compact = narrow
+        self.show_command_palette = not narrow  # docked right, it covered `? Help` (ctrl+p still works)
 
     def _keys(self, screen: Screen) -> tuple:
         """Everything Footer.compose reads from the active bindings."""

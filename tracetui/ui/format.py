@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from tracetui.model.lanes import fmt_time
 from tracetui.textsafe import visible
 
 KIND_STYLE = {
@@ -15,15 +16,11 @@ KIND_STYLE = {
 
 
 def fmt_us(ns: float | int) -> str:
-    """ns -> a short human time (µs below 10 ms, ms above)."""
-    us = ns / 1e3
-    if us == 0:
+    """ns -> a short human time, by one rule everywhere (tree rows, details, timeline): the
+    largest unit in which the value is at least 1 (``lanes.fmt_time``); "-" for nothing."""
+    if ns == 0:
         return "-"
-    if abs(us) < 10:
-        return f"{us:.2f}µs"
-    if abs(us) < 10_000:
-        return f"{us:,.1f}µs"
-    return f"{us / 1e3:,.2f}ms"
+    return fmt_time(ns)
 
 
 def plain(s: str, style: str = "") -> Text:

@@ -14,12 +14,16 @@ from textual.widgets import DataTable
 from tracetui.model.stats import Agg
 from tracetui.model.trace import Trace
 
+from tracetui.model.names import shorten_cpp
+
 from .format import plain
 
 KERNEL_COLUMNS = ("share %", "total µs", "count", "mean µs", "kind", "name")
 KERNEL_SORTS = ("total µs", "count", "mean µs", "name")
 OP_COLUMNS = ("CPU total µs", "CPU self µs", "device µs", "count", "kind", "name")
 OP_SORTS = ("CPU total µs", "CPU self µs", "device µs", "count", "name")
+PER_STEP_COLUMNS = frozenset({"total µs", "count", "CPU total µs", "CPU self µs", "device µs"})
+"""Columns divided by the step count in per-step mode (``t``): their headers say "/step"."""
 NUMERIC = frozenset(KERNEL_COLUMNS + OP_COLUMNS) - {"kind", "name"}
 
 MODULE_PREFIX = "nn.Module: "
@@ -58,11 +62,13 @@ class AggTable(DataTable):
     def _cell(self, a: Agg, col: str, grand: float):
         if col == "name":  # the kind column says "module": its "nn.Module: " prefix only took width
             name = a.name[len(MODULE_PREFIX):] if a.kind == "module" and a.name.startswith(MODULE_PREFIX) else a.name
+            if self.kernels:
+                name = self._kernel_label(a)
             return plain(name[:NAME_CHARS])
         if col == "kind":
             return a.kind
-        if col == "share %":
-            return Text(f"{100 * self._value(a, 'total µs') / grand:.1f}", justify="right")
+        if col == "share %":  # a share is the same per step or in all: both sides divide alike
+            return Text(f"{100 * a.device_total_us / grand:.1f}", justify="right")
         v = self._value(a, col)
         if col == "count":  # per step it can be a fraction (a call made in 4 of 3 steps: 1.33)
             return Text(f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}", justify="right")
@@ -77,12 +83,23 @@ class AggTable(DataTable):
         self.clear(columns=True)
         arrow = " ↓" if self.descending else " ↑"
         for col in self.columns_shown:  # the sorted column's header carries the arrow
-            label = col + (arrow if col == self.sort_by else "")
+            per = self.per_step and col in PER_STEP_COLUMNS
+            label = (col + "/step" if per else col) + (arrow if col == self.sort_by else "")
             self.add_column(Text(label, justify="right" if col in NUMERIC else "left"), key=col)
         for a in rows:
             self.add_row(*(self._cell(a, col, grand) for col in self.columns_shown))
         label = f"sorted by {self.sort_by}{arrow}" + (" · per step" if self.per_step else "")
         self.border_subtitle = label
+
+    def _kernel_label(self, a: Agg) -> str:
+        """The kernel's name as the detail pane shortens it, led by the functor where the name
+        has one (``mul: at::native::vectorized_elementwise_kernel<8, …>``): at 80 columns two
+        elementwise kernels differ in what shows."""
+        if len(a.nodes) == 0:
+            return shorten_cpp(a.name)
+        info = self.trace.kernel_info(int(a.nodes[0]))
+        short = info.short or shorten_cpp(a.name)
+        return f"{info.hint_op}: {short}" if info.hint_op else short
 
     def cell_text(self, row: int, col: str) -> str:
         """What row ``row`` shows in column ``col`` (for tests and copy-out)."""

@@ -1,178 +1,614 @@
-"""A terminal timeline of one step: CPU thread lanes and GPU stream lanes in text cells."""
+"""The timeline view: paints ``tracetui.model.lanes`` with the Line API and moves a cursor over events.
+
+Rows, top to bottom: a title line (the event under the cursor), the time axis (labels, then
+ticks with step starts ┃ and the range), then lanes grouped by process and GPU device, then a
+legend or the range's summary. Lanes scroll vertically to keep the cursor's lane in view.
+"""
 from __future__ import annotations
 
-import numpy as np
-from rich.text import Text
-from textual.widgets import Static
+from dataclasses import dataclass
 
-from tracetui.model.events import K
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import DataTable
+
+from tracetui.model.events import GPU_KINDS, K
+from tracetui.model.lanes import Lane, build_lanes, extent, fmt_time, range_summary, ticks
 from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
-
 from tracetui.textsafe import visible
 
-from .format import plain
+CLASS_COLOUR = {
+    "gemm": "#d7005f", "conv": "#ff8700", "attention": "#af5fd7", "norm": "#d787d7",
+    "communication": "#00afaf", "nccl": "#00afaf", "pointwise": "#d7af00", "reduction": "#5f5fd7",
+    "triton": "#5faf00", "memcpy": "#0087d7", "memset": "#5fafff", "other": "#8a8a8a",
+}
+"""Kernel class (``names.decode_kernel``) -> background colour (truecolor: the same in every
+theme); an unknown class gets ``FALLBACK``. The glyph row of the legend names them."""
+FALLBACK = "#6c6c6c"
+LANE_COLOUR = {"steps": "#875f87", "annot": "#87875f", "ops": "#00878f", "launch": "#5f5f87",
+               "gpu_annot": "#585858"}
+"""Host lanes (and GPU user annotations) by lane kind."""
+MODULE_COLOUR = "#5f875f"
+DARK_TEXT = frozenset({"#d7af00", "#5fafff", "#d787d7", "#00afaf", "#8a8a8a", "#ff8700", "#5faf00"})
+"""Backgrounds light enough that names on them are written in black."""
+LEGEND = (("gemm", "gemm"), ("conv", "conv"), ("attention", "attn"), ("norm", "norm"),
+          ("communication", "comm"), ("pointwise", "pointwise"), ("reduction", "reduce"),
+          ("triton", "triton"), ("memcpy", "memcpy"), ("memset", "memset"), ("other", "other"))
+ZOOM_MIN_NS_PER_CELL = 1.0
+"""The closest zoom: one nanosecond per cell (the trace's resolution)."""
+HEAD_ROWS = 3
+"""Title, axis labels, axis ticks."""
 
-CLASS_STYLE = {"gemm": "red", "conv": "dark_orange", "attention": "bright_magenta", "norm": "bright_cyan",
-               "communication": "cyan", "pointwise": "yellow", "reduction": "magenta", "triton": "green",
-               "memcpy": "blue", "memset": "blue", "other": "white"}
-"""Kernel colours by taxonomy class (tracetui/model/taxonomy.py CLASSES); a test checks every class has one."""
-LABEL_W = 14
-CPU_LAYERS = ((K["annotation"], "─", "yellow"), (K["module"], "─", "green"), (K["op"], "━", "cyan"),
-              (K["runtime"], "│", "blue"))
-"""Host kinds in drawing order: an op's cells cover its module's, a launch's cover its op's."""
+
+@dataclass
+class Cursor:
+    lane: int = 0
+    index: int = -1
 
 
-class Timeline(Static):
-    """Lanes for the step around ``node``: host ops (─), launches (│), kernels (█ by class), idle (·)."""
+class Timeline(Widget, can_focus=True):
+    """Lanes of every thread and stream; the cursor sits on one event of one lane."""
+
+    BINDINGS = [
+        Binding("left,h", "move(-1)", "Prev event", show=False),
+        Binding("right,l", "move(1)", "Next event", show=False),
+        Binding("up,k", "lane(-1)", "Lane up", show=False),
+        Binding("down,j", "lane(1)", "Lane down", show=False),
+        Binding("tab", "lane(1)", "Next lane", show=False, priority=False),
+        Binding("shift+tab", "lane(-1)", "Prev lane", show=False),
+        Binding("plus,equals_sign", "zoom(0.5)", "Zoom in"),
+        Binding("minus", "zoom(2)", "Zoom out"),
+        Binding("left_square_bracket", "pan(-0.25)", "Pan ←", show=False),
+        Binding("right_square_bracket", "pan(0.25)", "Pan →", show=False),
+        Binding("w", "whole", "Whole trace", show=False),
+        Binding("f", "flow", "Follow flow"),
+        Binding("m", "mark", "Mark range"),
+        Binding("M", "clear_range", "Clear range", show=False),
+        Binding("z", "zoom_range", "Zoom to range", show=False),
+        Binding("enter", "open", "Open in tree"),
+    ]
+
+    class Opened(Message):
+        """Enter on an event: show its node in the tree and the detail pane."""
+
+        def __init__(self, node: int) -> None:
+            super().__init__()
+            self.node = node
+
+    class RangeChanged(Message):
+        """A range was marked (``summary`` from ``lanes.range_summary``) or cleared (None)."""
+
+        def __init__(self, summary: dict | None) -> None:
+            super().__init__()
+            self.summary = summary
 
     def __init__(self, trace: Trace, **kw):
         super().__init__(**kw)
         self.trace = trace
-        self.node = 0
-        self.zoom = 1.0
-        self.pan = 0.0
-        self._win: tuple | None = None  # _window()'s answer for the scope it was asked for
+        self._lanes: list[Lane] | None = None
+        self._colour_cache: dict[int, list] = {}
+        self.cur = Cursor()
+        self.lo, self.hi = 0.0, 1.0
+        self.top = 0                  # first lane row shown
+        self.anchor: int | None = None  # range start marked, end not yet
+        self.range: tuple[int, int] | None = None
+        self.summary: dict | None = None
+        self.message = ""
+        self._strips: list[Strip] | None = None
+        self._drag: tuple[int, float] | None = None
 
+    # ---- model
+    @property
+    def lanes(self) -> list[Lane]:
+        if self._lanes is None:
+            lanes = build_lanes(self.trace)  # (the prefetch worker and `4` may both get here)
+            if self._lanes is None:
+                self.full = extent(lanes)
+                self.lo, self.hi = self.full
+                self._lanes = lanes
+        return self._lanes
+
+    def prepare(self) -> None:
+        """Build the lanes and decode their kernel classes now (the app calls this in a worker
+        after its first paint: 0.19 s on a 270k-event trace, which `4` would otherwise wait for)."""
+        for li in range(len(self.lanes)):
+            self._colours(li)
+
+    @property
+    def node(self) -> int:
+        """The tree node under the cursor (-1: none, or an event with no node)."""
+        lane = self._lane()
+        return int(lane.nodes[self.cur.index]) if lane is not None and self.cur.index >= 0 else -1
+
+    def _lane(self) -> Lane | None:
+        ls = self.lanes
+        return ls[self.cur.lane] if 0 <= self.cur.lane < len(ls) else None
+
+    def _event(self) -> tuple[int, int] | None:
+        lane = self._lane()
+        if lane is None or self.cur.index < 0:
+            return None
+        return int(lane.starts[self.cur.index]), int(lane.ends[self.cur.index])
+
+    def _width(self) -> int:
+        return max(10, (self.size.width or 100) - self._label_w())
+
+    def _label_w(self) -> int:
+        return 16 if (self.size.width or 100) < 120 else 22
+
+    def find(self, node: int) -> Cursor | None:
+        """The lane event of ``node``, or of its nearest ancestor that has one."""
+        t = self.trace.tree
+        n = int(node)
+        while n > 0:
+            for li, lane in enumerate(self.lanes):
+                i = lane.index_of_node(n)
+                if i >= 0:
+                    return Cursor(li, i)
+            n = int(t.parent[n])
+        return None
+
+    def scope(self, node: int) -> tuple[float, float]:
+        """The time span ``4`` opens on: the step around ``node`` (with the GPU work it launched),
+        else the node's own span (with its GPU work), else the whole trace."""
+        tr, t = self.trace, self.trace.tree
+        n = int(node)
+        if n > 0 and t.kind[n] in GPU_KINDS:
+            n = tr.launcher(n) or n
+        step = int(tr.roll.step_of[n]) if n > 0 else -1
+        if step >= 0:
+            g = tr.step_gpu_nodes(step)
+            s0, s1 = int(t.start[step]), int(t.start[step] + t.dur[step])
+            if g.size:
+                s1 = max(s1, int((t.start[g] + t.dur[g]).max()))
+            return self._padded(s0, s1)
+        if n > 0 and t.kind[n] != K["thread"] and t.dur[n] > 0:
+            s0, s1 = int(t.start[n]), int(t.start[n] + t.dur[n])
+            if t.kind[int(node)] not in GPU_KINDS:
+                g = tr.gpu_descendants(n)
+                if g.size:
+                    s1 = max(s1, int((t.start[g] + t.dur[g]).max()))
+            return self._padded(s0, s1)
+        return tuple(map(float, self.full))
+
+    def _padded(self, s0: int, s1: int) -> tuple[float, float]:
+        pad = (s1 - s0) * 0.02
+        return s0 - pad, s1 + pad
+
+    # ---- entry points
     def show(self, node: int) -> None:
-        """Draw the step around ``node``; zoomed in, bring ``node`` into view if it is not."""
-        self.node = node
-        if self.zoom > 1 and node:
-            a, b = self._selection()
-            if b < self.pan or a > self.pan + 1 / self.zoom:
-                self.pan = float(np.clip((a + b) / 2 - 0.5 / self.zoom, 0, 1 - 1 / self.zoom))
-        self.refresh_lanes()
+        """Put the cursor on ``node`` (or its nearest ancestor in a lane) and open on its scope."""
+        self.lanes  # noqa: B018 - builds them
+        c = self.find(node)
+        self.lo, self.hi = self.scope(node)
+        if c is None:  # the root, a thread: the first lane's first event in view
+            c = Cursor(0, -1)
+            for li, lane in enumerate(self.lanes):
+                if len(lane):
+                    c = Cursor(li, lane.index_at(self.lo))
+                    break
+        self.cur = c
+        self._changed()
 
-    def refresh_lanes(self) -> None:
-        self.update(self.render_lanes(max(20, (self.size.width or 80) - LABEL_W - 2)))
+    def select(self, lane: int, index: int, keep_view: bool = False) -> None:
+        """Move the cursor; scroll the view so the event shows unless ``keep_view``."""
+        self.cur = Cursor(lane, index)
+        ev = self._event()
+        if ev is not None and not keep_view:
+            a, b = ev
+            span = self.hi - self.lo
+            if b < self.lo or a > self.hi:
+                mid = (a + b) / 2
+                self.lo, self.hi = mid - span / 2, mid + span / 2
+                self._clamp()
+        self._changed()
 
-    def _window(self) -> tuple[int, int, int, np.ndarray]:
-        """(scope node, its start, its end, its GPU activity): the step around the selection (the
-        root outside any step), stretched to the end of the GPU work it launched. Kept per scope:
-        a zoom key asks for it twice, and the whole trace's GPU activity is a scan of every kernel."""
+    def _changed(self) -> None:
+        self._keep_lane_visible()
+        self._strips = None
+        self.refresh()
+
+    def _clamp(self) -> None:
+        f0, f1 = self.full
+        span = min(self.hi - self.lo, (f1 - f0) * 1.1)
+        lo = min(max(self.lo, f0 - (f1 - f0) * 0.05), f1 + (f1 - f0) * 0.05 - span)
+        self.lo, self.hi = lo, lo + span
+
+    # ---- actions
+    def action_move(self, d: int) -> None:
+        lane = self._lane()
+        if lane is None or not len(lane):
+            return
+        i = self.cur.index
+        if i < 0:
+            i = lane.index_at((self.lo + self.hi) / 2)
+        else:
+            i = int(np.clip(i + d, 0, len(lane) - 1))
+        self.select(self.cur.lane, i)
+
+    def action_lane(self, d: int) -> None:
+        ls = self.lanes
+        ev = self._event()
+        t = (ev[0] + ev[1]) / 2 if ev else (self.lo + self.hi) / 2
+        li = self.cur.lane + d
+        while 0 <= li < len(ls) and not len(ls[li]):
+            li += d
+        if not 0 <= li < len(ls):
+            return
+        self.select(li, ls[li].index_at(t))
+
+    def action_zoom(self, factor: float, at: float | None = None) -> None:
+        """Zoom by ``factor`` (< 1: in) around time ``at``, else the cursor's event (where it is on
+        screen; centred when it is off screen), else the middle of the view."""
+        span = self.hi - self.lo
+        if at is None:
+            ev = self._event()
+            at = (ev[0] + ev[1]) / 2 if ev else (self.lo + self.hi) / 2
+        frac = (at - self.lo) / span if span else 0.5
+        if not 0 <= frac <= 1:
+            frac = 0.5
+        new = max(span * factor, self._width() * ZOOM_MIN_NS_PER_CELL)
+        self.lo = at - frac * new
+        self.hi = self.lo + new
+        self._clamp()
+        self._changed()
+
+    def action_pan(self, d: float) -> None:
+        span = self.hi - self.lo
+        self.lo += d * span
+        self.hi += d * span
+        self._clamp()
+        self._changed()
+
+    def action_whole(self) -> None:
+        self.lo, self.hi = self.full
+        self._changed()
+
+    def action_flow(self) -> None:
+        """Between a launch and the GPU work it launched: a kernel goes to its launch, a launch
+        (or an op) to its first kernel."""
         tr, t = self.trace, self.trace.tree
-        step = int(tr.roll.step_of[self.node])
-        scope = step if step >= 0 else 0
-        if self._win is None or self._win[0] != scope:
-            gpu = tr.step_gpu_nodes(scope) if step >= 0 else tr.gpu_descendants(scope)
-            s0, s1 = int(t.start[scope]), int(t.start[scope] + t.dur[scope])
-            if gpu.size:
-                s1 = max(s1, int((t.start[gpu] + t.dur[gpu]).max()))
-            self._win = scope, s0, max(s1, s0 + 1), gpu
-        return self._win
+        n = self.node
+        if n < 0:
+            return
+        if t.kind[n] in GPU_KINDS:
+            target = tr.launcher(n)
+        else:
+            kids = t.child_idx[t.child_off[n]:t.child_off[n + 1]]
+            g = kids[np.isin(t.kind[kids], list(GPU_KINDS))]
+            if not g.size:
+                g = tr.gpu_descendants(n)
+            target = int(g[np.argmin(t.start[g])]) if g.size else None
+        c = self.find(target) if target is not None else None
+        if c is None:
+            self.app.notify("no launch or GPU work linked to this event", severity="warning")
+            return
+        self.select(c.lane, c.index)
 
-    def _selection(self) -> tuple[float, float]:
-        """Where the selected node starts and ends, as fractions of the window."""
-        _, s0, s1, _ = self._window()
-        t, n = self.trace.tree, self.node
-        return (int(t.start[n]) - s0) / (s1 - s0), (int(t.start[n]) + int(t.dur[n]) - s0) / (s1 - s0)
+    def action_open(self) -> None:
+        if self.node > 0:
+            self.post_message(self.Opened(self.node))
+        else:
+            self.app.notify("this event is not in the tree (a GPU user annotation)", severity="warning")
 
-    def zoom_by(self, factor: float) -> None:
-        """Zoom keeping the selection where it is on screen (centred when it was off screen);
-        without a selection inside the step, keep the middle of the view."""
-        old = self.zoom
-        new = max(1.0, old * factor)
-        a, b = self._selection()
-        focus = (a + b) / 2 if self.node != 0 and 0 <= a <= 1 else self.pan + 0.5 / old
-        at = (focus - self.pan) * old  # where the focus is on screen, 0..1
-        if not 0 <= at <= 1:
-            at = 0.5
-        self.zoom = new
-        self.pan = float(np.clip(focus - at / new, 0, 1 - 1 / new))
-        self.refresh_lanes()
+    def action_mark(self) -> None:
+        ev = self._event()
+        if ev is None:
+            return
+        if self.anchor is None:
+            self.anchor, self.range, self.summary = ev[0], None, None
+            self.message = "range start marked: move, then m again"
+            self.post_message(self.RangeChanged(None))
+        else:
+            a, b = sorted((self.anchor, ev[0]))
+            self.set_range(a, max(b, ev[1]))
+            return
+        self._changed()
 
-    def pan_by(self, delta: float) -> None:
-        """Move the view by ``delta`` screen widths."""
-        self.pan = float(np.clip(self.pan + delta / self.zoom, 0, 1 - 1 / self.zoom))
-        self.refresh_lanes()
+    def set_range(self, a: float, b: float) -> None:
+        a, b = int(min(a, b)), int(max(a, b))
+        self.anchor = None
+        self.range = (a, max(b, a + 1))
+        self.summary = range_summary(self.trace, self.lanes, *self.range)
+        self.message = ""
+        self.post_message(self.RangeChanged(self.summary))
+        self._changed()
 
-    def render_lanes(self, width: int) -> Text:
-        tr, t = self.trace, self.trace.tree
-        scope, s0, s1, gpu = self._window()
-        step = scope if scope else -1
-        span = (s1 - s0) / self.zoom
-        lo = s0 + self.pan * (s1 - s0)
-        hi = lo + span
-        out = Text()
-        out.append(f"{visible(tr.name(scope))[:40]}  {span / 1e3:,.1f}µs shown, zoom ×{self.zoom:g} (+/- zoom, [ ] pan)\n",
-                   style="bold")
-        if self.node != scope:
-            n = self.node
-            out.append("selected", style="reverse")  # drawn reversed in its lane, as here
-            out.append(" ")
-            out.append(plain(f"{shorten_cpp(tr.name(n))[:40]}  {int(t.dur[n]) / 1e3:,.1f}µs "
-                             f"at +{(int(t.start[n]) - s0) / 1e3:,.1f}µs"))
-            out.append("\n")
+    def action_clear_range(self) -> None:
+        self.anchor = self.range = self.summary = None
+        self.message = ""
+        self.post_message(self.RangeChanged(None))
+        self._changed()
 
-        def cells(nodes):
-            """The visible ``nodes`` and the first and last cell each covers."""
-            starts, ends = t.start[nodes], t.start[nodes] + t.dur[nodes]
-            vis = (ends >= lo) & (starts <= hi)
-            a = np.clip(((starts[vis] - lo) / (hi - lo) * width).astype(np.int64), 0, width - 1)
-            b = np.clip(((ends[vis] - lo) / (hi - lo) * width).astype(np.int64), 0, width - 1)
-            return nodes[vis], a, np.maximum(a, b)
+    def action_zoom_range(self) -> None:
+        if self.range:
+            self.lo, self.hi = self._padded(*self.range)
+            self._changed()
 
-        def covered(a, b) -> np.ndarray:
-            """Cells under any of the intervals [a, b]: O(events + width), however many there are."""
-            edges = np.bincount(a, minlength=width + 1) - np.bincount(b + 1, minlength=width + 1)
-            return np.cumsum(edges[:width]) > 0
+    # ---- mouse
+    def _at(self, x: int) -> float:
+        return self.lo + (x - self._label_w() + 0.5) / self._width() * (self.hi - self.lo)
 
-        def lane(label: str, layers, blank: str, blank_style: str) -> None:
-            """One lane: ``layers`` of (nodes, char, style), each drawn over the ones before it;
-            the selection last, reversed."""
-            row = np.full(width, blank, dtype=object)
-            styles = np.full(width, blank_style, dtype=object)
-            top = None
-            for nodes, ch, st in layers:
-                _, a, b = cells(nodes)
-                on = covered(a, b)
-                row[on], styles[on] = ch, st
-                if sel in nodes:
-                    top = ch, st
-            if top is not None:
-                _, a, b = cells(np.array([sel]))
-                if a.size:
-                    row[a[0]:b[0] + 1], styles[a[0]:b[0] + 1] = top[0], "reverse " + top[1]
-            out.append(f"{visible(label)[:LABEL_W]:<{LABEL_W}}", style="bold")  # a tid can be any string
-            _emit(out, row.tolist(), styles.tolist())
+    def _lane_at(self, y: int) -> int | None:
+        rows = self._rows()
+        k = y - HEAD_ROWS + self.top
+        if HEAD_ROWS <= y and 0 <= k < len(rows) and rows[k][0] == "lane":
+            return rows[k][1]
+        return None
 
-        sel = self.node
-        # CPU lanes: host events under the scope, by thread
-        sub = np.nonzero(tr.roll.step_of == scope)[0] if step >= 0 else np.arange(len(t.kind))
-        host = sub[np.isin(t.kind[sub], [K["op"], K["annotation"], K["module"], K["runtime"]])]
-        host_track = tr.store.track[t.ev[host]]
-        for trk in np.unique(host_track).tolist():
-            h = host[host_track == trk]
-            lane("cpu " + str(tr.store.track_keys[trk][1]),
-                 [(h[t.kind[h] == code], ch, st) for code, ch, st in CPU_LAYERS], "·", "")
-        # GPU lanes, by stream, coloured by kernel class
-        if gpu.size:
-            gpu_track = tr.store.track[t.ev[gpu]]
-            for trk in np.unique(gpu_track).tolist():
-                g, _, _ = cells(gpu[gpu_track == trk])
-                cls = np.array(tr.kernel_classes(g), dtype=object)
-                key = tr.store.track_keys[trk]
-                lane(f"gpu{key[1]} s{key[2]}",
-                     [(g[cls == c], "█", CLASS_STYLE.get(c, "white")) for c in sorted(set(cls.tolist()))],
-                     "·", "dim")
-            busy = tr.step_breakdown(scope) if step >= 0 else None
-            if busy:
-                out.append(f"GPU busy {busy['busy_ns'] / 1e3:,.1f}µs, idle {busy['idle_ns'] / 1e3:,.1f}µs "
-                           f"of {busy['window_ns'] / 1e3:,.1f}µs\n", style="dim")
-        out.append("█ gemm ", style="red")
-        out.append("█ pointwise ", style="yellow")
-        out.append("█ triton ", style="green")
-        out.append("█ mem ", style="blue")
-        out.append("━ op │ launch · idle", style="dim")
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        if event.x >= self._label_w():
+            self._drag = (event.x, self._at(event.x))
+            self.capture_mouse()
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        self.release_mouse()
+        drag, self._drag = self._drag, None
+        if drag is None:
+            return
+        if abs(event.x - drag[0]) >= 2:
+            self.set_range(drag[1], self._at(event.x))
+            return
+        li = self._lane_at(event.y)
+        if li is None or not len(self.lanes[li]):
+            return
+        t = self._at(event.x)
+        lane = self.lanes[li]
+        i = lane.index_at(t)
+        half = (self.hi - self.lo) / self._width()
+        if lane.starts[i] - half <= t <= lane.ends[i] + half:
+            self.focus()
+            self.select(li, i, keep_view=True)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        event.stop()
+        self.action_zoom(0.5, at=self._at(event.x) if event.x >= self._label_w() else None)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        event.stop()
+        self.action_zoom(2, at=self._at(event.x) if event.x >= self._label_w() else None)
+
+    def on_resize(self, event) -> None:
+        self._strips = None
+        self._keep_lane_visible()
+        self.refresh()
+
+    # ---- painting
+    def _rows(self) -> list[tuple[str, object]]:
+        """The lane area's rows: ("group", name) headers and ("lane", index) rows."""
+        out, group = [], None
+        for i, lane in enumerate(self.lanes):
+            if lane.group != group:
+                group = lane.group
+                out.append(("group", group))
+            out.append(("lane", i))
         return out
 
+    def _lane_rows_shown(self) -> int:
+        return max(1, (self.size.height or 20) - HEAD_ROWS - self._foot_rows())
 
-def _emit(out: Text, row: list, styles: list) -> None:
-    i = 0
-    while i < len(row):
-        j = i
-        while j < len(row) and styles[j] == styles[i]:
-            j += 1
-        out.append("".join(row[i:j]), style=styles[i])
-        i = j
-    out.append("\n")
+    def _foot_rows(self) -> int:
+        return 1
+
+    def _keep_lane_visible(self) -> None:
+        rows = self._rows()
+        k = next((r for r, (what, v) in enumerate(rows) if what == "lane" and v == self.cur.lane), 0)
+        shown = self._lane_rows_shown()
+        if k < self.top:
+            self.top = max(0, k - 1)  # keep its group header in view when it is just above
+        elif k >= self.top + shown:
+            self.top = k - shown + 1
+        self.top = max(0, min(self.top, max(0, len(rows) - shown)))
+
+    def render_line(self, y: int) -> Strip:
+        if self._strips is None:
+            self._strips = self.build_strips()
+        if y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(self.size.width)
+
+    def build_strips(self) -> list[Strip]:
+        """Every row of the widget as a Strip: the head, the lanes shown, the foot."""
+        width = self.size.width or 100
+        lw, w = self._label_w(), self._width()
+        out = [self._title(width), *self._axis(lw, w)]
+        rows = self._rows()
+        shown = self._lane_rows_shown()
+        for what, v in rows[self.top:self.top + shown]:
+            if what == "group":
+                out.append(Strip([Segment(f"▾ {visible(v)}"[:width].ljust(width), Style(bold=True, underline=True))]))
+            else:
+                out.append(self._lane_strip(v, lw, w))
+        while len(out) < HEAD_ROWS + shown:
+            out.append(Strip.blank(width))
+        out += self._foot(width)
+        return out
+
+    def _title(self, width: int) -> Strip:
+        segs = []
+        ev, lane = self._event(), self._lane()
+        if ev is not None and lane is not None:
+            name = shorten_cpp(visible(lane.name(self.trace, self.cur.index)))
+            segs.append(Segment(f"{visible(lane.label)}: ", Style(dim=True)))
+            segs.append(Segment(name[:max(10, width // 2)], Style(bold=True)))
+            segs.append(Segment(f"  {fmt_time(ev[1] - ev[0])} at +{fmt_time(ev[0] - self.full[0])}", Style()))
+        segs.append(Segment(f"  view {fmt_time(self.hi - self.lo)}", Style(dim=True)))
+        if self.message:
+            segs.append(Segment("  " + self.message, Style(color="cyan", bold=True)))
+        return Strip(segs).crop(0, width).extend_cell_length(width)
+
+    def _axis(self, lw: int, w: int) -> list[Strip]:
+        origin = self.full[0]
+        labels = [" "] * w
+        marks = ["─"] * w
+        mstyle = [Style(dim=True)] * w
+        for cell, text in ticks(self.lo, self.hi, w, origin):
+            marks[cell] = "┴"
+            if cell + len(text) <= w and all(c == " " for c in labels[max(0, cell - 1):cell + len(text)]):
+                labels[cell:cell + len(text)] = list(text)
+        px = (self.hi - self.lo) / w
+        for s in self.trace.steps:
+            c = int((self.trace.tree.start[s] - self.lo) / px)
+            if 0 <= c < w:
+                marks[c], mstyle[c] = "┃", Style(color="magenta", bold=True)
+        for a, b, st in self._range_cells(w):
+            for c in range(a, b + 1):
+                mstyle[c] = Style(color="bright_cyan", bold=True)
+                marks[c] = "━" if marks[c] in "─┴" else marks[c]
+        head = "time" if self.lo >= origin else ""
+        lab = Strip([Segment(head.ljust(lw)[:lw], Style(dim=True)), Segment("".join(labels), Style(dim=True))])
+        segs = [Segment(" " * lw)]
+        segs += [Segment(ch, st) for ch, st in zip(marks, mstyle)]
+        return [lab, Strip(segs).simplify()]
+
+    def _range_cells(self, w: int) -> list[tuple[int, int, Style]]:
+        px = (self.hi - self.lo) / w
+        if self.range:
+            a, b = self.range
+        elif self.anchor is not None:
+            a = b = self.anchor
+        else:
+            return []
+        ca, cb = int((a - self.lo) / px), int((b - self.lo) / px)
+        if cb < 0 or ca >= w:
+            return []
+        return [(max(0, ca), min(w - 1, cb), Style())]
+
+    def _colours(self, li: int) -> list:
+        """Background colour of each interval of lane ``li`` (kernel classes decoded once per lane)."""
+        if li not in self._colour_cache:
+            lane = self.lanes[li]
+            t = self.trace.tree
+            if lane.kind == "gpu":
+                cls = self.trace.kernel_classes(lane.nodes)
+                self._colour_cache[li] = [CLASS_COLOUR.get(c, FALLBACK) for c in cls]
+            elif lane.kind == "annot":
+                self._colour_cache[li] = [MODULE_COLOUR if k == K["module"] else LANE_COLOUR["annot"]
+                                     for k in t.kind[lane.nodes].tolist()]
+            else:
+                self._colour_cache[li] = LANE_COLOUR.get(lane.kind, FALLBACK)
+        return self._colour_cache[li]
+
+    def _lane_strip(self, li: int, lw: int, w: int) -> Strip:
+        lane = self.lanes[li]
+        is_cur = li == self.cur.lane
+        label = visible(lane.label)
+        if len(label) > lw - 1:
+            label = label[:lw - 2] + "…"
+        segs = [Segment(label.ljust(lw), Style(bold=True, reverse=is_cur))]
+        rep, merged = lane.cells(self.lo, self.hi, w)
+        cols = self._colours(li)
+        px = (self.hi - self.lo) / w
+        cur = self.cur.index if is_cur else -1
+        if cur >= 0:  # the cursor's event shows even where it is narrower than a cell
+            c0 = int((lane.starts[cur] - self.lo) / px)
+            c1 = int(np.ceil((lane.ends[cur] - self.lo) / px)) - 1
+            c0, c1 = max(c0, 0), min(max(c1, c0), w - 1)
+            if c0 <= c1:
+                rep = rep.copy()
+                merged = merged.copy()
+                rep[c0:c1 + 1] = cur
+                merged[c0:c1 + 1] = False
+        steps = set()
+        for s in self.trace.steps:
+            c = int((self.trace.tree.start[s] - self.lo) / px)
+            if 0 <= c < w:
+                steps.add(c)
+        rng = self._range_cells(w)
+        in_range = np.zeros(w, dtype=bool)
+        for a, b, _ in rng:
+            in_range[a:b + 1] = True
+        rl, ml = rep.tolist(), merged.tolist()
+        x = 0
+        while x < w:
+            r, m = rl[x], ml[x]
+            y = x + 1
+            while y < w and rl[y] == r and ml[y] == m and (r >= 0 or in_range[y] == in_range[x]):
+                y += 1
+            n = y - x
+            colour = (cols[r] if isinstance(cols, list) else cols) if r >= 0 else None
+            if r < 0:
+                text = "".join("┊" if c in steps else " " for c in range(x, y))
+                segs.append(Segment(text, Style(color="#af5faf", bgcolor="#303030" if in_range[x] else None)))
+            elif m:
+                segs.append(Segment("▒" * n, Style(color=colour, bgcolor="#303030" if in_range[x] else None)))
+            else:
+                name = shorten_cpp(visible(lane.name(self.trace, r)))
+                if n >= 3:
+                    text = (" " + name)[:n] if len(name) + 1 <= n else (" " + name)[:n - 1] + "…"
+                else:
+                    text = " " * n
+                text = text.ljust(n)
+                if r == cur:
+                    st = Style(color="black", bgcolor="bright_white", bold=True)
+                else:
+                    st = Style(color="black" if colour in DARK_TEXT else "white", bgcolor=colour)
+                if x > 0 and rl[x - 1] >= 0 and not ml[x - 1]:  # two events side by side stay apart
+                    text = "▏" + text[1:]
+                segs.append(Segment(text, st))
+            x = y
+        return Strip(segs)
+
+    def _foot(self, width: int) -> list[Strip]:
+        if self.summary is None:
+            segs = []
+            for cls, label in LEGEND:
+                segs += [Segment("█", Style(color=CLASS_COLOUR[cls])), Segment(f"{label} ", Style(dim=True))]
+            segs.append(Segment("▒ merged ┃ step", Style(dim=True)))
+            return [Strip(segs).crop(0, width)]
+        s = self.summary
+        win = s["window_ns"]
+        segs = [Segment(f"range {fmt_time(win)}", Style(bold=True, color="bright_cyan"))]
+        for st in s["streams"]:
+            segs.append(Segment(f" │ {visible(st['stream'])} busy {100 * st['busy_ns'] / win:.0f}%"))
+        segs.append(Segment(f" │ {s['launches']} launches"))
+        return [Strip(segs).crop(0, width)]
+
+
+NAME_W = 44
+"""Names in the range table are cut to this many characters (the table fits 80 columns)."""
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= NAME_W else name[:NAME_W - 1] + "…"
+
+
+def range_rows(summary: dict, cut=_cut) -> list[tuple[str, str, str, str, str]]:
+    """The range summary as table rows: (what, name, count, time, % of the range)."""
+    win = max(summary["window_ns"], 1)
+    rows = []
+    for st in summary["streams"]:
+        rows.append(("busy", f"{st['group']} {st['stream']}", "", fmt_time(st["busy_ns"]),
+                     f"{100 * st['busy_ns'] / win:.1f}"))
+        rows.append(("idle", f"{st['group']} {st['stream']}", "", fmt_time(st["idle_ns"]),
+                     f"{100 * st['idle_ns'] / win:.1f}"))
+    for what, key in (("kernel", "kernels"), ("op", "ops")):
+        for k in summary[key]:
+            rows.append((what, cut(shorten_cpp(k["name"])), str(k["count"]), fmt_time(k["time_ns"]),
+                         f"{100 * k['time_ns'] / win:.1f}"))
+    rows.append(("launches", "launch calls started in the range", str(summary["launches"]),
+                 fmt_time(summary["launch_ns"]), f"{100 * summary['launch_ns'] / win:.1f}"))
+    return rows
+
+
+class RangeTable(DataTable):
+    """The marked range's summary as a table (shown while a range is marked)."""
+
+    COLUMNS = ("what", "name", "count", "time", "%")
+
+    def show(self, summary: dict | None) -> None:
+        self.set_class(summary is not None, "visible")
+        self.clear(columns=True)
+        if summary is None:
+            return
+        self.add_columns(*self.COLUMNS)
+        for row in range_rows(summary):
+            self.add_row(*(Text(visible(c)) for c in row))
