@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen")
@@ -80,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
         argv = ["open"] + argv
     args = _parser().parse_args(argv)
+    restore = _on_sigterm()
     try:
         return _dispatch(args)
     except CliError as e:
-        print(f"tracetui: error: {e}", file=sys.stderr)
+        _error(str(e))
         return 2
     except KeyboardInterrupt:
         return 130
@@ -92,9 +96,36 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # the model raises TraceError for bad input; anything else is ours
         errors = sys.modules.get("tracetui.model.errors")  # not loaded -> cannot be a TraceError
         if errors is not None and isinstance(e, errors.TraceError):
-            print(f"tracetui: error: {e}", file=sys.stderr)
+            _error(str(e))
             return 2
         raise
+    finally:
+        restore()
+
+
+def _on_sigterm():
+    """On SIGTERM, kill the forked decode helpers first (atexit, which does on Ctrl-C, never runs
+    when the default action kills us; a helper went on for 5-8 s), then die of the signal as
+    usual. Returns what puts the previous handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    me = os.getpid()
+
+    def terminate(signum, frame) -> None:
+        forked = sys.modules.get("tracetui.model.forked")
+        if forked is not None and os.getpid() == me:  # not in a helper: its copy lists its siblings
+            forked._kill_live()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _error(msg: str) -> None:
+    """The one line bad input gets: file names made visible (no escapes, no line breaks)."""
+    from tracetui.textsafe import visible
+    print(f"tracetui: error: {visible(msg)}", file=sys.stderr)
 
 
 def _announce_folder(path: Path) -> None:
@@ -104,8 +135,9 @@ def _announce_folder(path: Path) -> None:
         found = folder_traces(path)
         chosen = resolve_input(path)
         if len(found) > 1:
-            print(f"tracetui: {path}: opening the newest of {len(found)} traces, {chosen.name} "
-                  f"(pass a file to choose another)", file=sys.stderr)
+            from tracetui.textsafe import visible
+            print(f"tracetui: {visible(str(path))}: opening the newest of {len(found)} traces, "
+                  f"{visible(chosen.name)} (pass a file to choose another)", file=sys.stderr)
 
 
 def _load_opts(args) -> dict:
@@ -167,11 +199,14 @@ def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None) 
         early = start_load(resolved[0])
     try:
         from tracetui.ui.app import TraceApp
-        TraceApp(resolved, diff=diff and len(resolved) >= 2, early=early, load_opts=load_opts).run()
+        app = TraceApp(resolved, diff=diff and len(resolved) >= 2, early=early, load_opts=load_opts)
+        app.run()
     finally:
         if early is not None:
             early.cancel()
-    return 0
+    if app.failure is not None:  # the pop-up is gone with the screen: the same line the CLI prints
+        _error(app.failure)
+    return app.return_code or 0  # 2 after a load error, 1 after a crash
 
 
 def _gen(args) -> int:
@@ -216,7 +251,8 @@ def _gen(args) -> int:
                 raise
             failed.append(f"{w.name}/{impl}: {type(e).__name__}: {e}")
             continue
-        print(path)
+        from tracetui.textsafe import visible
+        print(visible(str(path)))
     if failed:
         raise CliError(f"{len(failed)} of {len(jobs)} recordings failed: " + "; ".join(failed))
     return 0

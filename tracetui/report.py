@@ -8,7 +8,7 @@ import orjson
 from .model.events import K, KINDS
 from .model.trace import Trace
 from .model.tree import diagnostic_lines
-from .textsafe import visible
+from .textsafe import json_safe, visible
 
 US = 1e-3  # ns -> µs
 
@@ -24,7 +24,7 @@ def _out(s: str = "") -> None:
 
 
 def _dump(obj) -> None:
-    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    sys.stdout.buffer.write(json_safe(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)) + b"\n")
 
 
 TEXT_OP_KINDS = ("op", "annotation", "step", "runtime")

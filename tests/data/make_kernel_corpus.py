@@ -12,25 +12,27 @@ from __future__ import annotations
 
 import bisect
 import gzip
-import json
 import sys
 from pathlib import Path
+
+import msgspec
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 RUNTIME = ("cuda_runtime", "cuda_driver", "runtime")
 
 
-def sources() -> list[Path]:
-    peer = ROOT.parent / "shared" / "peer-traces" / "hta"
-    return sorted(peer.glob("*.json*")) + sorted((ROOT / "traces").glob("*.json.gz")) + \
+def sources(peer: bool = True) -> list[Path]:
+    """The traces to list: the peer traces (fixed, read-only) unless ``peer`` is False, then ours."""
+    hta = ROOT.parent / "shared" / "peer-traces" / "hta"
+    return (sorted(hta.glob("*.json*")) if peer else []) + sorted((ROOT / "traces").glob("*.json.gz")) + \
         sorted((ROOT / "tests" / "data").glob("*.json.gz"))
 
 
 def rows(path: Path) -> set[tuple]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        d = json.load(f)
+    with opener(path, "rb") as f:
+        d = msgspec.json.decode(f.read())  # a plain JSON parser, several times faster than json
     evs = d["traceEvents"] if isinstance(d, dict) else d
     ops, runtime = {}, {}
     for e in evs:

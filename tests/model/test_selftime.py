@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tracetui.model.selftime import self_time_rule
-from tracetui.workloads.record import key_averages_path
+from tracetui.workloads.record import key_averages_path, read_key_averages
 
 
 @pytest.mark.parametrize("meta, frames, given, expected", [
@@ -41,7 +41,7 @@ def test_cli_matches_key_averages_on_every_row(cpu_traces, name):
     """torch 2.13 CPU recordings (with_stack nests ops under frames): every key_averages() row,
     steps, annotations and frames included, from `tracetui summary --json`: counts exact, times 1%."""
     path = cpu_traces[name]
-    ref = json.loads(key_averages_path(path).read_text())
+    ref, _ = read_key_averages(key_averages_path(path))
     d = _cli_summary(path)
     rows = {o["name"]: o for o in d["ops"]}
     assert d["self_time_rule"]["frames_own_time"] == (name.endswith("_stack"))

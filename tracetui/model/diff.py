@@ -303,31 +303,39 @@ def _scopes(t: Trace) -> list[int]:
 
 
 def _dims(t: Trace, op: int | None) -> list:
+    """The op's input shapes that are shapes (lists of non-negative ints): args are data from the
+    file, of any type."""
     if op is None:
         return []
-    dims = t.args(op).get("Input Dims") or []
-    return [d for d in dims if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
+    dims = t.args(op).get("Input Dims")
+    if not isinstance(dims, list):
+        return []
+    return [d for d in dims if isinstance(d, list) and d and all(type(x) is int and x >= 0 for x in d)]
 
 
 def _out_bytes(t: Trace, op: int | None) -> float | None:
+    """Bytes of the op's output, estimated from its input shapes; None when they do not say
+    (no shapes, too few for the op, or fields of other types: args are data from the file)."""
     if op is None:
         return None
-    args = t.args(op)
-    types = args.get("Input type") or []
+    types = t.args(op).get("Input type")
+    types = types if isinstance(types, list) else []
     from .perf import DTYPE_BYTES
     shapes = _dims(t, op)
     if not shapes:
         return None
     elem = DTYPE_BYTES.get(types[0], 2) if types and isinstance(types[0], str) else 2
     name = t.name(op).split("::")[-1]
-    if name in ("mm", "addmm", "matmul", "linear", "bmm"):
-        if name == "addmm" and len(shapes) >= 3:
-            a, b = shapes[-2], shapes[-1]
-        else:
-            a, b = shapes[0], shapes[1] if len(shapes) > 1 else shapes[0]
-        n = b[0] if name == "linear" else b[-1]
-        return float(math.prod(a[:-1]) * n * elem)
-    return float(max(math.prod(s) for s in shapes) * elem)
+    try:
+        if name in ("mm", "addmm", "matmul", "linear", "bmm"):
+            if len(shapes) < 2:
+                return None
+            a, b = (shapes[-2], shapes[-1]) if name == "addmm" else (shapes[0], shapes[1])
+            n = b[0] if name == "linear" else b[-1]
+            return float(math.prod(a[:-1]) * n * elem)
+        return float(max(math.prod(s) for s in shapes) * elem)
+    except OverflowError:  # shapes no tensor has
+        return None
 
 
 def gemm_flops(op_name: str, dims: list) -> float | None:
@@ -347,7 +355,7 @@ def gemm_flops(op_name: str, dims: list) -> float | None:
         if name == "linear" and len(dims) >= 2:
             a, w = dims[0], dims[1]
             return float(np.prod(a) * w[0])
-    except (IndexError, TypeError, ValueError):
+    except (IndexError, TypeError, ValueError, OverflowError):
         return None
     return None
 

@@ -2,8 +2,9 @@
 
 The fast path decodes straight into msgspec Structs and leaves each event's ``args`` undecoded
 (``msgspec.Raw``); only the few link fields are decoded eagerly, in ``events.py``. The tolerant
-path repairs invalid UTF-8, raw control characters, unescaped quotes in names and a truncated tail
-(a killed exporter), and records what it did in ``LoadReport``.
+path (``repair.py``, linear in the file's size) repairs invalid UTF-8, raw control characters,
+unescaped quotes in names, stray bytes and a truncated tail (a killed exporter) event by event,
+never dropping a complete event, and records what it did, with counts, in ``LoadReport``.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Union
 
 import msgspec
 
+from . import repair
 from .errors import TraceError
 
 TRACE_GLOBS = ("*.pt.trace.json.gz", "*.pt.trace.json", "*.json.gz", "*.json")
@@ -591,58 +593,21 @@ def _short(e: Exception) -> str:
     return s[:160]
 
 
-_CTRL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
-_NAME_LINE = re.compile(rb'("name": ")(.*?)(", "(?:pid|tid|ph|cat|ts|dur|id|args)")')
-
-
-def _escape_inner_quotes(m: re.Match) -> bytes:
-    inner = re.sub(rb'(?<!\\)"', rb'\\"', m.group(2))
-    return m.group(1) + inner + m.group(3)
-
-
-def _decode_tolerant(path: Path, data: bytes, report: LoadReport, first_error: Exception) -> Document:
-    text = data.decode("utf-8", errors="replace").encode("utf-8")
-    if len(text) != len(data) or text != data:
-        report.repairs.append("replaced invalid UTF-8 bytes")
-    if _CTRL.search(text):
-        text = _CTRL.sub(lambda m: b"\\u%04x" % m.group(0)[0], text)
-        report.repairs.append("escaped raw control characters")
-    fixed = _NAME_LINE.sub(_escape_inner_quotes, text)
-    if fixed != text:
-        report.repairs.append("escaped unescaped quotes in names")
-        text = fixed
-    try:
-        return _decode_fast(path, text, report), text
-    except msgspec.DecodeError:
-        pass
-    doc, cut = _decode_truncated(path, text, report)
-    if doc is None:
-        raise TraceError(path, f"invalid JSON that could not be repaired ({_short(first_error)})")
-    report.truncated_bytes = len(text) - cut
-    report.repairs.append(f"trace ends early: kept {len(doc.traceEvents):,} complete events, "
-                          f"dropped the last {report.truncated_bytes:,} bytes")
-    closed = text[:cut] + (b"]" if first_byte(text) == b"[" else b"]}")
-    return doc, closed
-
-
-_MAX_CUT_TRIES = 64
-"""How many candidate event boundaries, from the end, the truncation repair tries."""
-
-
-def _decode_truncated(path: Path, text: bytes, report: LoadReport) -> tuple[Document | None, int]:
-    """Close the traceEvents list after the last complete event that makes the file decode."""
-    start = text.find(b'"traceEvents"')
-    bare = first_byte(text) == b"["
-    if start < 0 and not bare:
-        return None, 0
-    end = len(text)
-    for _ in range(_MAX_CUT_TRIES):
-        cut = text.rfind(b"}", 0, end)
-        if cut <= start:
-            break
-        head = text[: cut + 1]
+def _decode_tolerant(path: Path, data: bytes, report: LoadReport, first_error: Exception) -> tuple[Document, bytes]:
+    """Repair what real exporters break (see repair.py), saying what was repaired and dropped."""
+    text, utf8 = repair.fix_utf8(data)
+    if utf8:
+        report.repairs.append(f"replaced {utf8:,} invalid UTF-8 sequence(s) with U+FFFD")
         try:
-            return _decode_fast(path, head + (b"]" if bare else b"]}"), report), cut + 1
+            return _decode_fast(path, text, report), text
         except msgspec.DecodeError:
-            end = cut
-    return None, 0
+            pass
+    fixed, notes, cut = repair.recover(path, text, first_error)
+    del text
+    report.repairs.extend(notes)
+    report.truncated_bytes = cut
+    try:
+        return _decode_fast(path, fixed, report), fixed
+    except msgspec.DecodeError as e:  # each piece decoded on its own: this is tracetui's bug, not the file's
+        raise TraceError(path, f"tracetui's repair of this file went wrong ({_short(e)}); "
+                               "please report it with the file") from None

@@ -139,5 +139,5 @@ def estimate(op_name: str, args: dict, seconds: float) -> Roofline | None:
         # Inputs read once, output written once (Inductor's in_out buffer is both, so this holds).
         moved = sum(n * e for n, e in tensors) + out_n * out_e
         return Roofline(None, float(moved), seconds, "elementwise (min. bytes)")
-    except (IndexError, TypeError, ValueError):
+    except (IndexError, TypeError, ValueError, OverflowError):  # shapes no kernel ran on
         return None

@@ -78,7 +78,7 @@ def ns_column(values: list, reread: Callable[[list[int]], list] | None = None,
             ns[at], state[at[~ok]] = got, OUT_OF_RANGE
             rest = np.flatnonzero(~is_text)
             if rest.size:  # integers and missing values
-                ns[rest], state[rest] = ns_column(list(compress(values, (~is_text).tolist())), reread)
+                ns[rest], state[rest] = ns_column(list(compress(values, (~is_text).tolist())))
             return ns, state
     try:
         f = np.fromiter(values, dtype=np.float64, count=n)

@@ -43,7 +43,8 @@ KERNEL_WAIT_NS = 5_000
 the hand-over between back-to-back kernels) up to this length; longer gaps are "other" (waiting
 on an event, another stream, a collective)."""
 
-COMM_CLASSES = frozenset({"communication", "nccl"})
+COMM_CLASSES = frozenset({"communication"})
+"""Taxonomy classes (tracetui/model/taxonomy.py) that count as communication."""
 NON_COMPUTE = COMM_CLASSES | {"memcpy", "memset"}
 
 VERDICTS = (

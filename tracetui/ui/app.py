@@ -113,8 +113,10 @@ class LoadingScreen(Screen):
         self.query_one("#stage", Label).update(Text(visible(stage)))
 
     def _failed(self, msg: str) -> None:
+        if not self.app.traces:  # the traces it was started on: quitting now exits 2, as the CLI does
+            self.app.failure = msg
         self.query_one("#stage", Label).update(Text(visible(msg), style="bold red"))
-        self.app.notify(visible(msg), severity="error", timeout=10)
+        self.app.notify(visible(msg), severity="error", timeout=10, markup=False)
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "load")
@@ -220,7 +222,7 @@ class ExplorerScreen(Screen):
         self._status()
         if self.trace.report.repairs:  # a damaged file: say what was done before anything else
             self.notify(visible("; ".join(self.trace.report.repairs)) + " (D: details)",
-                        title="trace repaired", severity="warning", timeout=12)
+                        title="trace repaired", severity="warning", timeout=12, markup=False)
         # after the first paint: the args pass holds the GIL (~0.15 s per 60 MB) and, started
         # here, delayed the first screen by as much (first_screen_pty A/B: 1.88 -> 1.71 s)
         self.call_after_refresh(self.prefetch_args)
@@ -517,6 +519,13 @@ class TraceApp(App):
         self.traces: list[Trace] = []
         self.early = early
         self.load_opts = load_opts or {}
+        self.failure: str | None = None  # why the traces it was started on did not load
+
+    def exit(self, result=None, return_code: int = 0, message=None) -> None:
+        """Quit; once the traces it was started on failed to load, with the CLI's code for bad input."""
+        if return_code == 0 and self.failure is not None:
+            return_code = 2
+        super().exit(result, return_code, message)
 
     def on_mount(self) -> None:
         # before any worker starts: quitting must not wait for a load that is still decoding
@@ -553,7 +562,7 @@ class TraceApp(App):
             try:
                 p = resolve_input(Path(path).expanduser())
             except TraceError as e:
-                self.notify(visible(str(e)), severity="error")
+                self.notify(visible(str(e)), severity="error", markup=False)
                 return
             self.diff = False
             self.push_screen(LoadingScreen([p], self._loaded, load_opts=self.load_opts))

@@ -77,7 +77,10 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
     args = tr.args(node) if tr.store.args_loaded or kind not in ARGLESS else {}
     if "Input Dims" in args:
         t.append("\ninputs\n", style="bold")
-        dims, types, strides = args.get("Input Dims") or [], args.get("Input type") or [], args.get("Input Strides") or []
+        dims, types, strides = (args.get(k) for k in ("Input Dims", "Input type", "Input Strides"))
+        dims = dims if isinstance(dims, list) else [dims]  # args are data from the file: any type
+        types = types if isinstance(types, list) else []
+        strides = strides if isinstance(strides, list) else []
         for i, d in enumerate(dims):
             ty = types[i] if i < len(types) else ""
             st = strides[i] if i < len(strides) else ""

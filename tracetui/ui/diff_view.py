@@ -95,7 +95,7 @@ class DiffScreen(Screen):
 
     def on_mount(self) -> None:
         for pane, tr in ((self.query_one("#pane-a", DiffPane), self.a), (self.query_one("#pane-b", DiffPane), self.b)):
-            pane.border_title = visible(tr.path.name)
+            pane.border_title = Text(visible(tr.path.name))  # a Text: never read as markup
             # fixed widths: the layout must not depend on when the rows arrive from the worker
             for label, width in ((" ", 1), ("kernel", 48), ("µs", 9), ("Δ µs", 9), ("launched by", 30)):
                 pane.add_column(label, width=width)

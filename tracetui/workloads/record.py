@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from ..atomic import write_all
 from .models import Workload
 
 PROVENANCE_KEY = "tracetui"
@@ -146,14 +147,11 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
     trace[PROVENANCE_KEY] = provenance(w, impl, device, dtype, with_stack, mode, step_marker, memory,
                                        backward_thread)
     data = json.dumps(trace, separators=(",", ":")).encode()
-    if str(out).endswith(".gz"):
-        with gzip.open(out, "wb", compresslevel=9) as f:
-            f.write(data)
-    else:
-        out.write_bytes(data)
+    files = {out: gzip.compress(data, compresslevel=9) if str(out).endswith(".gz") else data}
     if save_key_averages:
-        sidecar = key_averages_path(out)
-        sidecar.write_text(json.dumps({"torch": torch.__version__, "rows": key_averages_rows(prof)}, indent=0))
+        files[key_averages_path(out)] = json.dumps({"torch": torch.__version__, "rows": key_averages_rows(prof)},
+                                                   indent=0).encode()
+    write_all(files)  # both or neither: a full disk leaves no truncated trace, no empty sidecar
     return out
 
 

@@ -1,0 +1,113 @@
+"""SIGTERM ends the forked decode helper with the CLI; `gen -o` writes its files whole or not at all."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tracetui import atomic
+from tracetui.model import split
+
+# The CLI, with every forked helper made to sleep before its work: a stand-in for the 5-8 s a
+# helper spends on the half of a 1 GB trace, long enough to see whether SIGTERM ends it.
+SLOW_HELPER = """
+import sys, time
+import tracetui.model.forked as forked
+spawn = forked.spawn
+forked.spawn = lambda child: spawn(lambda: (time.sleep(60), child())[1])
+from tracetui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
+                    reason="the forked helper runs on Linux with two cores")
+def test_sigterm_kills_the_forked_decode_helper(tmp_path):
+    evs = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 50}", "pid": 1, "tid": 1, "ts": float(i),
+            "dur": 0.5, "args": {"External id": i}} for i in range(170_000)]
+    p = tmp_path / "big.json"
+    p.write_bytes(json.dumps({"traceEvents": evs}).encode())
+    assert p.stat().st_size >= split.MIN_BYTES  # large enough for the two-process decode
+    env = dict(os.environ, TRACETUI_PARALLEL="1")
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_HELPER, "summary", str(p)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not _children(proc.pid):
+            assert proc.poll() is None and time.monotonic() < deadline, "no helper was forked"
+            time.sleep(0.02)
+        helper = _children(proc.pid)[0]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == -signal.SIGTERM  # it dies of the signal, as before
+        deadline = time.monotonic() + 2
+        while _running(helper):
+            assert time.monotonic() < deadline, "the forked helper outlived the CLI"
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _full_disk_after(n_files: int, monkeypatch):
+    """fsync fails with ENOSPC from the ``n_files + 1``-th file on, as a full disk does."""
+    calls = []
+    real = os.fsync
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) > n_files:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+
+
+@pytest.mark.parametrize("fails_at", [0, 1])
+def test_write_all_leaves_old_files_or_none_on_a_full_disk(tmp_path, monkeypatch, fails_at):
+    trace, sidecar, fresh = tmp_path / "t.json.gz", tmp_path / "t.key_averages.json", tmp_path / "new.json"
+    trace.write_bytes(b"old trace")
+    sidecar.write_bytes(b"old sidecar")
+    _full_disk_after(fails_at, monkeypatch)
+    with pytest.raises(OSError) as e:
+        atomic.write_all({trace: b"new trace" * 1000, sidecar: b"new sidecar", fresh: b"x"})
+    assert e.value.errno == errno.ENOSPC
+    assert trace.read_bytes() == b"old trace" and sidecar.read_bytes() == b"old sidecar"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["t.json.gz", "t.key_averages.json"]  # no temp left
+    monkeypatch.undo()
+    atomic.write_all({trace: b"new trace", sidecar: b"new sidecar"})
+    assert trace.read_bytes() == b"new trace" and sidecar.read_bytes() == b"new sidecar"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["t.json.gz", "t.key_averages.json"]
+
+
+def test_gen_on_a_full_disk_writes_no_truncated_trace_and_no_empty_sidecar(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("torch")
+    from tracetui.cli import main
+    out = tmp_path / "linear.json.gz"
+    _full_disk_after(0, monkeypatch)
+    argv = ["gen", "linear", "--device", "cpu", "--no-stack", "--active", "1", "--batch", "2",
+            "--in-features", "8", "--out-features", "8", "-o", str(out)]
+    with pytest.raises(OSError):
+        main(argv)
+    assert list(tmp_path.iterdir()) == []  # (the success path: every other gen test)
