@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen")
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = REPO_ROOT / "traces"
 
@@ -50,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--depth", type=int, default=None)
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true")
+    m = sub.add_parser("memory", parents=[lo], help="profile_memory: peaks per device and step, what held them, per-op table")
+    m.add_argument("trace", type=Path)
+    m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    m.add_argument("--top", type=int, default=10, help="rows per table (0: all)")
     d = sub.add_parser("diff", parents=[lo], help="align two traces and report what changed and what fusion "
                                                    "removed; three or more: a ladder (A → B → C …)")
     d.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="two traces, or a series of them")
@@ -57,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
+    _rank_parsers(sub, lo)
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
@@ -112,14 +117,37 @@ def _on_sigterm():
     me = os.getpid()
 
     def terminate(signum, frame) -> None:
-        forked = sys.modules.get("tracetui.model.forked")
-        if forked is not None and os.getpid() == me:  # not in a helper: its copy lists its siblings
-            forked._kill_live()
+        if os.getpid() == me:  # not in a helper: its copy of the list names its siblings
+            forked = sys.modules.get("tracetui.model.forked")
+            if forked is not None:
+                forked._kill_live()
+            for pid in _children():  # one forked a moment ago, not yet listed by forked.py
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
     previous = signal.signal(signal.SIGTERM, terminate)
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux; elsewhere none are found, and none are forked)."""
+    pids: set[int] = set()
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            pass
+    return pids
 
 
 def _error(msg: str) -> None:
@@ -152,15 +180,24 @@ def _load_opts(args) -> dict:
 
 
 def _dispatch(args) -> int:
+    from tracetui.ranks_cli import opens_job
+    job = args.cmd == "open" and opens_job(args.traces)  # ranks of one job: the job view, not a diff
     for p in [getattr(args, "trace", None)] + list(getattr(args, "traces", None) or []):
-        if p is not None:
+        if p is not None and not job:
             _announce_folder(p)
     if args.cmd == "gen":
         return _gen(args)
+    if args.cmd in ("ranks", "index"):
+        return _ranks(args)
     if args.cmd == "summary":
         from tracetui.model import load_trace
         from tracetui.report import print_summary
         print_summary(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
+        return 0
+    if args.cmd == "memory":
+        from tracetui.model import load_trace
+        from tracetui.report import print_memory
+        print_memory(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
         return 0
     if args.cmd == "tree":
         from tracetui.model import load_trace
@@ -187,10 +224,14 @@ def _dispatch(args) -> int:
         return _open(args.traces, diff=True, load_opts=_load_opts(args))
     if not args.traces:  # the bundled story: eager vs torch.compile MLP on an H200
         return _open(bundled_default(), diff=True, load_opts=_load_opts(args))
-    return _open(args.traces, diff=len(args.traces) >= 2, load_opts=_load_opts(args))
+    return _open(args.traces, diff=len(args.traces) >= 2, load_opts=_load_opts(args), job=job)
 
 
-def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None) -> int:
+def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, job: bool = False) -> int:
+    if job:  # several ranks of one job, a folder of them, or an index: the job view
+        from tracetui.ui.app import TraceApp
+        TraceApp(list(paths), load_opts=load_opts, job=True).run()
+        return 0
     from tracetui.model.load import resolve_input
     resolved = [resolve_input(p) for p in paths]  # fail fast with a one-line error, before the UI starts
     early = None
@@ -256,3 +297,14 @@ def _gen(args) -> int:
     if failed:
         raise CliError(f"{len(failed)} of {len(jobs)} recordings failed: " + "; ".join(failed))
     return 0
+
+
+def _rank_parsers(sub, lo) -> None:
+    """``ranks`` and ``index``: the job-level subcommands (tracetui/ranks_cli.py)."""
+    from tracetui.ranks_cli import add_parsers
+    add_parsers(sub, lo)
+
+
+def _ranks(args) -> int:
+    from tracetui.ranks_cli import run
+    return run(args, _load_opts(args), CliError)

@@ -121,7 +121,7 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
         _out(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
         for k in d["first_step_kernels"][:40]:
             src = (" > ".join(k["ops"]) or "(no ATen op)")
-            _out(f"  {k['class']:9s} {k['device_us']:9.1f} µs  {visible(_short(k['name']))[:58]:58s}"
+            _out(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {visible(_short(k['name']))[:58]:58s}"
                  f"  <- {visible(src)}{' in ' + visible(k['module']) if k['module'] else ''}")
         if len(d["first_step_kernels"]) > 40:
             _out(f"  … {len(d['first_step_kernels']) - 40} more")
@@ -212,9 +212,16 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
     def emit(line: str) -> None:  # the app shows these lines too: the same guard for both
         sink(_shown(line))
     from .model.changes import diff_dict
+    from .model.memory import memory_diff
     j = diff_dict(d)
+    mem = memory_diff(d.a, d.b)  # only when both traces have [memory] instants
+    if mem is not None:
+        j["memory"] = mem
     if as_json:
-        _dump(diff_dict(d, top=top) if top else j)
+        out = diff_dict(d, top=top) if top else j
+        if mem is not None:
+            out["memory"] = mem
+        _dump(out)
         return
     a, b = j["a"], j["b"]
     emit(f"A: {visible(a['file'])}  ({a['device'] or 'CPU'}, {a['steps']} steps)")
@@ -260,6 +267,9 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
             why = k["detail"] or k["reason"] or ("unexplained" if k["status"] in ("added", "removed") else "")
             extra = f"  ({visible(why)})" if why else ""
             emit(f"  {visible(_short(k['name']))[:58]:58s} {au} {bu} {k['delta_us']:+9.1f}  {k['status']}{extra}")
+
+    if mem is not None:
+        _emit_memory_diff(mem, emit)
 
 
 def diff_header(j: dict) -> list[str]:
@@ -334,3 +344,63 @@ def ladder_lines(ld: dict, names: list[str]) -> list[str]:
         for c in s["cpu_top"]:
             out.append(f"  {c['delta_us']:+10.1f}  CPU: {visible(c['title'])[:80]}")
     return out
+
+
+def _emit_memory_diff(mem: dict, emit) -> None:
+    from .model.memory import fmt_bytes
+    emit("\nmemory (peak per device, A → B):")
+    for p in mem["peaks"]:
+        emit(f"  {p['device']:>6} {fmt_bytes(p['a_bytes']):>12} → {fmt_bytes(p['b_bytes']):>12}  "
+             f"({'+' if p['change_bytes'] >= 0 else '-'}{fmt_bytes(abs(p['change_bytes']))})")
+    if mem["ops"]:
+        emit(f"  largest per-op changes in allocation size{' per step' if mem['per_step'] else ''} (A → B):")
+        for o in mem["ops"]:
+            emit(f"  {o['device']:>6} {fmt_bytes(o['a_allocation_bytes']):>12} → {fmt_bytes(o['b_allocation_bytes']):>12}  "
+                 f"{visible(o['name'])[:60]}")
+
+
+def print_memory(t: Trace, as_json: bool = False, top: int = 10) -> None:
+    """``tracetui memory``: peaks per device and per step, what held them, never-freed blocks,
+    the per-op table (TensorBoard plugin definitions). JSON sizes are integer bytes, times µs."""
+    from .model.memory import fmt_bytes, memory_dict
+    j = memory_dict(t, top=top)
+    if as_json:
+        _dump(j)
+        return
+    b = lambda n: f"{fmt_bytes(n)} ({n:,} B)" if abs(n) >= 1024 else fmt_bytes(n)  # noqa: E731
+    t0 = int(t.store.ts.min()) * US if len(t.store) else 0.0  # text times: offsets from the first event
+    at = lambda us: f"+{(us - t0) / 1e3:,.3f} ms"  # noqa: E731
+    _out(f"{t.path.name}: {j['instants']:,} memory instants")
+    if not j["instants"]:
+        _out("no [memory] events: record with torch.profiler.profile(profile_memory=True)")
+        return
+    for d in j["devices"]:
+        _out(f"\n{d['device']}: peak {b(d['peak_bytes'])} at {at(d['peak_us'])}"
+             f" (reserved there {fmt_bytes(d['peak_reserved_bytes'])}, most reserved {fmt_bytes(d['max_reserved_bytes'])})")
+        _out(f"  {d['allocations']:,} allocations: {d['paired']:,} freed in the trace, {d['never_freed']:,} never freed "
+             f"({fmt_bytes(d['never_freed_bytes'])}); {d['unmatched_frees']:,} frees of memory allocated before it")
+        _out(f"  held at the peak: {d['live_at_peak']:,} allocations made in the trace, "
+             f"{fmt_bytes(d['held_before_bytes'])} allocated before it")
+        for by in ("op", "module", "step"):
+            rows = d["holders"][by]
+            if rows and not (len(rows) == 1 and rows[0][by] == "-"):
+                _out(f"    by {by}:")
+                for r in rows:
+                    _out(f"      {fmt_bytes(r['bytes']):>12} {r['count']:>6}  {r[by]}")
+        if d["never_freed_blocks"]:
+            _out("  never freed (largest):")
+            for r in d["never_freed_blocks"]:
+                _out(f"      {fmt_bytes(r['bytes']):>12}  {r['op']}  ·  {r['module']}  ·  {r['step']}  at {at(r['ts_us'])}")
+    if j["steps"]:
+        _out("\nper step (peak inside the step's host interval; top holder by op):")
+        for s in j["steps"]:
+            top_op = s["holders"]["op"][0] if s["holders"]["op"] else None
+            held = f"  top: {top_op['op']} {fmt_bytes(top_op['bytes'])}" if top_op else ""
+            _out(f"  {s['name'][:30]:30s} {s['device']:>5} {fmt_bytes(s['peak_bytes']):>12}{held}")
+    _out("\nper op (TensorBoard plugin definitions; self = not counting child ops):")
+    _out(f"  {'device':>6} {'calls':>7} {'allocs':>7} {'alloc size':>11} {'self allocs':>11} {'self size':>11} "
+         f"{'increase':>11} {'self incr.':>11}  name")
+    for o in j["ops"]:
+        _out(f"  {o['device']:>6} {o['calls']:>7,} {o['allocation_count']:>7,} {fmt_bytes(o['allocation_bytes']):>11} "
+             f"{o['self_allocation_count']:>11,} {fmt_bytes(o['self_allocation_bytes']):>11} "
+             f"{fmt_bytes(o['size_increase_bytes']):>11} {fmt_bytes(o['self_size_increase_bytes']):>11}  {o['name']}")

@@ -86,3 +86,23 @@ def test_ladder(snap_compare, size):
 def test_timeline(snap_compare):
     app = TraceApp([TRACES / "mlp_eager.json.gz"])
     assert snap_compare(app, terminal_size=(120, 30), run_before=_loaded, press=["4"])
+
+
+async def _memory(pilot):
+    """Load the CPU recording with memory events, open the memory view (5) and wait until the
+    model is built and drawn (it is built in a worker)."""
+    await _loaded(pilot)
+    await pilot.press("5")
+    for _ in range(500):
+        s = pilot.app.screen
+        if s.trace.memory_ready and s.memory_view._shown:
+            break
+        await pilot.pause(0.02)
+    await _settled(pilot)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_memory(snap_compare, size):
+    from tests.conftest import DATA
+    app = TraceApp([DATA / "cpu_transformer_eager_memory.json.gz"])
+    assert snap_compare(app, terminal_size=size, run_before=_memory)

@@ -26,6 +26,8 @@ kernels. Structure first, then fusion inside it:
 """
 from __future__ import annotations
 
+import math
+
 import difflib
 import math
 import re
@@ -303,12 +305,10 @@ def _scopes(t: Trace) -> list[int]:
 
 
 def _dims(t: Trace, op: int | None) -> list:
-    """The op's input shapes that are shapes (lists of non-negative ints): args are data from the
-    file, of any type."""
     if op is None:
         return []
     dims = t.args(op).get("Input Dims")
-    if not isinstance(dims, list):
+    if not isinstance(dims, list):  # args are data from the file: any type can be there
         return []
     return [d for d in dims if isinstance(d, list) and d and all(type(x) is int and x >= 0 for x in d)]
 
@@ -318,7 +318,8 @@ def _out_bytes(t: Trace, op: int | None) -> float | None:
     (no shapes, too few for the op, or fields of other types: args are data from the file)."""
     if op is None:
         return None
-    types = t.args(op).get("Input type")
+    args = t.args(op)
+    types = args.get("Input type")
     types = types if isinstance(types, list) else []
     from .perf import DTYPE_BYTES
     shapes = _dims(t, op)
@@ -330,7 +331,7 @@ def _out_bytes(t: Trace, op: int | None) -> float | None:
         if name in ("mm", "addmm", "matmul", "linear", "bmm"):
             if len(shapes) < 2:
                 return None
-            a, b = (shapes[-2], shapes[-1]) if name == "addmm" else (shapes[0], shapes[1])
+            a, b = (shapes[-2], shapes[-1]) if name == "addmm" and len(shapes) >= 3 else (shapes[0], shapes[1])
             n = b[0] if name == "linear" else b[-1]
             return float(math.prod(a[:-1]) * n * elem)
         return float(max(math.prod(s) for s in shapes) * elem)
@@ -345,17 +346,17 @@ def gemm_flops(op_name: str, dims: list) -> float | None:
     try:
         if name in ("mm", "matmul", "_scaled_mm") and len(dims) >= 2:
             a, b = dims[0], dims[1]
-            return float(np.prod(a[:-1]) * a[-1] * b[-1])
+            return float(math.prod(a[:-1]) * a[-1] * b[-1])
         if name in ("addmm", "_addmm_activation") and len(dims) >= 3:
             a, b = dims[1], dims[2]
-            return float(np.prod(a[:-1]) * a[-1] * b[-1])
+            return float(math.prod(a[:-1]) * a[-1] * b[-1])
         if name in ("bmm", "baddbmm") and len(dims) >= 2:
             a, b = (dims[1], dims[2]) if name == "baddbmm" and len(dims) >= 3 else (dims[0], dims[1])
-            return float(np.prod(a) * b[-1])
+            return float(math.prod(a) * b[-1])
         if name == "linear" and len(dims) >= 2:
             a, w = dims[0], dims[1]
-            return float(np.prod(a) * w[0])
-    except (IndexError, TypeError, ValueError, OverflowError):
+            return float(math.prod(a) * w[0])
+    except (IndexError, TypeError, ValueError, OverflowError):  # shapes no tensor has
         return None
     return None
 

@@ -8,3 +8,6 @@ class TraceError(Exception):
     def __init__(self, path, problem: str):
         self.path, self.problem = path, problem
         super().__init__(f"{path}: {problem}")
+
+    def __reduce__(self):  # rebuilt from (path, problem) when it crosses a process pool
+        return (TraceError, (self.path, self.problem))

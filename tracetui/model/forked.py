@@ -78,6 +78,13 @@ class Pending:
         if not self.done:
             self.done = True
             reap(self.pid, self.r, kill=True)
+        elif self.pid in _LIVE:  # result() is still reading in another thread: end the child now,
+            try:                 # so no child outlives a cancel (the reader then sees EOF)
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (OSError, ChildProcessError):
+                pass
+            _LIVE.discard(self.pid)
 
 
 def spawn(child: Callable[[], T]) -> Pending | None:

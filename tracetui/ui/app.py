@@ -30,6 +30,7 @@ from .format import plain
 from .tab_bar import TabBar
 from .tables import AggTable
 from .threads import DaemonExecutor
+from .memory_view import MemoryView
 from .timeline import Timeline
 from .tree_view import Row, TraceTree
 
@@ -120,6 +121,8 @@ class LoadingScreen(Screen):
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "load")
+        if self.early is not None:  # the worker may not have started: the head-start child goes too
+            self.early.cancel()
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
@@ -168,6 +171,7 @@ class ExplorerScreen(Screen):
         Binding("2", "tab('kernels')", "Kernels", show=False),
         Binding("3", "tab('ops')", "Ops", show=False),
         Binding("4", "tab('timeline')", "Timeline", show=False),
+        Binding("5", "tab('memory')", "Memory", show=False),
         Binding("plus,equals_sign", "zoom(2)", "Zoom in", show=False),
         Binding("minus", "zoom(0.5)", "Zoom out", show=False),
         Binding("left_square_bracket", "pan(-0.25)", "Pan left", show=False),
@@ -190,6 +194,7 @@ class ExplorerScreen(Screen):
         self.kernel_table = AggTable(trace, kernels=True, id="kernel-table")
         self.op_table = AggTable(trace, kernels=False, id="op-table")
         self.timeline = Timeline(trace, id="timeline-widget")
+        self.memory_view = MemoryView(trace, id="memory-widget")
 
     def compose(self) -> ComposeResult:
         yield Static(id="breadcrumb")
@@ -204,6 +209,8 @@ class ExplorerScreen(Screen):
                 yield Lazy(self.op_table)
             with VerticalScroll(id="timeline"):
                 yield Lazy(self.timeline)
+            with Container(id="memory"):
+                yield Lazy(self.memory_view)
         yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
         yield Static(id="status")
         yield StableFooter()
@@ -234,6 +241,8 @@ class ExplorerScreen(Screen):
         self.trace.warm()  # ~37 ms on 270k events, off the first screen (1.62 -> 1.58 s, 9 rounds)
         if not self.trace.store.args_loaded:
             self.trace.store.load_args()
+            if len(self.trace.store.memory):  # the memory view and detail pane read it
+                self.trace.memory  # noqa: B018
             keep_out_of_gc()
             try:
                 self.app.call_from_thread(self._args_ready)
@@ -470,6 +479,13 @@ class ExplorerScreen(Screen):
         self._show_view(name)
         if name == "timeline":
             self.timeline.show(getattr(self, "current", 0))
+        elif name == "memory":
+            view = self.memory_view
+            if view.is_mounted:
+                view.show(getattr(self, "current", 0))
+                view.query_one("#mem-live").focus()
+            else:  # a key pressed within a frame of the first screen
+                self.call_after_refresh(self.action_tab, "memory")
         elif name in ("kernels", "ops"):
             table = self.kernel_table if name == "kernels" else self.op_table
             if table.is_mounted:
@@ -512,9 +528,11 @@ class TraceApp(App):
         Binding("ctrl+o", "open", "Open file"),
     ]
 
-    def __init__(self, paths: list[Path], diff: bool = False, early=None, load_opts: dict | None = None):
+    def __init__(self, paths: list[Path], diff: bool = False, early=None, load_opts: dict | None = None,
+                 job: bool = False):
         super().__init__()
         self.paths = [Path(p) for p in paths]
+        self.job = job  # the ranks of one job (or an index): the job view comes first
         self.diff = diff and len(self.paths) >= 2  # two: a diff; more: a ladder
         self.traces: list[Trace] = []
         self.early = early
@@ -531,6 +549,10 @@ class TraceApp(App):
         # before any worker starts: quitting must not wait for a load that is still decoding
         asyncio.get_running_loop().set_default_executor(DaemonExecutor())
         early, self.early = self.early, None
+        if self.job:
+            from .job_view import JobScreen
+            self.push_screen(JobScreen(self.paths, self.load_opts))
+            return
         self.push_screen(LoadingScreen(self.paths if self.diff else self.paths[:1], self._loaded, early,
                                        self.load_opts))
 
@@ -573,12 +595,15 @@ class TraceApp(App):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Help: key map", "Every key tracetui answers", self.action_help)
         yield SystemCommand("Open trace file", "Load another trace (ctrl+o)", self.action_open)
+        for title, help_, action in getattr(screen, "system_commands", lambda: [])():  # the job view's
+            yield SystemCommand(title, help_, action)
         if isinstance(screen, ExplorerScreen):
             for title, help_, action in [
                 ("Show tree", "Hierarchy and details (1)", lambda: screen.action_tab("tree")),
                 ("Show kernel table", "Kernels aggregated by name (2)", lambda: screen.action_tab("kernels")),
                 ("Show op table", "Ops aggregated by name (3)", lambda: screen.action_tab("ops")),
                 ("Show timeline", "CPU and GPU lanes of the step (4)", lambda: screen.action_tab("timeline")),
+                ("Show memory", "Allocated/reserved, peak holders, per-op memory (5)", lambda: screen.action_tab("memory")),
                 ("Toggle Python frames", "Hide/show python_function events (p)", screen.action_toggle_python),
                 ("Toggle chain collapsing", "Merge single-child chains (c)", screen.action_toggle_collapse),
                 ("Toggle per-step averages", "Tables per ProfilerStep (a)", screen.action_toggle_avg),

@@ -1,0 +1,44 @@
+"""Fixtures for the many-ranks tests: one gloo job recorded per session, and generated jobs."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+GLOO_WORLD = 3
+GLOO_SLOW = 1
+
+
+@pytest.fixture(scope="session")
+def gloo_job(tmp_path_factory) -> list[Path]:
+    """A 3-process gloo job (DDP + explicit collectives) recorded on CPU; rank 1 slowed on purpose."""
+    pytest.importorskip("torch.distributed")
+    from tracetui.workloads.gloo_job import record_gloo_job
+    out = tmp_path_factory.mktemp("gloo_job")
+    return record_gloo_job(out, world=GLOO_WORLD, slow_rank=GLOO_SLOW, slow_s=0.02, steps=3)
+
+
+@pytest.fixture(scope="session")
+def gen_job(gloo_job, tmp_path_factory) -> dict:
+    """Rank 0 of the gloo job replicated into 6 ranks on 3 hosts, rank 4 a planted straggler."""
+    from tracetui.workloads.replicate import replicate
+    out = tmp_path_factory.mktemp("gen_job")
+    return replicate(gloo_job[0], out, 6, per_host=2, straggler=4, delay_ns=300_000, seed=7)
+
+
+def raw(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def gloo_annotations(path) -> list[dict]:
+    """The gloo:* annotations of one rank, every worker thread merged, in start order."""
+    ev = raw(path)["traceEvents"]
+    return sorted((e for e in ev if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                   and e["name"].startswith("gloo:")), key=lambda e: (e["ts"], e["ts"] + e["dur"]))
+
+
+def copy(src, dst) -> Path:
+    shutil.copyfile(src, dst)
+    return Path(dst)

@@ -1,0 +1,185 @@
+"""The job view: a rank × step heatmap of a generated job (made from a bundled gloo rank), at
+80x24 and 160x48; every number it shows is in `tracetui ranks --json`; Enter opens the rank."""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from tracetui.cli import main
+from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.job_view import METRICS, JobScreen, fmt
+
+from tests.conftest import DATA
+
+SIZES = [(80, 24), (160, 48)]
+NUM = re.compile(r"(?<![\w#.])-?\d[\d,]*(?:\.\d+)?")
+"""A number as text (not the digits of a name such as ProfilerStep#2 or node1)."""
+
+
+@pytest.fixture(scope="module")
+def job_dir(tmp_path_factory):
+    from tracetui.workloads.replicate import replicate
+    out = tmp_path_factory.mktemp("ui_job")
+    replicate(DATA / "gloo_rank0.pt.trace.json.gz", out, 4, per_host=2, straggler=2, delay_ns=250_000, seed=3)
+    return out
+
+
+@pytest.fixture(scope="module")
+def job_json(job_dir):
+    import contextlib
+    import io
+    buf = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    with contextlib.redirect_stdout(buf):
+        assert main(["ranks", str(job_dir), "--json", "--workers", "1"]) == 0
+    buf.flush()
+    return json.loads(buf.buffer.getvalue())
+
+
+async def _ready(pilot):
+    for _ in range(1500):
+        s = pilot.app.screen
+        if isinstance(s, JobScreen) and s.doc is not None:
+            break
+        await pilot.pause(0.02)
+    for _ in range(20):
+        await pilot.pause()
+
+
+def _numbers(doc) -> set:
+    """Every number in the document as the job view formats it."""
+    out = set()
+
+    def walk(v):
+        if isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, str):  # the straggler's evidence is a sentence in the JSON
+            out.update(NUM.findall(v))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.add(fmt(v))
+            out.add(str(v))
+            if isinstance(v, float):
+                out.add(f"{100 * v:.0f}")  # ratios shown as percentages
+    walk(doc)
+    return out
+
+
+def test_every_number_shown_is_in_ranks_json(job_dir, job_json):
+    asyncio.run(_every_number(job_dir, job_json))
+
+
+async def _every_number(job_dir, job_json):
+    app = TraceApp([job_dir], job=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _ready(pilot)
+        screen = app.screen
+        assert isinstance(screen, JobScreen)
+        table = screen.query_one("#heatmap")
+        ranks = [p["rank"] for p in job_json["per_rank"]]
+        steps = sorted({(r["step"], r["name"]) for r in job_json["steps"]})
+        assert table.row_count == len(ranks) == 4
+        assert len(table.columns) == len(steps) + 1
+        known = _numbers(job_json)
+        by = {(r["rank"], r["name"]): r for r in job_json["steps"]}
+        for m, (key, _, _) in enumerate(METRICS):
+            assert screen.metric == m
+            for i, r in enumerate(ranks):
+                for j, (_, name) in enumerate(steps):
+                    assert table.get_cell_at((i, j + 1)).plain.strip() == fmt(by[(r, name)][key])
+            await pilot.press("m")
+        head = str(screen.query_one("#job-head").render())
+        assert f"straggler: rank {job_json['straggler']['rank']}" in head
+        for _ in range(3):  # every detail line, on several cells
+            detail = str(screen.query_one("#job-detail").render())
+            nums = re.findall(r"(?<![\w#.])-?\d[\d,]*(?:\.\d+)?", detail)
+            assert nums
+            assert all(n in known for n in nums), [n for n in nums if n not in known]
+            await pilot.press("down", "right")
+
+
+def test_enter_opens_the_rank_and_esc_comes_back(job_dir, job_json):
+    asyncio.run(_enter_and_back(job_dir, job_json))
+
+
+async def _enter_and_back(job_dir, job_json):
+    app = TraceApp([job_dir], job=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _ready(pilot)
+        await pilot.press("down", "down", "right")   # rank 2, first step
+        await pilot.press("enter")
+        for _ in range(500):
+            if isinstance(app.screen, ExplorerScreen):
+                break
+            await pilot.pause(0.02)
+        assert isinstance(app.screen, ExplorerScreen)
+        assert app.screen.trace.path.name == "gen_rank-2.pt.trace.json"
+        for _ in range(10):
+            await pilot.pause()
+        node = app.screen.current
+        assert app.screen.trace.name(node) == sorted({r["name"] for r in job_json["steps"]},
+                                                     key=lambda n: int(n.split("#")[1]))[0]
+        await pilot.press("escape")
+        assert isinstance(app.screen, JobScreen)
+
+
+def test_folder_of_ranks_opens_the_job_view(job_dir):
+    from tracetui.ranks_cli import opens_job
+    files = sorted(job_dir.iterdir())
+    assert opens_job([job_dir]) and opens_job(files[:2]) and opens_job([job_dir / "gen_rank-*.json"])
+    assert not opens_job(files[:1])
+    assert not opens_job([DATA / "h200_mlp_eager.json.gz", DATA / "h200_mlp_compile.json.gz"])  # a diff
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_job_view_snapshot(snap_compare, job_dir, size):
+    app = TraceApp([job_dir], job=True)
+    assert snap_compare(app, terminal_size=size, run_before=_ready, press=["down", "down", "right"])
+
+
+def test_an_index_opens_the_job_view_with_the_same_numbers(job_dir, job_json, tmp_path):
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("duckdb")
+    idx = tmp_path / "job.idx"
+    assert main(["index", str(job_dir), "-o", str(idx), "--workers", "1"]) == 0
+    from tracetui.ranks_cli import opens_job
+    assert opens_job([idx])
+
+    async def run():
+        app = TraceApp([idx], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _ready(pilot)
+            assert app.screen.doc == job_json
+    asyncio.run(run())
+
+
+def test_quitting_mid_load_ends_the_pool(tmp_path):
+    """q while 24 ranks load: the app ends at once and no pool process outlives it."""
+    import multiprocessing
+    import time
+    from tracetui.workloads.replicate import replicate
+    replicate(DATA / "cpu_transformer_eager.json.gz", tmp_path, 24, seed=5)
+
+    async def run():
+        app = TraceApp([tmp_path], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(200):  # until the first rank is in, so the pool is running
+                if "of 24 ranks loaded" in str(app.screen.query_one("#job-stage").render()):
+                    break
+                await pilot.pause(0.05)
+            assert app.screen.doc is None  # still loading
+            t = time.perf_counter()
+            await pilot.press("q")
+        return time.perf_counter() - t
+    took = asyncio.run(run())
+    assert took < 3
+    for _ in range(50):
+        if not multiprocessing.active_children():
+            break
+        time.sleep(0.05)
+    assert not multiprocessing.active_children()

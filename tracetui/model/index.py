@@ -1,0 +1,381 @@
+"""A job's index: each rank's tables as Parquet (pyarrow), and the job's analyses as DuckDB queries.
+
+``build_index`` maps ``rank_parquet`` over the ranks, on a local process pool (the default: no
+server) or on a Ray cluster, and writes ``INDEX/<table>/rank-NNNNNN.parquet`` (kernels, ops),
+``INDEX/<table>.parquet`` (info, steps, collectives: all ranks, in rank order) and a manifest.
+Each worker returns its rank's tables as Parquet bytes and only the driver writes, so a Ray
+cluster needs no shared filesystem and both engines write byte-for-byte the same tables. The index
+is built in a temporary folder beside INDEX and swapped in by rename: a reader never sees half
+an index, and a failed build leaves the old one.
+
+Queries read only the columns they need from every rank's files, so thousands of ranks never
+sit in one process's memory: ``straggler_query`` is one SQL statement over the collectives.
+
+Needs the ``dist`` extra (pyarrow, duckdb; ray for ``--engine ray``).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .errors import TraceError
+
+MANIFEST = "tracetui-index.json"
+"""The index's manifest: job, ranks, diagnostics; written last, so its presence means complete."""
+
+INDEX_VERSION = 1
+
+TABLES = ("info", "steps", "collectives", "kernels", "ops", "memory")
+
+JOB_TABLES = ("info", "steps", "collectives")
+"""Small per-rank tables that every job query reads: merged into one file each after the map
+(``INDEX/<table>.parquet``), so a query over 1,024 ranks opens 3 files instead of 3,072."""
+
+ROW_GROUP = 1 << 16
+"""Rows per row group of a merged table (ranks are appended in order, a few at a time)."""
+
+
+class MissingExtra(Exception):
+    """pyarrow / duckdb / ray is not installed: said in one line, with the install command."""
+
+
+def _pa():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingExtra("indexes need pyarrow and duckdb: pip install 'tracetui[dist]'") from None
+    return pa, pq
+
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise MissingExtra("indexes need pyarrow and duckdb: pip install 'tracetui[dist]'") from None
+    return duckdb
+
+
+def schemas() -> dict:
+    """The Arrow schema of every table: fixed, so empty tables and both engines agree."""
+    pa, _ = _pa()
+    i64, i32, s, f = pa.int64(), pa.int32(), pa.string(), pa.float64()
+    return {
+        "info": pa.schema([("rank", i32), ("world", i32), ("backend", s), ("host", s), ("file", s),
+                           ("base_ns", i64), ("rank_from", s), ("device", s), ("events", i64), ("steps", i32),
+                           ("has_gpu", pa.bool_())]),
+        "steps": pa.schema([("rank", i32), ("step", i32), ("name", s), ("start_ns", i64), ("end_ns", i64),
+                            ("window_ns", i64), ("busy_ns", i64), ("compute_ns", i64), ("comm_ns", i64),
+                            ("comm_exposed_ns", i64), ("comm_overlapped_ns", i64), ("memcpy_ns", i64),
+                            ("memset_ns", i64), ("idle_ns", i64), ("kernels", i64), ("verdict", s)]),
+        "collectives": pa.schema([("rank", i32), ("name", s), ("kind", s), ("raw_name", s), ("source", s),
+                                  ("group", s), ("seq", i64), ("comms_id", s), ("dtype", s), ("msg_bytes", i64),
+                                  ("group_size", i64), ("algorithm", s), ("start_ns", i64), ("end_ns", i64),
+                                  ("launch_ns", i64), ("stream", i64), ("step", i32)]),
+        "kernels": pa.schema([("rank", i32), ("name", s), ("class", s), ("start_ns", i64), ("dur_ns", i64),
+                              ("stream", i64), ("step", i32)]),
+        "ops": pa.schema([("rank", i32), ("name", s), ("start_ns", i64), ("dur_ns", i64), ("device_ns", i64),
+                          ("tid", s), ("step", i32)]),
+        "memory": pa.schema([("rank", i32), ("ts_ns", i64), ("bytes", i64), ("total_allocated", i64),
+                             ("total_reserved", i64), ("device_type", i32), ("device_id", i32), ("addr", i64),
+                             ("step", i32)]),
+    }
+
+
+def _parquet_bytes(table: dict, schema) -> bytes:
+    pa, pq = _pa()
+    t = pa.Table.from_pydict({f.name: table.get(f.name, []) for f in schema}, schema=schema)
+    buf = io.BytesIO()
+    pq.write_table(t, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def rank_parquet(rf, world: int | None, load_opts: dict | None = None) -> tuple[int, dict]:
+    """Load one rank and return (rank, {table: data}): what a pool or Ray worker runs. The big
+    tables (kernels, ops) come as Parquet bytes, the job tables as Arrow tables, which the driver
+    appends to their merged files."""
+    pa, _ = _pa()
+    from .ranks import load_rank
+    tables = load_rank(rf, world, load_opts)
+    sch = schemas()
+    out = {name: (_parquet_bytes(tables[name], sch[name]) if tables[name].get("rank") else None)
+           for name in TABLES if name not in JOB_TABLES}  # None: no rows (a CPU rank's kernels), no file
+    out.update({name: pa.Table.from_pydict({f.name: tables[name].get(f.name, []) for f in sch[name]}, schema=sch[name])
+                for name in JOB_TABLES})
+    return int(rf.rank), out
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def build_index(items, out, workers: int | None = None, engine: str = "local", address: str | None = None,
+                load_opts: dict | None = None, progress=None) -> dict:
+    """Index the ranks among ``items`` into ``out`` (replaced atomically). Returns what was done."""
+    from .ranks import discover
+    _pa(), _duckdb()
+    t0 = time.perf_counter()
+    job = discover(items)
+    if not job.ranks:
+        raise TraceError(Path(str(items[0])), "no rank of a job found: " + "; ".join(job.diagnostics))
+    out = Path(out)
+    if out.exists() and not (out / MANIFEST).exists():
+        raise TraceError(out, "exists and is not a tracetui index: not replaced")
+    tmp = out.with_name(f".{out.name}.building-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for t in TABLES:
+        (tmp / t).mkdir(parents=True)
+
+    merged = _Merged(tmp, [rf.rank for rf in job.ranks])
+
+    def write(rank: int, parts: dict) -> None:  # inside the folder being built: no reader sees it yet
+        for name in TABLES:
+            if name not in JOB_TABLES and parts[name] is not None:
+                (tmp / name / f"rank-{rank:06d}.parquet").write_bytes(parts[name])
+        merged.add(rank, {name: parts[name] for name in JOB_TABLES})
+
+    try:
+        if engine == "ray":
+            used = _map_ray(job, write, workers, address, load_opts, progress)
+        else:
+            used = _map_local(job, write, workers, load_opts, progress)
+        merged.close()
+        manifest = {"version": INDEX_VERSION, "world_size": job.world, "backend": job.backend,
+                    "ranks": [{"rank": rf.rank, "file": str(rf.path), "rank_from": rf.rank_from} for rf in job.ranks],
+                    "diagnostics": job.diagnostics, "tables": list(TABLES)}
+        _write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        if out.exists():
+            os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        merged.close(failed=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"path": str(out), "ranks": len(job.ranks), "engine": engine, "workers": used,
+            "seconds": time.perf_counter() - t0}
+
+
+class _Merged:
+    """The job tables (``JOB_TABLES``) of every rank, appended to one Parquet file each in rank
+    order as results arrive in any order: a rank that arrives early waits in ``pending`` until
+    the ranks before it are written, and rows are written in row groups of ``ROW_GROUP``. The
+    same sequence of ranks gives the same bytes, whichever engine ran the map."""
+
+    def __init__(self, folder: Path, ranks: list):
+        pa, pq = _pa()
+        self.pa = pa
+        self.order, self.next = list(ranks), 0
+        self.pending: dict = {}
+        sch = schemas()
+        self.writers = {n: pq.ParquetWriter(folder / f"{n}.parquet", sch[n], compression="zstd") for n in JOB_TABLES}
+        self.buf = {n: [] for n in JOB_TABLES}
+        self.rows = {n: 0 for n in JOB_TABLES}
+        for n in JOB_TABLES:
+            (folder / n).rmdir()
+
+    def add(self, rank: int, tables: dict) -> None:
+        self.pending[rank] = tables
+        while self.next < len(self.order) and self.order[self.next] in self.pending:
+            for n, t in self.pending.pop(self.order[self.next]).items():
+                self.buf[n].append(t)
+                self.rows[n] += t.num_rows
+                if self.rows[n] >= ROW_GROUP:
+                    self._flush(n)
+            self.next += 1
+
+    def _flush(self, n: str) -> None:
+        if self.buf[n]:
+            self.writers[n].write_table(self.pa.concat_tables(self.buf[n]), row_group_size=ROW_GROUP)
+        self.buf[n], self.rows[n] = [], 0
+
+    def close(self, failed: bool = False) -> None:
+        for n, w in self.writers.items():
+            if not failed:
+                self._flush(n)
+            w.close()
+        self.writers = {}
+
+
+def _map_local(job, write, workers, load_opts, progress) -> int:
+    """The local process pool (``pool.py``); results are written as they come."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from .pool import _context, _init_worker, default_workers
+    n = default_workers(len(job.ranks)) if workers is None else max(1, workers)
+    if n == 1:
+        for k, rf in enumerate(job.ranks, 1):
+            write(*rank_parquet(rf, job.world, load_opts))
+            if progress:
+                progress(k, len(job.ranks))
+        return 1
+    with ProcessPoolExecutor(max_workers=n, mp_context=_context(), initializer=_init_worker) as ex:
+        futs = [ex.submit(rank_parquet, rf, job.world, load_opts) for rf in job.ranks]
+        for k, f in enumerate(as_completed(futs), 1):
+            write(*f.result())
+            if progress:
+                progress(k, len(job.ranks))
+    return n
+
+
+def _map_ray(job, write, workers, address, load_opts, progress) -> int:
+    """The same map on Ray: one task per rank, placed on a node that holds the rank's file when
+    files are node-local (found by a probe task per node), anywhere when every node sees it."""
+    try:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    except ImportError:
+        raise MissingExtra("--engine ray needs ray: pip install 'tracetui[dist]'") from None
+    started = not ray.is_initialized()
+    if started:
+        if address:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {"TRACETUI_PARALLEL": "0"}})
+    try:
+        paths = [str(rf.path.resolve()) for rf in job.ranks]
+        nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+        probe = ray.remote(num_cpus=0)(_exists)
+        seen = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False))
+                        .remote(paths) for n in nodes])
+        task = ray.remote(num_cpus=1)(_ray_rank)
+        refs = []
+        for rf, node in zip(job.ranks, placement(nodes, seen)):
+            opts = {} if node is None else {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True)}
+            refs.append(task.options(**opts).remote(rf, job.world, load_opts))
+        left = refs
+        done = 0
+        while left:
+            ready, left = ray.wait(left, num_returns=1)
+            try:
+                got = ray.get(ready[0])
+            except ray.exceptions.RayTaskError as e:  # bad input: its one-line TraceError, not Ray's traceback
+                if isinstance(getattr(e, "cause", None), TraceError):
+                    raise e.cause from None
+                raise
+            write(*got)
+            done += 1
+            if progress:
+                progress(done, len(refs))
+        return int(ray.cluster_resources().get("CPU", 1))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def placement(nodes: list, seen: list[list[bool]]) -> list:
+    """For each file, the node to run its task on: one that holds it when only some nodes do
+    (node-local files), spreading a node's files over the nodes that hold them; None (anywhere)
+    when every node sees the file (a shared filesystem) or none does (Ray will say the error)."""
+    out, load = [], {n: 0 for n in nodes}
+    for k in range(len(seen[0]) if seen else 0):
+        holders = [n for n, have in zip(nodes, seen) if have[k]]
+        if not holders or len(holders) == len(nodes):
+            out.append(None)
+            continue
+        best = min(holders, key=lambda n: load[n])
+        load[best] += 1
+        out.append(best)
+    return out
+
+
+def _exists(paths: list[str]) -> list[bool]:
+    return [os.path.exists(p) for p in paths]
+
+
+def _ray_rank(rf, world, load_opts):
+    os.environ["TRACETUI_PARALLEL"] = "0"
+    return rank_parquet(rf, world, load_opts)
+
+
+# ---------------------------------------------------------------- queries
+def _glob(index: Path, table: str) -> str:
+    """What DuckDB reads for a table: its merged file, or every rank's file."""
+    one = Path(index) / f"{table}.parquet"
+    return str(one if one.exists() else Path(index) / table / "*.parquet").replace("'", "''")
+
+
+def read_manifest(index: Path) -> dict:
+    p = Path(index) / MANIFEST
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise TraceError(p, f"not a readable tracetui index ({e})") from None
+
+
+def _connect():
+    """An in-memory DuckDB connection that never draws a progress bar on our stdout."""
+    con = _duckdb().connect()
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def analyze_index(index: Path) -> dict:
+    """``ranks.analyze`` over an index: the same document as ``tracetui ranks`` on the traces."""
+    from .ranks import analyze
+    man = read_manifest(index)
+    con = _connect()
+    info = _lists(con, index, "info")
+    coll = _lists(con, index, "collectives", order="rank, start_ns, end_ns")
+    steps = _lists(con, index, "steps", order="rank, step")
+    return analyze(info, coll, steps, man.get("diagnostics", []), man.get("world_size"))
+
+
+def _lists(con, index, table, order="rank") -> dict:
+    rel = con.sql(f"SELECT * FROM read_parquet('{_glob(index, table)}') ORDER BY {order}")
+    cols = rel.columns
+    rows = rel.fetchall()
+    return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+
+
+STRAGGLER_SQL = """
+WITH c AS (
+  SELECT rank, start_ns, end_ns, seq, comms_id,
+         CASE WHEN "group" <> '' THEN "group" WHEN source = 'kernel' AND stream >= 0 THEN 'stream ' || stream
+              ELSE '' END AS grp
+  FROM read_parquet('{coll}')),
+modes AS (SELECT grp, bool_and(seq >= 0) AS by_seq, bool_and(comms_id <> '') AS by_id FROM c GROUP BY grp),
+k AS (
+  SELECT c.*, CASE WHEN by_seq THEN 'seq ' || seq WHEN by_id THEN 'id ' || comms_id
+                   ELSE 'order ' || (row_number() OVER (PARTITION BY rank, c.grp ORDER BY start_ns, end_ns) - 1)
+              END AS key
+  FROM c JOIN modes USING (grp)),
+info AS (SELECT rank, CASE WHEN host <> '' THEN host ELSE 'rank ' || rank END AS clock FROM read_parquet('{info}')),
+ref AS (SELECT min(rank) AS r FROM info),
+refend AS (SELECT grp, key, end_ns AS ref_end FROM k WHERE rank = (SELECT r FROM ref)),
+hostoff AS (
+  SELECT clock, CASE WHEN clock = (SELECT clock FROM info WHERE rank = (SELECT r FROM ref)) THEN 0
+                     ELSE quantile_disc(k.end_ns - refend.ref_end, 0.5) END AS off
+  FROM k JOIN refend USING (grp, key) JOIN info USING (rank) GROUP BY clock),
+al AS (SELECT k.rank, k.grp, k.key, k.start_ns - coalesce(o.off, 0) AS s
+       FROM k JOIN info USING (rank) LEFT JOIN hostoff o USING (clock)),
+w AS (
+  SELECT rank, max(s) OVER m - s AS wait,
+         row_number() OVER (PARTITION BY grp, key ORDER BY s DESC, rank) AS pos,
+         s - lead(s) OVER (PARTITION BY grp, key ORDER BY s DESC, rank) AS gap
+  FROM al WINDOW m AS (PARTITION BY grp, key))
+SELECT rank, count(*) AS collectives, sum(wait) AS wait_total_ns, avg(wait) AS wait_mean_ns,
+       count(*) FILTER (WHERE pos = 1) AS last_count,
+       coalesce(sum(gap) FILTER (WHERE pos = 1), 0) AS caused_wait_ns
+FROM w GROUP BY rank ORDER BY rank
+"""
+"""Per rank: total and mean wait, how often last, the waiting it caused; clocks aligned per host
+as ``ranks.analyze`` does (lower median of collective-end differences to the reference rank)."""
+
+
+def straggler_query(index: Path, con=None) -> list[dict]:
+    """``STRAGGLER_SQL`` over an index: one row per rank, the straggler first by caused wait."""
+    con = con or _connect()
+    rel = con.sql(STRAGGLER_SQL.format(coll=_glob(index, "collectives"), info=_glob(index, "info")))
+    cols = rel.columns
+    return [dict(zip(cols, r)) for r in rel.fetchall()]

@@ -1,0 +1,743 @@
+"""Many ranks of one job: which files are which rank, per-rank tables, and the job's analysis.
+
+Data flows one way: ``discover`` names the ranks (from ``distributedInfo``, else the file name,
+and says what it could not place); ``rank_tables`` turns one loaded rank into plain columns
+(steps, collectives, kernels, ops); ``analyze`` matches collectives across ranks, estimates each
+rank's clock offset, and computes waits and stragglers from the collectives and steps tables
+alone, so the same analysis runs on traces in memory and on a Parquet index (``index.py``).
+
+Times in tables are int64 ns on each rank's own clock (``baseTimeNanoseconds`` added), the
+analysis' output is in µs and bytes.
+"""
+from __future__ import annotations
+
+import glob as _glob
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from .collectives import COMM_CLASSES, busbw_factor, classes_of, gpu_classes, rank_collectives
+from .errors import TraceError
+from .events import K
+from .load import LoadReport, read_bytes
+
+RANK_IN_NAME = re.compile(r"(?i)(?:^|[^a-z])rank[-_]?(\d+)(?!\d)")
+"""A rank in a file name: tensorboard_trace_handler's ``rank-3``, ``rank_3``, ``rank3``."""
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+HTA_MIN_NORMALIZED_DURATION = 0.01
+"""HTA's straggler metric only looks at collectives longer than 1% of the mean step time."""
+
+STRAGGLER_SHARE = 0.5
+"""A rank is named the likely straggler when the waits it caused (as the last arriver) are at
+least this share of all waits caused in the job; otherwise no single rank is to blame."""
+
+
+class RankHeader(msgspec.Struct):
+    """The top-level fields that place a file in a job; traceEvents is skipped, not decoded."""
+    distributedInfo: dict | None = None
+    host_name: str | None = None
+    baseTimeNanoseconds: int | float | None = None
+
+
+_header = msgspec.json.Decoder(RankHeader)
+
+
+@dataclass
+class RankFile:
+    """One input file and where it sits in the job."""
+    path: Path
+    rank: int | None = None
+    world: int | None = None
+    backend: str | None = None
+    host: str | None = None
+    base_ns: int = 0
+    rank_from: str = ""            # "distributedInfo" | "file name" | ""
+    pg_config: list = field(default_factory=list)
+
+    @property
+    def job_key(self) -> tuple:
+        """What every rank of one job shares: its size, backend and process groups."""
+        pgs = tuple(sorted((str(p.get("pg_name")), int(p.get("pg_size") or 0)) for p in self.pg_config
+                           if isinstance(p, dict)))
+        return (self.world, self.backend, pgs)
+
+
+def header_of(data) -> RankHeader:
+    try:
+        return _header.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return RankHeader()
+
+
+HEAD_TAIL_BYTES = 1 << 20
+"""An uncompressed rank file's placing fields are looked for in its first and last MiB (Kineto
+writes distributedInfo before traceEvents and host_name, baseTimeNanoseconds after it), so
+placing 1,000 ranks of 100 MB does not parse 100 GB; files smaller than twice this, gzipped
+ones, and any file where a field is not found there are decoded whole."""
+
+_HEADER_KEYS = (b"distributedInfo", b"host_name", b"baseTimeNanoseconds")
+
+
+def _header_ends(path: Path) -> RankHeader | None:
+    """The header from the head and tail of a large uncompressed file, or None (decode it whole)."""
+    import json as _json
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(HEAD_TAIL_BYTES)
+            if head[:2] == b"\x1f\x8b" or size < 2 * HEAD_TAIL_BYTES:
+                return None
+            f.seek(size - HEAD_TAIL_BYTES)
+            tail = f.read()
+    except OSError:
+        return None
+    events_at = head.find(b'"traceEvents"')
+    found = {}
+    for key in _HEADER_KEYS:
+        at = head.find(b'"' + key + b'"')
+        chunk = head
+        if at < 0 or (0 <= events_at < at):  # after traceEvents in the head: inside an event
+            chunk, at = tail, tail.rfind(b'"' + key + b'"')
+        if at < 0:
+            return None
+        colon = chunk.find(b":", at + len(key) + 2)
+        text = chunk[colon + 1:colon + 1 + 65536].decode("utf-8", "replace").lstrip()
+        try:
+            found[key.decode()], _ = _json.JSONDecoder().raw_decode(text)
+        except ValueError:
+            return None
+    try:
+        return msgspec.convert(found, RankHeader)
+    except msgspec.ValidationError:
+        return None
+
+
+def read_rank_file(path: Path, data=None) -> RankFile:
+    """Where ``path`` sits in its job: rank and world from distributedInfo, else the file name."""
+    h = _header_ends(Path(path)) if data is None else None
+    if h is None:
+        h = header_of(data if data is not None else read_bytes(path, LoadReport()))
+    rf = RankFile(path=Path(path).absolute(), host=h.host_name,
+                  base_ns=int(h.baseTimeNanoseconds) if isinstance(h.baseTimeNanoseconds, (int, float)) else 0)
+    di = h.distributedInfo if isinstance(h.distributedInfo, dict) else None
+    if di is not None and isinstance(di.get("rank"), int):
+        rf.rank, rf.rank_from = di["rank"], "distributedInfo"
+        rf.world = di.get("world_size") if isinstance(di.get("world_size"), int) else None
+        rf.backend = str(di["backend"]) if di.get("backend") is not None else None
+        rf.pg_config = di.get("pg_config") if isinstance(di.get("pg_config"), list) else []
+    else:
+        m = RANK_IN_NAME.search(Path(path).name)
+        if m:
+            rf.rank, rf.rank_from = int(m.group(1)), "file name"
+    return rf
+
+
+def expand_inputs(items) -> list[Path]:
+    """Files named on the command line: folders give every trace in them, globs are expanded."""
+    out: list[Path] = []
+    for it in items:
+        s = str(it)
+        p = Path(s)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise TraceError(p, "folder holds no *.json[.gz] trace")
+            out += found
+        elif any(c in s for c in "*?[") and not p.exists():
+            found = sorted(Path(q) for q in _glob.glob(s) if Path(q).is_file())
+            if not found:
+                raise TraceError(p, "pattern matches no file")
+            out += found
+        else:
+            if not p.exists():
+                raise TraceError(p, "no such file")
+            out.append(p)
+    seen, uniq = set(), []
+    for p in out:
+        k = p.resolve()
+        if k not in seen:
+            seen.add(k)
+            uniq.append(p)
+    return uniq
+
+
+@dataclass
+class Job:
+    """The ranks chosen (by rank) and what could not be placed, each said in ``diagnostics``."""
+    ranks: list[RankFile]
+    diagnostics: list[str]
+    world: int | None = None
+    backend: str | None = None
+
+
+def _spans(nums: list[int]) -> str:
+    """1, 2, 3, 7 -> '1-3, 7' (what a diagnostic prints for many missing ranks)."""
+    out, i = [], 0
+    nums = sorted(nums)
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def place_ranks(files: list[RankFile]) -> Job:
+    """Choose the job's ranks among ``files`` and name every file left out and every rank missing."""
+    diags: list[str] = []
+    placed = [f for f in files if f.rank is not None]
+    for f in files:
+        if f.rank is None:
+            diags.append(f"{f.path.name}: no distributedInfo and no rank in its name: left out")
+        elif f.rank_from == "file name":
+            diags.append(f"{f.path.name}: no distributedInfo; rank {f.rank} taken from the file name")
+    keys = {}
+    for f in placed:
+        if f.rank_from == "distributedInfo":
+            keys.setdefault(f.job_key, []).append(f)
+    main_key = max(keys, key=lambda k: (len(keys[k]), -min(x.rank for x in keys[k]))) if keys else None
+    chosen: dict[int, RankFile] = {}
+    for f in sorted(placed, key=lambda f: (f.rank, str(f.path))):
+        if main_key is not None and f.rank_from == "distributedInfo" and f.job_key != main_key:
+            diags.append(f"{f.path.name}: from another job (world size {f.world}, backend {f.backend}, "
+                         f"not {main_key[0]}, {main_key[1]}): left out")
+            continue
+        if f.rank in chosen:
+            diags.append(f"{f.path.name}: duplicate of rank {f.rank} ({chosen[f.rank].path.name}): left out")
+            continue
+        chosen[f.rank] = f
+    world = main_key[0] if main_key else None
+    if world:
+        missing = sorted(set(range(world)) - set(chosen))
+        if missing:
+            diags.append(f"{len(missing)} of {world} ranks missing: {_spans(missing)}")
+        out_of = [r for r in chosen if r >= world]
+        if out_of:
+            diags.append(f"ranks {_spans(out_of)} are outside world size {world}")
+    return Job(ranks=[chosen[r] for r in sorted(chosen)], diagnostics=diags, world=world,
+               backend=main_key[1] if main_key else None)
+
+
+DISCOVER_POOL_BYTES = 256 << 20
+"""Placing files takes the local pool from this many bytes in all (and 16 files): below it, forking
+a pool costs more than reading their headers here."""
+
+
+def discover(items, workers: int | None = None) -> Job:
+    """The ranks among files, folders and globs (each file's header read, not its events; on the
+    local pool when there are many, since a gzipped file must be gunzipped whole to be read)."""
+    from .pool import run_map
+    paths = expand_inputs(items)
+    big = len(paths) >= 16 and sum(p.stat().st_size for p in paths) >= DISCOVER_POOL_BYTES
+    w = workers if big else 1
+    return place_ranks(run_map(read_rank_file, [(p,) for p in paths], w))
+
+
+def is_job(items) -> bool:
+    """True when ``items`` name two or more files that are distinct ranks of one job."""
+    try:
+        paths = expand_inputs(items)
+    except TraceError:
+        return False
+    if len(paths) < 2:
+        return False
+    try:
+        job = discover(paths)
+    except TraceError:  # an unreadable file: the single-trace path reports it
+        return False
+    return len(job.ranks) >= 2 and len(job.ranks) == len(paths)
+
+
+# ---------------------------------------------------------------- one rank -> tables
+STEP_COLUMNS = ("step", "name", "start_ns", "end_ns", "window_ns", "busy_ns", "compute_ns", "comm_ns",
+                "comm_exposed_ns", "comm_overlapped_ns", "memcpy_ns", "memset_ns", "idle_ns", "kernels", "verdict")
+"""Per-step table; figures a CPU-only rank cannot have are -1 (null in JSON)."""
+
+
+def _union(s: np.ndarray, e: np.ndarray) -> int:
+    from .windows import union_ns
+    return union_ns(s, e)
+
+
+def _step_figures(trace, step: int) -> dict:
+    """A step's per-class time over its window: compute, communication (exposed, overlapped),
+    memcpy, memset, idle. GPU figures follow ``Trace.step_breakdown``; compute is the union of
+    the step's own non-communication, non-copy kernels clipped to the window."""
+    from .windows import _clip, _intersection_ns, _merged
+    t = trace.tree
+    w = trace.step_window(step)
+    out = {"start_ns": w.start, "end_ns": w.end}
+    if not trace.has_gpu:
+        return {**out, "window_ns": w.end - w.start, "busy_ns": -1, "compute_ns": -1, "comm_ns": -1,
+                "comm_exposed_ns": -1, "comm_overlapped_ns": -1, "memcpy_ns": -1, "memset_ns": -1,
+                "idle_ns": -1, "kernels": 0, "verdict": "CPU only"}
+    b = trace.step_breakdown(step)
+    g = w.gpu
+    st, en = t.start[g], t.start[g] + t.dur[g]
+    w1 = w.start + b["window_ns"]
+    cls = classes_of(trace, g)
+    comp = ~np.isin(cls, list(COMM_CLASSES | {"memcpy", "memset"}))
+    comm = np.isin(cls, list(COMM_CLASSES))
+    ks, ke = _merged(*_clip(st[comp], en[comp], w.start, w1))
+    cs, ce = _merged(*_clip(st[comm], en[comm], w.start, w1))
+    ov = _intersection_ns(cs, ce, ks, ke)
+    return {**out, "window_ns": b["window_ns"], "busy_ns": b["busy_ns"], "compute_ns": int((ke - ks).sum()),
+            "comm_ns": int((ce - cs).sum()), "comm_exposed_ns": int((ce - cs).sum()) - ov,
+            "comm_overlapped_ns": ov,
+            "memcpy_ns": _union(*_clip(st[cls == "memcpy"], en[cls == "memcpy"], w.start, w1)),
+            "memset_ns": _union(*_clip(st[cls == "memset"], en[cls == "memset"], w.start, w1)),
+            "idle_ns": b["idle_ns"], "kernels": b["kernels"], "verdict": b["verdict"]}
+
+
+def rank_tables(trace, rf: RankFile, world: int | None = None) -> dict:
+    """One loaded rank as tables of plain columns: info, steps, collectives, kernels, ops.
+
+    Every time is int64 ns on the rank's own clock (``baseTimeNanoseconds`` + ts).
+    """
+    base = rf.base_ns
+    t = trace.tree
+    rank = int(rf.rank if rf.rank is not None else -1)
+    steps = {c: [] for c in ("rank",) + STEP_COLUMNS}
+    step_iv = []
+    for k, s in enumerate(trace.steps):
+        f = _step_figures(trace, s)
+        f["start_ns"] += base
+        f["end_ns"] += base
+        steps["rank"].append(rank)
+        steps["step"].append(k)
+        steps["name"].append(trace.name(s))
+        for c in STEP_COLUMNS[2:]:
+            steps[c].append(f[c])
+        step_iv.append((f["start_ns"], f["end_ns"]))
+    coll = rank_collectives(trace, world or rf.world or 0)
+    for c in ("start_ns", "end_ns", "launch_ns"):
+        coll[c] = [x + base for x in coll[c]]
+    s0 = np.array([a for a, _ in step_iv], dtype=np.int64)
+    s1 = np.array([b for _, b in step_iv], dtype=np.int64)
+    coll["step"] = _step_of(np.array(coll["launch_ns"], dtype=np.int64), s0, s1).tolist()
+    coll["rank"] = [rank] * len(coll["name"])
+    gpu = trace._gpu_nodes
+    kern = {"rank": [rank] * gpu.size, "name": [t.name(i) for i in gpu.tolist()],
+            "class": gpu_classes(trace).tolist(), "start_ns": (t.start[gpu] + base).tolist(),
+            "dur_ns": t.dur[gpu].tolist(),
+            "stream": [_stream(t, i) for i in gpu.tolist()]}
+    step_of_gpu = np.full(gpu.size, -1, dtype=np.int64)
+    pos = {int(n): j for j, n in enumerate(gpu.tolist())}
+    for k, s in enumerate(trace.steps):
+        for n in trace.step_window(s).gpu.tolist():
+            step_of_gpu[pos[n]] = k
+    kern["step"] = step_of_gpu.tolist()
+    ops = np.nonzero(t.kind == K["op"])[0]
+    op_start = t.start[ops] + base
+    opt = {"rank": [rank] * ops.size, "name": [t.name(i) for i in ops.tolist()],
+           "start_ns": op_start.tolist(), "dur_ns": t.dur[ops].tolist(),
+           "device_ns": trace.roll.device[ops].tolist(),
+           "tid": [str(_tid(t, i)) for i in ops.tolist()],
+           "step": _step_of(op_start, s0, s1).tolist()}
+    mem = memory_table(trace, base, rank, s0, s1)
+    info = {"rank": [rank], "world": [int(rf.world) if rf.world else -1], "backend": [rf.backend or ""],
+            "host": [rf.host or ""], "file": [str(rf.path)], "base_ns": [base], "rank_from": [rf.rank_from],
+            "device": [trace.device_name or ""], "events": [len(trace.store)], "steps": [len(trace.steps)],
+            "has_gpu": [bool(trace.has_gpu)]}
+    return {"info": info, "steps": steps, "collectives": coll, "kernels": kern, "ops": opt, "memory": mem}
+
+
+class _RawEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str = ""
+    ts: float = float("nan")
+    args: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class _RawEvents(msgspec.Struct):
+    traceEvents: list[_RawEvent]
+
+
+_raw_events = msgspec.json.Decoder(_RawEvents)
+_any = msgspec.json.Decoder()
+MEMORY_COLUMNS = ("rank", "ts_ns", "bytes", "total_allocated", "total_reserved", "device_type", "device_id",
+                  "addr", "step")
+
+
+def memory_table(trace, base: int, rank: int, s0: np.ndarray, s1: np.ndarray) -> dict:
+    """The ``[memory]`` instants of a ``profile_memory`` trace (allocations > 0, frees < 0, the
+    allocator's totals after each), read from the trace's bytes only when they hold one."""
+    out = {c: [] for c in MEMORY_COLUMNS}
+    src = trace.store.source
+    if src is None or b'"[memory]"' not in src:
+        return out
+    try:
+        evs = _raw_events.decode(src).traceEvents
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return out
+    def ival(a: dict, k: str) -> int:  # an int64 column: anything else (or an address past 2^63) is -1
+        v = a.get(k)
+        return v if isinstance(v, int) and -(1 << 63) <= v < (1 << 63) else -1
+
+    for e in evs:
+        if e.ph != "i" or e.name != "[memory]" or e.ts != e.ts:
+            continue
+        a = _any.decode(e.args)
+        if not isinstance(a, dict):
+            continue
+        out["ts_ns"].append(base + round(e.ts * 1000))
+        for col, key in (("bytes", "Bytes"), ("total_allocated", "Total Allocated"),
+                         ("total_reserved", "Total Reserved"), ("device_type", "Device Type"),
+                         ("device_id", "Device Id"), ("addr", "Addr")):
+            out[col].append(ival(a, key))
+    n = len(out["ts_ns"])
+    out["rank"] = [rank] * n
+    out["step"] = _step_of(np.array(out["ts_ns"], dtype=np.int64), s0, s1).tolist()
+    return out
+
+
+def _step_of(ts: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    """Index of the step whose [start, end) holds each time, else -1 (steps never overlap)."""
+    if not s0.size or not ts.size:
+        return np.full(ts.size, -1, dtype=np.int64)
+    o = np.argsort(s0, kind="stable")
+    k = np.searchsorted(s0[o], ts, side="right") - 1
+    ok = (k >= 0) & (ts < s1[o][np.maximum(k, 0)])
+    return np.where(ok, o[np.maximum(k, 0)], -1)
+
+
+def _stream(t, i: int) -> int:
+    e = int(t.ev[i])
+    if e < 0:
+        return -1
+    key = t.store.track_keys[t.store.track[e]]
+    try:
+        return int(key[-1])
+    except (TypeError, ValueError):
+        return -1
+
+
+def _tid(t, i: int):
+    e = int(t.ev[i])
+    return t.store.track_keys[t.store.track[e]][-1] if e >= 0 else ""
+
+
+def load_rank(rf: RankFile, world: int | None = None, load_opts: dict | None = None) -> dict:
+    """Load one rank's trace and return its tables (what a worker of the local pool or Ray runs)."""
+    from .trace import load_trace
+    trace = load_trace(rf.path, **(load_opts or {}))
+    if trace.store.source is not None and rf.host is None:  # header fields the loader does not keep
+        h = header_of(trace.store.source)
+        rf.host = h.host_name
+    return rank_tables(trace, rf, world)
+
+
+# ---------------------------------------------------------------- the job
+def concat(tables: list[dict]) -> dict:
+    """Columns of several ranks' copies of one table, joined."""
+    if not tables:
+        return {}
+    keys = list(tables[0])
+    return {k: [x for t in tables for x in t[k]] for k in keys}
+
+
+def match_keys(coll: dict) -> tuple[list, dict]:
+    """The key that matches each collective across ranks, and how each group was matched.
+
+    Per group (``Process Group Name``; NCCL kernels without one by their stream, since each
+    communicator has its own; gloo annotations as one group): ``seq`` when every record of the
+    group has ``Seq``, ``comms_id`` when every one has ``Comms Id``, else ``order``, the ordinal
+    in start order on its rank.
+    """
+    n = len(coll["rank"])
+    group = [g if g else (f"stream {s}" if src == "kernel" and s >= 0 else "")
+             for g, s, src in zip(coll["group"], coll["stream"], coll["source"])]
+    by_group: dict = {}
+    for i in range(n):
+        by_group.setdefault(group[i], []).append(i)
+    how = {}
+    keys = [None] * n
+    for g, idx in by_group.items():
+        if all(coll["seq"][i] >= 0 for i in idx):
+            how[g] = "seq"
+            for i in idx:
+                keys[i] = (g, "seq", coll["seq"][i])
+        elif all(coll["comms_id"][i] for i in idx):
+            how[g] = "comms_id"
+            for i in idx:
+                keys[i] = (g, "id", coll["comms_id"][i])
+        else:
+            how[g] = "order"
+            per_rank: dict = {}
+            for i in sorted(idx, key=lambda i: (coll["rank"][i], coll["start_ns"][i], coll["end_ns"][i])):
+                k = per_rank.get(coll["rank"][i], 0)
+                per_rank[coll["rank"][i]] = k + 1
+                keys[i] = (g, "order", k)
+    return keys, how
+
+
+def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None = None,
+            job_world: int | None = None) -> dict:
+    """The job: collectives matched across ranks, clock offsets, waits, stragglers, per-step figures.
+
+    Inputs are the concatenated ``info``, ``collectives`` and ``steps`` tables of every rank;
+    output is the ``ranks --json`` document (µs, bytes).
+    """
+    diags = list(diagnostics or [])
+    ranks = sorted(set(info["rank"]))
+    n_ranks = len(ranks)
+    keys, how = match_keys(coll) if coll.get("rank") else ([], {})
+    rank_a = np.array(coll.get("rank", []), dtype=np.int64)
+    start = np.array(coll.get("start_ns", []), dtype=np.int64)
+    end = np.array(coll.get("end_ns", []), dtype=np.int64)
+    # each matched collective: the rows of its ranks
+    by_key: dict = {}
+    for i, k in enumerate(keys):
+        by_key.setdefault(k, []).append(i)
+    for k, rows in by_key.items():
+        rs = [coll["rank"][i] for i in rows]
+        if len(set(rs)) != len(rs):
+            diags.append(f"collective {_key_str(k)} appears more than once on rank(s) "
+                         f"{_spans(sorted({r for r in rs if rs.count(r) > 1}))}")
+    # clock offsets: one clock per host (ranks of one host share it; a rank whose host is not
+    # recorded is its own). Each host's offset is the median, over the matched collectives and
+    # the host's ranks, of (end on that rank - end on the reference rank): collectives end together.
+    # The lower median, so the figure is one measured difference (and DuckDB's quantile_disc).
+    ref = ranks[0] if ranks else 0
+    host_of = {r: (h if h else f"rank {r}") for r, h in zip(info["rank"], info["host"])}
+    ref_end = {k: int(end[i]) for k, rows in by_key.items() for i in rows if coll["rank"][i] == ref}
+    diffs: dict = {r: [] for r in ranks}
+    for k, rows in by_key.items():
+        if k in ref_end:
+            for i in rows:
+                diffs[coll["rank"][i]].append(int(end[i]) - ref_end[k])
+    est = {r: (_median_low(diffs[r]) if diffs[r] else None) for r in ranks}
+    per_host: dict = {}
+    for r in ranks:
+        per_host.setdefault(host_of[r], []).extend(diffs[r])
+    host_off = {h: (_median_low(d) if d else 0) for h, d in per_host.items()}
+    host_off[host_of.get(ref, "")] = 0
+    offset = {r: host_off[host_of[r]] for r in ranks}
+    offset_n = {r: len(per_host[host_of[r]]) for r in ranks}
+    for h, d in per_host.items():
+        if not d and h != host_of.get(ref) and by_key:
+            diags.append(f"{h} shares no collective with rank {ref}: its clock is left as recorded")
+    off_a = np.array([offset.get(int(r), 0) for r in rank_a.tolist()], dtype=np.int64)
+    a_start, a_end = start - off_a, end - off_a
+    wait = np.zeros(rank_a.size, dtype=np.int64)
+    last = np.zeros(rank_a.size, dtype=bool)
+    caused = {r: 0 for r in ranks}
+    n_groups: dict = {}
+    collectives = []
+    expected = {}
+    for k, rows in by_key.items():
+        expected.setdefault(k[0], set()).update(coll["rank"][i] for i in rows)
+    for k, rows in sorted(by_key.items(), key=lambda kv: int(a_start[kv[1]].min())):
+        rows = sorted(rows, key=lambda i: coll["rank"][i])
+        ra = np.array(rows, dtype=np.int64)
+        latest = int(a_start[ra].max())
+        wait[ra] = latest - a_start[ra]
+        li = rows[int(np.argmax(a_start[ra]))]
+        last[li] = True
+        if len(rows) > 1:
+            second = int(np.sort(a_start[ra])[-2])
+            caused[coll["rank"][li]] += latest - second
+        dur = a_end[ra] - a_start[ra]
+        names = {coll["name"][i] for i in rows}
+        dtypes = {coll["dtype"][i] for i in rows}
+        sizes = {coll["msg_bytes"][i] for i in rows}
+        if len(names) > 1 or len(dtypes) > 1 or len(sizes) > 1:
+            diags.append(f"collective {_key_str(k)}: ranks disagree on "
+                         + ", ".join(w for w, s in (("name", names), ("dtype", dtypes), ("size", sizes))
+                                     if len(s) > 1)
+                         + f" ({', '.join(sorted(map(str, names)))})")
+        i0 = rows[0]
+        gs = max(coll["group_size"][i] for i in rows)
+        n = gs if gs > 0 else (job_world or len(expected[k[0]]))
+        lat = int(dur.min())
+        msg = max(coll["msg_bytes"][i] for i in rows)
+        f = busbw_factor(coll["kind"][i0], n)
+        algbw = msg / lat if (msg > 0 and lat > 0) else None  # bytes per ns = GB/s
+        n_groups[k[0]] = n_groups.get(k[0], 0) + 1
+        algos = {coll["algorithm"][i] for i in rows} - {None}
+        collectives.append({
+            "group": k[0], "match": k[1], "index": k[2], "name": coll["name"][i0], "kind": coll["kind"][i0],
+            "dtype": coll["dtype"][i0], "msg_bytes": msg if msg >= 0 else None, "ranks": len(rows),
+            "group_size": n, "last_rank": coll["rank"][li], "latency_us": lat / 1e3,
+            "algorithm": next(iter(algos)) if len(algos) == 1 else (sorted(algos) or None),
+            "algbw_gbps": algbw, "busbw_gbps": (algbw * f) if (algbw is not None and f is not None) else None,
+            "per_rank": [{"rank": coll["rank"][i], "start_us": a_start[i] / 1e3, "end_us": a_end[i] / 1e3,
+                          "wait_us": int(wait[i]) / 1e3, "step": coll["step"][i]} for i in rows],
+        })
+    # equal counts: every rank of a group should hold the same collectives
+    for g, members in expected.items():
+        per = {r: 0 for r in members}
+        for k, rows in by_key.items():
+            if k[0] == g:
+                for i in rows:
+                    per[coll["rank"][i]] += 1
+        if len(set(per.values())) > 1:
+            diags.append(f"group {g or 'default'}: ranks hold different numbers of collectives: "
+                         + ", ".join(f"rank {r}: {c}" for r, c in sorted(per.items())))
+    # stragglers
+    hta = _hta_straggler_counts(ranks, rank_a, a_start, a_end, coll, keys, steps, offset)
+    per_rank = []
+    waits_total = int(sum(caused.values()))
+    for r in ranks:
+        mine = rank_a == r
+        w = wait[mine]
+        per_rank.append({
+            "rank": r, "clock": host_of[r], "offset_us": offset[r] / 1e3, "offset_from": offset_n[r],
+            "offset_rank_us": None if est[r] is None else est[r] / 1e3, "collectives": int(mine.sum()),
+            "wait_total_us": int(w.sum()) / 1e3, "wait_mean_us": (float(w.mean()) / 1e3) if w.size else 0.0,
+            "last_count": int(last[mine].sum()), "caused_wait_us": caused[r] / 1e3,
+            "hta_straggler_count": hta.get(r, 0),
+        })
+    straggler = _name_straggler(per_rank, waits_total, len(collectives))
+    info_by = {r: i for i, r in enumerate(info["rank"])}
+    for pr in per_rank:
+        j = info_by[pr["rank"]]
+        pr.update({"file": info["file"][j], "host": info["host"][j] or None, "device": info["device"][j] or None,
+                   "rank_from": info["rank_from"][j]})
+    step_rows = _step_rows(ranks, steps, coll, wait)
+    return {"world_size": job_world, "ranks": n_ranks, "reference_rank": ref,
+            "matched_by": {(g or "default"): m for g, m in sorted(how.items())},
+            "per_rank": per_rank, "straggler": straggler, "steps": step_rows,
+            "collectives": collectives, "diagnostics": diags}
+
+
+def _median_low(values: list[int]) -> int:
+    """The lower median (an element, so exact in ns; DuckDB's ``quantile_disc(x, 0.5)``)."""
+    v = sorted(values)
+    return int(v[(len(v) - 1) // 2])
+
+
+def _key_str(k) -> str:
+    g, how, v = k
+    return f"{g or 'default'}#{v}" if how == "order" else f"{g or 'default'} {how} {v}"
+
+
+def _name_straggler(per_rank: list, caused_total: int, n_coll: int) -> dict:
+    """The likely straggler and the evidence: the rank whose late arrivals caused most of the
+    waiting (``STRAGGLER_SHARE``), with how often it was last and the HTA metric beside it."""
+    if not per_rank or caused_total <= 0:
+        return {"rank": None, "evidence": "no collective waited on a late rank"}
+    top = max(per_rank, key=lambda p: (p["caused_wait_us"], p["last_count"]))
+    share = top["caused_wait_us"] * 1e3 / caused_total
+    others = [p for p in per_rank if p is not top]
+    mean_other_wait = float(np.mean([p["wait_mean_us"] for p in others])) if others else 0.0
+    ev = (f"rank {top['rank']} arrived last at {top['last_count']} of {n_coll} collectives; the others "
+          f"waited {top['caused_wait_us']:.1f} µs for it ({100 * share:.0f}% of all waiting caused by a late "
+          f"rank); its own mean wait {top['wait_mean_us']:.1f} µs vs {mean_other_wait:.1f} µs for the "
+          f"others; HTA's late-start metric flags it in {top['hta_straggler_count']} step(s)")
+    if share < STRAGGLER_SHARE:
+        return {"rank": None, "evidence": "no single rank dominates: " + ev, "share": share}
+    return {"rank": top["rank"], "evidence": ev, "share": share}
+
+
+def _hta_straggler_counts(ranks, rank_a, a_start, a_end, coll, keys, steps, offset) -> dict:
+    """HTA's ``find_stragglers_with_late_start_comm_kernels``, on matched collectives: per step,
+    the collectives longer than 1% of the mean step time; per (rank, step, name) the last of them;
+    the name whose duration varies most across ranks (mean over steps of the std); per step the
+    k ranks whose last such collective starts latest are flagged (HTA's k = 2, here 1 for jobs of
+    up to 4 ranks, where 2 would flag half of them). Returns rank -> steps flagged."""
+    if not rank_a.size or not steps.get("rank"):
+        return {}
+    st_rank = np.array(steps["rank"], dtype=np.int64)
+    st_s = np.array(steps["start_ns"], dtype=np.int64) - np.array([offset.get(int(r), 0) for r in st_rank.tolist()],
+                                                                   dtype=np.int64)
+    st_e = np.array(steps["end_ns"], dtype=np.int64) - np.array([offset.get(int(r), 0) for r in st_rank.tolist()],
+                                                                 dtype=np.int64)
+    n_iter = len(set(steps["step"]))
+    if not n_iter:
+        return {}
+    mean_iter = (int(st_e.max()) - int(st_s.min())) / n_iter
+    step_a = np.array(coll["step"], dtype=np.int64)
+    dur = a_end - a_start
+    sig = (step_a >= 0) & (dur >= HTA_MIN_NORMALIZED_DURATION * mean_iter)
+    if not sig.any():
+        return {}
+    names = np.array(coll["name"], dtype=object)
+    last: dict = {}
+    for i in np.nonzero(sig)[0].tolist():
+        k = (int(rank_a[i]), int(step_a[i]), names[i])
+        if k not in last or a_start[i] > a_start[last[k]]:
+            last[k] = i
+    spread: dict = {}
+    for nm in set(k[2] for k in last):
+        per_step = {}
+        for (r, s, n), i in last.items():
+            if n == nm:
+                per_step.setdefault(s, []).append(dur[i] / mean_iter)
+        stds = [float(np.std(v, ddof=1)) for v in per_step.values() if len(v) > 1]
+        spread[nm] = float(np.mean(stds)) if stds else 0.0
+    chosen = max(spread, key=lambda n: (spread[n], n))
+    k_top = 1 if len(ranks) <= 4 else 2
+    out = {r: 0 for r in ranks}
+    by_step: dict = {}
+    for (r, s, n), i in last.items():
+        if n == chosen:
+            by_step.setdefault(s, []).append((int(a_start[i]), r))
+    for s, lst in by_step.items():
+        lst.sort(reverse=True)
+        threshold = lst[min(k_top, len(lst)) - 1][0]
+        for ts, r in lst:
+            if ts >= threshold:
+                out[r] += 1
+    return out
+
+
+def _step_rows(ranks, steps, coll, wait) -> list:
+    """Per rank, per step: the step's figures (µs) and the waits of the collectives launched in it."""
+    out = []
+    if not steps.get("rank"):
+        return out
+    w_by = {}
+    n_by = {}
+    for i, (r, s) in enumerate(zip(coll.get("rank", []), coll.get("step", []))):
+        if s >= 0:
+            w_by[(r, s)] = w_by.get((r, s), 0) + int(wait[i])
+            n_by[(r, s)] = n_by.get((r, s), 0) + 1
+    comm_cpu = {}
+    for i, (r, s) in enumerate(zip(coll.get("rank", []), coll.get("step", []))):
+        if s >= 0:
+            comm_cpu.setdefault((r, s), []).append((coll["start_ns"][i], coll["end_ns"][i]))
+    us = lambda v: None if v < 0 else v / 1e3  # noqa: E731
+    for j in range(len(steps["rank"])):
+        r, s = steps["rank"][j], steps["step"][j]
+        comm = steps["comm_ns"][j]
+        if comm < 0:  # CPU-only: the union of the backend's own intervals launched in the step
+            iv = np.array(comm_cpu.get((r, s), []), dtype=np.int64).reshape(-1, 2)
+            comm = _union(iv[:, 0], iv[:, 1])
+        ov = steps["comm_overlapped_ns"][j]
+        tot = steps["comm_ns"][j]
+        out.append({"rank": r, "step": s, "name": steps["name"][j],
+                    "step_us": (steps["end_ns"][j] - steps["start_ns"][j]) / 1e3,
+                    "window_us": steps["window_ns"][j] / 1e3, "busy_us": us(steps["busy_ns"][j]),
+                    "compute_us": us(steps["compute_ns"][j]), "comm_us": comm / 1e3,
+                    "comm_exposed_us": us(steps["comm_exposed_ns"][j]), "comm_overlapped_us": us(ov),
+                    "overlap_ratio": (ov / tot) if (tot is not None and tot > 0 and ov >= 0) else None,
+                    "memcpy_us": us(steps["memcpy_ns"][j]), "memset_us": us(steps["memset_ns"][j]),
+                    "idle_us": us(steps["idle_ns"][j]), "kernels": steps["kernels"][j],
+                    "wait_us": w_by.get((r, s), 0) / 1e3, "collectives": n_by.get((r, s), 0),
+                    "verdict": steps["verdict"][j]})
+    return out
+
+
+def load_job(items, workers: int | None = None, load_opts: dict | None = None, progress=None):
+    """Discover the ranks among ``items``, load them in parallel, and return (job, tables per rank)."""
+    from .pool import map_ranks
+    job = discover(items)
+    if not job.ranks:
+        raise TraceError(Path(str(items[0]) if items else "."), "no rank of a job found: "
+                         + "; ".join(job.diagnostics))
+    tables = map_ranks(job, workers=workers, load_opts=load_opts, progress=progress)
+    return job, tables
+
+
+def analyze_tables(job: Job, tables: list[dict]) -> dict:
+    """``analyze`` over the tables ``load_job`` returned."""
+    return analyze(concat([t["info"] for t in tables]), concat([t["collectives"] for t in tables]),
+                   concat([t["steps"] for t in tables]), job.diagnostics, job.world)

@@ -1,0 +1,68 @@
+"""``tracetui ranks PATH... [--json]`` and ``tracetui index PATH... -o INDEX``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add_parsers(sub, lo) -> None:
+    r = sub.add_parser("ranks", parents=[lo], help="the ranks of a job: collectives matched across ranks, "
+                                                   "clock offsets, waits, stragglers, per-step figures")
+    r.add_argument("paths", nargs="+", help="rank files, a folder of them, a glob, or an index (tracetui index)")
+    r.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    r.add_argument("--top", type=int, default=10, help="collectives listed in the text report (0: all)")
+    r.add_argument("--workers", type=int, default=None, help="processes loading ranks (default: one per core)")
+    i = sub.add_parser("index", parents=[lo], help="write each rank's tables as Parquet (needs tracetui[dist])")
+    i.add_argument("paths", nargs="+", help="rank files, a folder of them, or a glob")
+    i.add_argument("-o", "--output", type=Path, required=True, help="index folder to write (replaced atomically)")
+    i.add_argument("--workers", type=int, default=None, help="local processes (default: one per core)")
+    i.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or a Ray cluster")
+    i.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")
+
+
+def run(args, load_opts: dict, CliError) -> int:
+    from tracetui.ranks_report import print_ranks
+    if args.cmd == "index":
+        from tracetui.model import index as ix
+        try:
+            out = ix.build_index(args.paths, args.output, workers=args.workers, engine=args.engine,
+                                 address=args.address, load_opts=load_opts)
+        except ix.MissingExtra as e:
+            raise CliError(str(e)) from None
+        print(f"{out['path']}: {out['ranks']} rank(s) indexed ({out['engine']}, {out['workers']} worker(s), "
+              f"{out['seconds']:.2f} s)")
+        return 0
+    if len(args.paths) == 1 and Path(args.paths[0]).is_dir() and _is_index(Path(args.paths[0])):
+        from tracetui.model import index as ix
+        try:
+            doc = ix.analyze_index(Path(args.paths[0]))
+        except ix.MissingExtra as e:
+            raise CliError(str(e)) from None
+    else:
+        from tracetui.model.ranks import analyze_tables, load_job
+        job, tables = load_job(args.paths, workers=args.workers, load_opts=load_opts)
+        doc = analyze_tables(job, tables)
+    print_ranks(doc, as_json=args.json, top=args.top)
+    return 0
+
+
+def _is_index(p: Path) -> bool:
+    from tracetui.model.index import MANIFEST
+    return (p / MANIFEST).exists()
+
+
+def opens_job(paths) -> bool:
+    """``tracetui PATH...`` opens the job view: an index, a folder of two or more ranks of one job,
+    or two or more files that are distinct ranks of one job (anything else opens as before)."""
+    if not paths:
+        return False
+    ps = [Path(p) for p in paths]
+    if len(ps) == 1:
+        p = ps[0]
+        quoted_glob = not p.exists() and any(c in str(p) for c in "*?[")
+        if not p.is_dir() and not quoted_glob:
+            return False
+        if p.is_dir() and _is_index(p):
+            return True
+    from tracetui.model.ranks import is_job
+    return is_job(ps)

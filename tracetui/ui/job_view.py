@@ -1,0 +1,268 @@
+"""The job view: every rank of a job as a rank × step heatmap, the straggler named, and any rank
+opened in the explorer. Ranks load in a worker (on a local process pool) with progress; every
+number shown comes from the ``tracetui ranks --json`` document (``model.ranks.analyze``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.style import Style
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Label, ProgressBar, Static
+from textual.worker import get_current_worker
+
+from tracetui.model import TraceError
+from tracetui.textsafe import visible
+
+from .footer import StableFooter
+
+METRICS = (
+    ("step_us", "step time µs", "the step's host interval on that rank"),
+    ("comm_exposed_us", "exposed comm µs", "communication not overlapped by compute (GPU ranks)"),
+    ("wait_us", "wait µs", "waiting for later ranks in the step's collectives"),
+    ("comm_us", "comm µs", "communication time in the step (union of its collectives)"),
+)
+"""What the heatmap can be coloured by (``m`` cycles): the steps row key, its title, its meaning."""
+
+CELL_W = 9
+"""Heatmap column width: ``123,456`` µs and a space either side."""
+
+
+def fmt(v) -> str:
+    """A number as the job view shows it (µs to the unit): the same rounding the tests apply."""
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def heat(frac: float) -> Style:
+    """Green (low) through yellow to red (high) for a value's place between the job's min and max."""
+    f = min(max(frac, 0.0), 1.0)
+    r, g = (int(510 * f), 200) if f < 0.5 else (255, int(200 * (2 - 2 * f)))
+    return Style(bgcolor=f"rgb({min(r, 255)},{g},60)", color="black")
+
+
+class JobScreen(Screen):
+    """Rank × step heatmap over the job's ``ranks`` document; Enter opens the rank in the explorer."""
+
+    CSS_PATH = "job_view.tcss"
+    BINDINGS = [
+        Binding("m", "metric", "Metric"),
+        Binding("enter", "open_rank", "Open rank"),
+        Binding("escape", "cancel", "Cancel loading", show=False),
+    ]
+
+    def __init__(self, paths: list[Path], load_opts: dict | None = None, workers: int | None = None):
+        super().__init__()
+        self.paths = [Path(p) for p in paths]
+        self.load_opts = load_opts or {}
+        self.n_workers = workers
+        self.doc: dict | None = None
+        self.files: dict = {}      # rank -> file
+        self.metric = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="job-head")
+        with Vertical(id="job-loading"):
+            yield Label(Text(f"loading the ranks of {', '.join(visible(p.name) for p in self.paths[:3])}"
+                             + (" …" if len(self.paths) > 3 else "")))
+            yield ProgressBar(total=100, show_eta=False, id="job-progress")
+            yield Label("", id="job-stage")
+        yield DataTable(id="heatmap", cursor_type="cell", zebra_stripes=False)
+        yield Static(id="job-detail")
+        yield StableFooter()
+
+    def on_mount(self) -> None:
+        self.query_one("#heatmap").display = False
+        self.query_one("#job-detail").display = False
+        self.load()
+
+    # ---- loading
+    @work(thread=True, exclusive=True, group="job")
+    def load(self) -> None:
+        worker = get_current_worker()
+        try:
+            doc = self._analyze(worker)
+        except TraceError as e:
+            self.app.call_from_thread(self._failed, str(e))
+            return
+        except Exception as e:  # noqa: BLE001 - an index without the dist extra, a pool that died
+            self.app.call_from_thread(self._failed, f"{type(e).__name__}: {e}")
+            return
+        if doc is not None and not worker.is_cancelled:
+            self.app.call_from_thread(self._ready, doc)
+
+    def _analyze(self, worker) -> dict | None:
+        from tracetui.model.index import MANIFEST
+        if len(self.paths) == 1 and (self.paths[0] / MANIFEST).exists():
+            from tracetui.model.index import analyze_index, read_manifest
+            self.files = {r["rank"]: Path(r["file"]) for r in read_manifest(self.paths[0])["ranks"]}
+            return analyze_index(self.paths[0])
+        from tracetui.model.pool import Stopped, run_map
+        from tracetui.model.ranks import analyze_tables, discover, load_rank
+
+        job = discover(self.paths)
+        if not job.ranks:
+            raise TraceError(self.paths[0], "no rank of a job found: " + "; ".join(job.diagnostics))
+        self.files = {rf.rank: rf.path for rf in job.ranks}
+
+        def progress(done: int, total: int) -> None:
+            if not worker.is_cancelled:
+                self.app.call_from_thread(self._progress, done, total)
+
+        # fork, as the CLI does: spawn fails under Textual ("bad value(s) in fds_to_keep": the
+        # app's replaced stdio), and the forked workers run only model code, never the UI's
+        try:  # quitting or Esc ends the pool's processes at once, not after the rank they are on
+            tables = run_map(load_rank, [(rf, job.world, self.load_opts) for rf in job.ranks], self.n_workers,
+                             progress, should_stop=lambda: worker.is_cancelled)
+        except Stopped:
+            return None
+        return None if worker.is_cancelled else analyze_tables(job, tables)
+
+    def _progress(self, done: int, total: int) -> None:
+        self.query_one("#job-progress", ProgressBar).update(progress=100 * done / max(total, 1))
+        self.query_one("#job-stage", Label).update(f"{done} of {total} ranks loaded")
+
+    def _failed(self, msg: str) -> None:
+        self.query_one("#job-stage", Label).update(Text(visible(msg), style="bold red"))
+        self.app.notify(visible(msg), severity="error", timeout=10)
+
+    def action_cancel(self) -> None:
+        if self.doc is None:
+            self.workers.cancel_group(self, "job")
+            self.app.exit(message="loading cancelled")
+
+    def _ready(self, doc: dict) -> None:
+        self.doc = doc
+        self.query_one("#job-loading").display = False
+        self.query_one("#heatmap").display = True
+        self.query_one("#job-detail").display = True
+        self._head()
+        self._fill()
+        self.query_one("#heatmap").focus()
+
+    # ---- drawing
+    def _head(self) -> None:
+        d = self.doc
+        s = d["straggler"]
+        t = Text()
+        t.append(f"{d['ranks']} ranks", style="bold")
+        t.append(f" of {d['world_size'] or '?'} · {len(d['collectives'])} collectives · ")
+        t.append(f"straggler: rank {s['rank']}" if s["rank"] is not None else "no clear straggler",
+                 style="bold red" if s["rank"] is not None else "bold")
+        if d["diagnostics"]:
+            t.append(f" · {len(d['diagnostics'])} diagnostics", style="yellow")
+        t.append("\n" + METRICS[self.metric][1] + " by rank × step (m: metric, Enter: open rank)", style="cyan")
+        self.query_one("#job-head", Static).update(t)
+
+    def _grid(self) -> tuple[list, list, dict]:
+        """Ranks, step names (in step order), and (rank, step) -> the steps row."""
+        rows = self.doc["steps"]
+        ranks = [p["rank"] for p in self.doc["per_rank"]]
+        names, seen = [], set()
+        for r in sorted(rows, key=lambda r: (r["step"], r["rank"])):
+            if r["name"] not in seen:
+                seen.add(r["name"])
+                names.append(r["name"])
+        return ranks, names, {(r["rank"], r["name"]): r for r in rows}
+
+    def _fill(self) -> None:
+        table = self.query_one("#heatmap", DataTable)
+        cur = table.cursor_coordinate
+        table.clear(columns=True)
+        key = METRICS[self.metric][0]
+        ranks, names, cell = self._grid()
+        vals = [c[key] for c in cell.values() if c.get(key) is not None]
+        lo, hi = (min(vals), max(vals)) if vals else (0, 0)
+        table.add_column("rank", key="rank", width=6)
+        for n in names:
+            table.add_column(Text(visible(n.replace("ProfilerStep", "step"))[:CELL_W], justify="right"), key=n,
+                             width=CELL_W)
+        strag = self.doc["straggler"]["rank"]
+        for r in ranks:
+            row = [Text(f"{r}{'!' if r == strag else ''}", style="bold red" if r == strag else "")]
+            for n in names:
+                c = cell.get((r, n))
+                v = None if c is None else c.get(key)
+                style = heat((v - lo) / (hi - lo) if hi > lo else 0.0) if v is not None else Style()
+                row.append(Text(fmt(v).rjust(CELL_W - 1), style=style))
+            table.add_row(*row, key=str(r))
+        if cur.row < len(ranks) and cur.column <= len(names):  # m keeps the cursor on its cell
+            table.cursor_coordinate = cur
+        self._detail()
+
+    def _selected(self) -> tuple[int | None, str | None]:
+        table = self.query_one("#heatmap", DataTable)
+        ranks, names, _ = self._grid()
+        if not ranks:
+            return None, None
+        r = ranks[min(table.cursor_row, len(ranks) - 1)]
+        col = table.cursor_column - 1
+        return r, (names[col] if 0 <= col < len(names) else None)
+
+    def _detail(self) -> None:
+        r, n = self._selected()
+        if r is None:
+            self.query_one("#job-detail", Static).update("no ranks")
+            return
+        p = next(x for x in self.doc["per_rank"] if x["rank"] == r)
+        t = Text()
+        t.append(f"rank {r}", style="bold")
+        t.append(f"  clock {visible(p['clock'])} offset {fmt(p['offset_us'])} µs · waited {fmt(p['wait_total_us'])} µs "
+                 f"(mean {fmt(p['wait_mean_us'])}) · last at {p['last_count']}/{p['collectives']} · "
+                 f"caused {fmt(p['caused_wait_us'])} µs · HTA {p['hta_straggler_count']}")
+        _, _, cell = self._grid()
+        c = cell.get((r, n)) if n else None
+        if c is not None:
+            ov = "-" if c["overlap_ratio"] is None else f"{100 * c['overlap_ratio']:.0f}%"
+            t.append(f"\n{visible(c['name'])}: step {fmt(c['step_us'])} µs · comm {fmt(c['comm_us'])} · exposed "
+                     f"{fmt(c['comm_exposed_us'])} · overlap {ov} · wait {fmt(c['wait_us'])} µs in "
+                     f"{c['collectives']} collectives · compute {fmt(c['compute_us'])} · idle {fmt(c['idle_us'])} "
+                     f"· {c['verdict']}")
+        if self.doc["straggler"]["rank"] is not None:
+            t.append("\n" + visible(self.doc["straggler"]["evidence"]), style="dim")
+        self.query_one("#job-detail", Static).update(t)
+
+    @on(DataTable.CellHighlighted)
+    def _moved(self, _event) -> None:
+        if self.doc is not None:
+            self._detail()
+
+    @on(DataTable.CellSelected)
+    def _chosen(self, _event) -> None:
+        self.action_open_rank()
+
+    # ---- actions
+    def action_metric(self) -> None:
+        if self.doc is None:
+            return
+        self.metric = (self.metric + 1) % len(METRICS)
+        self._head()
+        self._fill()
+
+    def action_open_rank(self) -> None:
+        """The selected rank in the explorer, at the selected step; Esc there comes back here."""
+        if self.doc is None:
+            return
+        r, n = self._selected()
+        path = self.files.get(r)
+        if path is None or not Path(path).exists():
+            self.app.notify(f"rank {r}: its trace file is not here", severity="error")
+            return
+        from .app import LoadingScreen
+
+        def done(traces) -> None:
+            self.app._loaded(traces)
+            screen = self.app.screen
+            step = next((s for s in traces[0].steps if traces[0].name(s) == n), None) if n else None
+            if step is not None:
+                self.app.call_after_refresh(screen.jump, step)
+
+        self.app.push_screen(LoadingScreen([Path(path)], done, load_opts=self.load_opts))
+
+    def system_commands(self):
+        """For the command palette: (title, help, callback)."""
+        return [("Cycle heatmap metric", "step time / exposed comm / wait / comm (m)", self.action_metric),
+                ("Open rank in the explorer", "the selected rank at the selected step (Enter)", self.action_open_rank)]

@@ -1,0 +1,84 @@
+"""Record a small multi-process job on CPU with torch.distributed (gloo), one rank slowed on purpose.
+
+Each of ``world`` processes trains a DDP MLP and runs explicit collectives (all_reduce,
+all_gather, broadcast) under torch.profiler, then writes ``job_rank-N.pt.trace.json``. The slow
+rank sleeps before its forward and before each explicit collective, so it arrives last and the
+others wait for it. Every step ends with its collectives complete, so the edges of the
+recording cut none and every rank records the same collectives.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: float, steps: int) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    x = torch.randn(16, 64)
+
+    def slow() -> None:
+        if rank == slow_rank:
+            time.sleep(slow_s)
+
+    def step() -> None:
+        slow()
+        loss = ddp(x).square().mean()
+        loss.backward()            # DDP all-reduces the gradients here
+        opt.step()
+        opt.zero_grad()
+        t = torch.full((1024,), float(rank))
+        slow()
+        dist.all_reduce(t)
+        got = [torch.zeros(256) for _ in range(world)]
+        slow()
+        dist.all_gather(got, torch.ones(256))
+        slow()
+        dist.broadcast(t, 0)
+
+    step()  # DDP's first iteration (bucket rebuild) stays out of the recording
+    dist.barrier()
+    path = str(Path(out) / f"job_rank-{rank}.pt.trace.json")
+    # one warm-up step then the recorded ones: ProfilerStep#N markers need a schedule; each step
+    # ends with its collectives done, so no collective straddles the edge of the recording
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+        for _ in range(steps + 1):
+            step()
+            prof.step()
+    dist.barrier()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def record_gloo_job(out_dir, world: int = 3, slow_rank: int = 1, slow_s: float = 0.01,
+                    steps: int = 3) -> list[Path]:
+    """Run the job and return the rank files, rank order."""
+    import torch.multiprocessing as mp
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    mp.spawn(_worker, args=(world, str(out), _free_port(), slow_rank, slow_s, steps), nprocs=world, join=True)
+    return [out / f"job_rank-{r}.pt.trace.json" for r in range(world)]
+
+
+if __name__ == "__main__":
+    import sys
+    print(record_gloo_job(sys.argv[1] if len(sys.argv) > 1 else "gloo_job"))
