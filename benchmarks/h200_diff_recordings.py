@@ -1,4 +1,4 @@
-"""The H200 recordings behind tests/data/diff_h200_*.json.gz (the diff's tests on real GPU work).
+"""The H200 recordings behind tests/data/diff/h200_*.json.gz (the diff's tests on real GPU work).
 
     OUT=DIR python3 benchmarks/h200_diff_recordings.py mlp tfm_eager tfm_compile tfm_max
 
@@ -8,7 +8,7 @@ H200 with torch 2.11.0+cu130, bf16: a 4-layer GPT-style decoder (vocab 8192, seq
 eager, torch.compile and max-autotune-no-cudagraphs; and the GeGLU MLP (64 x 128 x 768, hidden
 3072) forward with max-autotune-no-cudagraphs. Profiler: CPU+CUDA, record_shapes, with_modules,
 with_stack, schedule wait 1 / warmup 1 / active 2 after 3 warm-up steps. Files are written as
-``OUT/<name>.json.gz``; the tests' copies are renamed ``diff_h200_<...>``.
+``OUT/<name>.json.gz``; the tests' copies are ``tests/data/diff/h200_<...>``
 """
 import gzip, os, shutil, sys, time
 import torch

@@ -4,7 +4,7 @@ computed here from the raw JSON (never through the model).
 
 Recordings: a 4-layer decoder forward + loss recorded eager and compiled on the CPU (Inductor's
 C++ kernel profiling on) once per session; a 4-layer decoder train step on the H200 (eager,
-compile, max-autotune: tests/data/diff_h200_*); the bundled H200 MLP ladder; HTA's before/after
+compile, max-autotune: tests/data/diff/h200_*); the bundled H200 MLP ladder; HTA's before/after
 pair.
 """
 from __future__ import annotations
@@ -265,7 +265,7 @@ GPU_PAIRS = [
     *[(TRACES / "transformer_eager.json.gz", TRACES / f"transformer_{b}.json.gz", "nn.Module: Block_", 6)
       for b in ("compile", "max_autotune")],
     # benchmarks/h200_diff_recordings.py: 4 blocks, flash attention
-    *[(DATA / "diff_h200_decoder_eager.json.gz", DATA / f"diff_h200_decoder_{b}.json.gz", "nn.Module: B_", 4)
+    *[(DATA / "diff" / "h200_decoder_eager.json.gz", DATA / "diff" / f"h200_decoder_{b}.json.gz", "nn.Module: B_", 4)
       for b in ("compile", "max_autotune")],
 ]
 ANCHOR_NAME = re.compile(r"nvjet|gemm|cutlass|flash|fmha|attention|triton_tem")
@@ -368,7 +368,7 @@ def test_mlp_max_autotune_template_gemm():
     """Inductor kept cuBLAS for gate and up, made the down projection a Triton template whose
     name lists the gelu and mul it reads; a separate pointwise kernel computed those, so that
     kernel, not the template, replaced the eager gelu and mul kernels."""
-    path = DATA / "diff_h200_mlp_max_autotune.json.gz"
+    path = DATA / "diff" / "h200_mlp_max_autotune.json.gz"
     res = diff_traces(load_trace(TRACES / "mlp_eager.json.gz"), load_trace(path))
     _claims_once(res)
     tem = [r for r in res.rows if r.b is not None and r.b.name.startswith("triton_tem_")]

@@ -346,17 +346,17 @@ def gemm_flops(op_name: str, dims: list) -> float | None:
     try:
         if name in ("mm", "matmul", "_scaled_mm") and len(dims) >= 2:
             a, b = dims[0], dims[1]
-            return float(np.prod(a[:-1]) * a[-1] * b[-1])
+            return float(math.prod(a[:-1]) * a[-1] * b[-1])
         if name in ("addmm", "_addmm_activation") and len(dims) >= 3:
             a, b = dims[1], dims[2]
-            return float(np.prod(a[:-1]) * a[-1] * b[-1])
+            return float(math.prod(a[:-1]) * a[-1] * b[-1])
         if name in ("bmm", "baddbmm") and len(dims) >= 2:
             a, b = (dims[1], dims[2]) if name == "baddbmm" and len(dims) >= 3 else (dims[0], dims[1])
-            return float(np.prod(a) * b[-1])
+            return float(math.prod(a) * b[-1])
         if name == "linear" and len(dims) >= 2:
             a, w = dims[0], dims[1]
-            return float(np.prod(a) * w[0])
-    except (IndexError, TypeError, ValueError):
+            return float(math.prod(a) * w[0])
+    except (IndexError, TypeError, ValueError, OverflowError):  # shapes no tensor has
         return None
     return None
 
