@@ -46,3 +46,11 @@ def cpu_traces(tmp_path_factory) -> dict:
         made[name] = record(ws[wl], impl, out / f"{name}.json.gz", device="cpu", with_stack=stack,
                             warmup_iters=2, active=3)
     return made
+
+
+@pytest.fixture(scope="session")
+def cpu_memory_trace(tmp_path_factory) -> Path:
+    """A CPU training recording with profile_memory=True and a planted leak (tests/memory_workload.py)."""
+    pytest.importorskip("torch")
+    from tests.memory_workload import record_memory_trace
+    return record_memory_trace(tmp_path_factory.mktemp("memory") / "train_memory.json")

@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "ranks", "index")
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = REPO_ROOT / "traces"
 
@@ -17,12 +17,16 @@ class CliError(Exception):
     """A user-facing failure: printed as one line, exit code 2."""
 
 
+BUNDLED_LADDER = ("mlp_eager", "mlp_compile", "mlp_max_autotune", "mlp_triton", "mlp_fused")
+"""The MLP ladder `tracetui` opens with no arguments, in this order (rungs not bundled are left out)."""
+
+
 def bundled_default() -> list[Path]:
-    """The eager-vs-compile MLP pair `tracetui` opens with no arguments."""
+    """The bundled MLP ladder: eager → compile (→ max-autotune) → triton → fused."""
     pair = [BUNDLED / "mlp_eager.json.gz", BUNDLED / "mlp_compile.json.gz"]
     if not all(p.exists() for p in pair):
         raise CliError(f"no bundled traces in {BUNDLED} (pass a trace file)")
-    return pair
+    return [p for p in (BUNDLED / f"{n}.json.gz" for n in BUNDLED_LADDER) if p.exists()]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="torch version that recorded the trace, for its CPU self-time rule "
                          "(default: the recorded one, else <= 2.12)")
     o = sub.add_parser("open", parents=[lo], help="open the explorer (the default command)")
-    o.add_argument("traces", nargs="*", type=Path, help="trace file(s) or trace folder; two open a diff")
+    o.add_argument("traces", nargs="*", type=Path, help="trace file(s) or trace folder; two open a diff, more a ladder")
     s = sub.add_parser("summary", parents=[lo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
     s.add_argument("trace", type=Path)
     s.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
@@ -46,9 +50,14 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--depth", type=int, default=None)
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true")
-    d = sub.add_parser("diff", parents=[lo], help="align two traces and report what changed and what fusion removed")
-    d.add_argument("a", type=Path)
-    d.add_argument("b", type=Path)
+    m = sub.add_parser("memory", parents=[lo], help="profile_memory: peaks per device and step, what held them, per-op table")
+    m.add_argument("trace", type=Path)
+    m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    m.add_argument("--top", type=int, default=10, help="rows per table (0: all)")
+    d = sub.add_parser("diff", parents=[lo], help="align two traces and report what changed and what fusion "
+                                                   "removed; three or more: a ladder (A → B → C …)")
+    d.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="two traces, or a series of them")
+    d.add_argument("--top", type=int, default=10, help="changes shown per kind (0: all); a ladder's per neighbour: 3")
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
@@ -108,14 +117,37 @@ def _on_sigterm():
     me = os.getpid()
 
     def terminate(signum, frame) -> None:
-        forked = sys.modules.get("tracetui.model.forked")
-        if forked is not None and os.getpid() == me:  # not in a helper: its copy lists its siblings
-            forked._kill_live()
+        if os.getpid() == me:  # not in a helper: its copy of the list names its siblings
+            forked = sys.modules.get("tracetui.model.forked")
+            if forked is not None:
+                forked._kill_live()
+            for pid in _children():  # one forked a moment ago, not yet listed by forked.py
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
     previous = signal.signal(signal.SIGTERM, terminate)
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux; elsewhere none are found, and none are forked)."""
+    pids: set[int] = set()
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            pass
+    return pids
 
 
 def _error(msg: str) -> None:
@@ -150,7 +182,7 @@ def _load_opts(args) -> dict:
 def _dispatch(args) -> int:
     from tracetui.ranks_cli import opens_job
     job = args.cmd == "open" and opens_job(args.traces)  # ranks of one job: the job view, not a diff
-    for p in [getattr(args, k, None) for k in ("trace", "a", "b")] + list(getattr(args, "traces", None) or []):
+    for p in [getattr(args, "trace", None)] + list(getattr(args, "traces", None) or []):
         if p is not None and not job:
             _announce_folder(p)
     if args.cmd == "gen":
@@ -162,23 +194,37 @@ def _dispatch(args) -> int:
         from tracetui.report import print_summary
         print_summary(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
         return 0
+    if args.cmd == "memory":
+        from tracetui.model import load_trace
+        from tracetui.report import print_memory
+        print_memory(load_trace(args.trace, **_load_opts(args)), as_json=args.json, top=args.top)
+        return 0
     if args.cmd == "tree":
         from tracetui.model import load_trace
         from tracetui.report import print_tree
         print_tree(load_trace(args.trace, **_load_opts(args)), depth=args.depth, text_filter=args.filter, as_json=args.json)
         return 0
     if args.cmd == "diff":
+        if len(args.traces) < 2:
+            raise CliError("diff: give two traces, or three or more for a ladder")
         if args.text or args.json:
             from tracetui.model import load_trace
-            from tracetui.model.diff import diff_traces
-            from tracetui.report import print_diff
             opts = _load_opts(args)
-            print_diff(diff_traces(load_trace(args.a, **opts), load_trace(args.b, **opts)), as_json=args.json)
+            traces = [load_trace(p, **opts) for p in args.traces]
+            if len(traces) == 2:
+                from tracetui.model.diff import diff_traces
+                from tracetui.report import print_diff
+                print_diff(diff_traces(*traces), as_json=args.json, top=args.top)
+            else:
+                from tracetui.model.ladder import ladder
+                from tracetui.report import print_ladder
+                print_ladder(ladder(traces, top=args.top if args.top != 10 else 3),
+                             [p.name.split(".")[0] for p in args.traces], as_json=args.json)
             return 0
-        return _open([args.a, args.b], diff=True, load_opts=_load_opts(args))
+        return _open(args.traces, diff=True, load_opts=_load_opts(args))
     if not args.traces:  # the bundled story: eager vs torch.compile MLP on an H200
         return _open(bundled_default(), diff=True, load_opts=_load_opts(args))
-    return _open(args.traces, diff=len(args.traces) == 2, load_opts=_load_opts(args), job=job)
+    return _open(args.traces, diff=len(args.traces) >= 2, load_opts=_load_opts(args), job=job)
 
 
 def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, job: bool = False) -> int:
@@ -194,7 +240,7 @@ def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, 
         early = start_load(resolved[0])
     try:
         from tracetui.ui.app import TraceApp
-        app = TraceApp(resolved, diff=diff and len(resolved) == 2, early=early, load_opts=load_opts)
+        app = TraceApp(resolved, diff=diff and len(resolved) >= 2, early=early, load_opts=load_opts)
         app.run()
     finally:
         if early is not None:

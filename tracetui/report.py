@@ -121,7 +121,7 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15) -> None:
         _out(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
         for k in d["first_step_kernels"][:40]:
             src = (" > ".join(k["ops"]) or "(no ATen op)")
-            _out(f"  {k['class']:9s} {k['device_us']:9.1f} µs  {visible(_short(k['name']))[:58]:58s}"
+            _out(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {visible(_short(k['name']))[:58]:58s}"
                  f"  <- {visible(src)}{' in ' + visible(k['module']) if k['module'] else ''}")
         if len(d["first_step_kernels"]) > 40:
             _out(f"  … {len(d['first_step_kernels']) - 40} more")
@@ -203,39 +203,48 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
         stack.extend((c, level + 1) for c in reversed(kids))
 
 
-def print_diff(d, as_json: bool = False, write=None) -> None:
-    """Print the diff report (or hand each line to ``write``, as the app does)."""
+def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool = True) -> None:
+    """Print the diff report (or hand each line to ``write``, as the app does): totals that
+    reconcile, the biggest changes by kind (``top`` per kind; 0: all), then fusion details and the
+    full aligned list (``rows``)."""
     sink = write or _out
 
     def emit(line: str) -> None:  # the app shows these lines too: the same guard for both
         sink(_shown(line))
-    from .model.diff import diff_dict
+    from .model.changes import diff_dict
+    from .model.memory import memory_diff
     j = diff_dict(d)
+    mem = memory_diff(d.a, d.b)  # only when both traces have [memory] instants
+    if mem is not None:
+        j["memory"] = mem
     if as_json:
-        _dump(j)
+        out = diff_dict(d, top=top) if top else j
+        if mem is not None:
+            out["memory"] = mem
+        _dump(out)
         return
     a, b = j["a"], j["b"]
     emit(f"A: {visible(a['file'])}  ({a['device'] or 'CPU'}, {a['steps']} steps)")
     emit(f"B: {visible(b['file'])}  ({b['device'] or 'CPU'}, {b['steps']} steps)")
-    emit(f"per step: kernels {a['kernels_per_step']} → {b['kernels_per_step']}, "
-         f"device {a['device_us_per_step']:.1f} → {b['device_us_per_step']:.1f} µs, "
-         f"CPU {a['cpu_us_per_step']:.1f} → {b['cpu_us_per_step']:.1f} µs")
-    emit("\nkernels per step (aligned)                                     A µs      B µs  status")
-    for k in j["kernels"]:
-        au = f"{k['a_us']:9.1f}" if k["a_us"] is not None else " " * 9
-        bu = f"{k['b_us']:9.1f}" if k["b_us"] is not None else " " * 9
-        extra = f"  ({visible(k['detail'])})" if k["detail"] else ""
-        emit(f"  {visible(_short(k['name']))[:58]:58s} {au} {bu}  {k['status']}{extra}")
+    for line in diff_header(j):
+        emit(line)
+    for line in change_lines(j["changes"], top):
+        emit(line)
     if j["fused"]:
-        emit("\nfusion:")
-        for f in j["fused"]:
-            emit(f"  {visible(f['kernel'])} replaces {len(f['replaces'])} kernels "
-                 f"(ops {', '.join(f['ops'])}; matched by {f['matched_by']}):")
+        emit("\nfusion (each instance; replaced kernels of A, in launch order):")
+        for f in j["fused"][: top * 3 if top else None]:
+            emit(f"  {visible(_short(f['kernel']))} replaces {len(f['replaces'])} kernel(s) "
+                 f"(ops {', '.join(f['ops'])}; matched by {f['matched_by']}"
+                 + (f"; block {', '.join(f['blocks_a'])}" if f["blocks_a"] else "") + "):")
+            if f["gemm"]:
+                emit(f"    = {visible(_short(f['gemm']))[:90]}  (the GEMM it replaced)")
             for r in f["replaces"]:
                 emit(f"    - {visible(_short(r))[:90]}")
             emit(f"    saves {f['saved_us']:.1f} µs and {f['launches_saved']} launch(es) per step"
                  + (f"; intermediate no longer in HBM: {f['intermediate_bytes'] / 1e6:.1f} MB "
                     f"({f['hbm_traffic_saved_bytes'] / 1e6:.1f} MB of traffic)" if f["intermediate_bytes"] else ""))
+        if top and len(j["fused"]) > top * 3:
+            emit(f"  … {len(j['fused']) - top * 3} more (--top 0 lists all)")
     if j["chains"]:
         emit("\ndispatch chains that changed:")
         seen = set()
@@ -245,12 +254,153 @@ def print_diff(d, as_json: bool = False, write=None) -> None:
                 continue
             seen.add(key)
             emit(f"  {' → '.join(c['a']) or '∅'}  ⇒  {' → '.join(c['b']) or '∅'}")
-    if j["removed_ops"]:
-        emit("\nCPU ops removed (per step: A → B, A's CPU µs):")
-        for o in j["removed_ops"][:25]:
-            emit(f"  {visible(o['name'])[:50]:50s} {o['a_per_step']:g} → {o['b_per_step']:g}   {o['a_cpu_us']:.1f} µs")
     if j["added_ops"]:
-        emit("\nCPU ops added (per step: A → B, B's CPU µs):")
-        for o in j["added_ops"][:25]:
-            tag = "  [compile pre-op]" if o["compile_preop"] else ""
-            emit(f"  {visible(o['name'])[:50]:50s} {o['a_per_step']:g} → {o['b_per_step']:g}   {o['b_cpu_us']:.1f} µs{tag}")
+        pre = [o for o in j["added_ops"] if o["compile_preop"]]
+        if pre:
+            emit("\ncompile pre-ops (per step, B's CPU µs): " + ", ".join(
+                f"{visible(o['name'])} {o['b_cpu_us']:.1f}" for o in pre))
+    if rows:
+        emit("\nkernels per step (aligned; Δ = what the row adds to B)        A µs      B µs      Δ µs  status")
+        for k in j["kernels"]:
+            au = f"{k['a_us']:9.1f}" if k["a_us"] is not None else " " * 9
+            bu = f"{k['b_us']:9.1f}" if k["b_us"] is not None else " " * 9
+            why = k["detail"] or k["reason"] or ("unexplained" if k["status"] in ("added", "removed") else "")
+            extra = f"  ({visible(why)})" if why else ""
+            emit(f"  {visible(_short(k['name']))[:58]:58s} {au} {bu} {k['delta_us']:+9.1f}  {k['status']}{extra}")
+
+    if mem is not None:
+        _emit_memory_diff(mem, emit)
+
+
+def diff_header(j: dict) -> list[str]:
+    """The per-step totals of a diff, reconciled: rows sum to the delta, launches to the counts."""
+    a, b, t = j["a"], j["b"], j["totals"]
+    alike = ""
+    if a["steps_alike"] < a["steps"] or b["steps_alike"] < b["steps"]:
+        alike = f" (steps alike: A {a['steps_alike']}/{a['steps']}, B {b['steps_alike']}/{b['steps']})"
+    dev = "device" if a["device"] or b["device"] else "compute (CPU ops)"
+    out = [f"per step{alike}: {dev} {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} µs "
+           f"({t['device_delta_us']:+,.1f}; rows sum to {t['rows_delta_us']:+,.1f}), "
+           f"kernels {t['kernels_a']} → {t['kernels_b']} (launches saved {t['launches_saved']}), "
+           f"CPU {a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs"]
+    if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:
+        out.append(f"  memcpy/memset (not in the rows): {a['memcpy_memset_per_step']:g} → "
+                   f"{b['memcpy_memset_per_step']:g} "
+                   f"per step, {a['memcpy_memset_us_per_step']:.1f} → {b['memcpy_memset_us_per_step']:.1f} µs")
+    out.append(f"  B's kernels explained {t['b_kernels_explained']}/{t['b_kernels']}; unexplained rows "
+               f"{t['unexplained']} ({t['unexplained_added']} added, {t['unexplained_removed']} removed)")
+    return out
+
+
+def change_lines(changes: list[dict], top: int = 10) -> list[str]:
+    """The biggest changes, grouped by kind, each group sorted by |Δ| per step, repeats folded."""
+    out = []
+    kinds = list(dict.fromkeys(c["kind"] for c in changes))
+    for kind in kinds:
+        group = [c for c in changes if c["kind"] == kind]
+        unit = "CPU µs" if kind == "cpu" else "µs"
+        total = sum(c["delta_us"] for c in group)
+        out.append(f"\n{group[0]['label']}: {total:+,.1f} {unit} per step")
+        for c in group[: top or None]:
+            rep = f"  [{c['repeat']}]" if c["repeat"] else ""
+            why = f"  ({c['detail']})" if c["detail"] and kind in ("added", "removed", "implementation") else ""
+            if kind in ("added", "removed") and not c["detail"]:
+                why = "  (unexplained)"
+            out.append(f"  {c['delta_us']:+10.1f}  {visible(c['title'])[:90]}{rep}{visible(why)[:80]}")
+        if top and len(group) > top:
+            rest = sum(c["delta_us"] for c in group[top:])
+            out.append(f"  {rest:+10.1f}  … {len(group) - top} more")
+    return out
+
+
+def print_ladder(ld: dict, names: list[str], as_json: bool = False, write=None) -> None:
+    """An N-way ladder: per step figures of each rung, and why each next rung is faster or slower."""
+    if as_json:
+        _dump(ld)
+        return
+    sink = write or _out
+
+    def emit(line: str) -> None:
+        sink(_shown(line))
+    for line in ladder_lines(ld, names):
+        emit(line)
+
+
+def ladder_lines(ld: dict, names: list[str]) -> list[str]:
+    out = ["per step           device µs   kernels  launches  launch CPU µs    CPU µs   file"]
+    for name, r in zip(names, ld["rungs"]):
+        out.append(f"  {visible(name)[:14]:14s} {r['device_us_per_step']:11,.1f} {r['kernels_per_step']:9d} "
+                   f"{r['launches_per_step']:9.0f} {r['launch_cpu_us_per_step']:14,.1f} {r['cpu_us_per_step']:9,.1f}   "
+                   f"{visible(r['file'])}")
+    for s in ld["steps"]:
+        t = s["totals"]
+        out.append(f"\n{visible(names[s['from']])} → {visible(names[s['to']])}: "
+                   f"device {t['device_delta_us']:+,.1f} µs, "
+                   f"kernels {t['kernels_a']} → {t['kernels_b']}, CPU {t['cpu_delta_us']:+,.1f} µs; "
+                   f"unexplained rows {t['unexplained']}")
+        for c in s["top"]:
+            rep = f"  [{c['repeat']}]" if c["repeat"] else ""
+            out.append(f"  {c['delta_us']:+10.1f}  {c['label']}: {visible(c['title'])[:80]}{rep}")
+        for c in s["cpu_top"]:
+            out.append(f"  {c['delta_us']:+10.1f}  CPU: {visible(c['title'])[:80]}")
+    return out
+
+
+def _emit_memory_diff(mem: dict, emit) -> None:
+    from .model.memory import fmt_bytes
+    emit("\nmemory (peak per device, A → B):")
+    for p in mem["peaks"]:
+        emit(f"  {p['device']:>6} {fmt_bytes(p['a_bytes']):>12} → {fmt_bytes(p['b_bytes']):>12}  "
+             f"({'+' if p['change_bytes'] >= 0 else '-'}{fmt_bytes(abs(p['change_bytes']))})")
+    if mem["ops"]:
+        emit(f"  largest per-op changes in allocation size{' per step' if mem['per_step'] else ''} (A → B):")
+        for o in mem["ops"]:
+            emit(f"  {o['device']:>6} {fmt_bytes(o['a_allocation_bytes']):>12} → {fmt_bytes(o['b_allocation_bytes']):>12}  "
+                 f"{visible(o['name'])[:60]}")
+
+
+def print_memory(t: Trace, as_json: bool = False, top: int = 10) -> None:
+    """``tracetui memory``: peaks per device and per step, what held them, never-freed blocks,
+    the per-op table (TensorBoard plugin definitions). JSON sizes are integer bytes, times µs."""
+    from .model.memory import fmt_bytes, memory_dict
+    j = memory_dict(t, top=top)
+    if as_json:
+        _dump(j)
+        return
+    b = lambda n: f"{fmt_bytes(n)} ({n:,} B)" if abs(n) >= 1024 else fmt_bytes(n)  # noqa: E731
+    t0 = int(t.store.ts.min()) * US if len(t.store) else 0.0  # text times: offsets from the first event
+    at = lambda us: f"+{(us - t0) / 1e3:,.3f} ms"  # noqa: E731
+    _out(f"{t.path.name}: {j['instants']:,} memory instants")
+    if not j["instants"]:
+        _out("no [memory] events: record with torch.profiler.profile(profile_memory=True)")
+        return
+    for d in j["devices"]:
+        _out(f"\n{d['device']}: peak {b(d['peak_bytes'])} at {at(d['peak_us'])}"
+             f" (reserved there {fmt_bytes(d['peak_reserved_bytes'])}, most reserved {fmt_bytes(d['max_reserved_bytes'])})")
+        _out(f"  {d['allocations']:,} allocations: {d['paired']:,} freed in the trace, {d['never_freed']:,} never freed "
+             f"({fmt_bytes(d['never_freed_bytes'])}); {d['unmatched_frees']:,} frees of memory allocated before it")
+        _out(f"  held at the peak: {d['live_at_peak']:,} allocations made in the trace, "
+             f"{fmt_bytes(d['held_before_bytes'])} allocated before it")
+        for by in ("op", "module", "step"):
+            rows = d["holders"][by]
+            if rows and not (len(rows) == 1 and rows[0][by] == "-"):
+                _out(f"    by {by}:")
+                for r in rows:
+                    _out(f"      {fmt_bytes(r['bytes']):>12} {r['count']:>6}  {r[by]}")
+        if d["never_freed_blocks"]:
+            _out("  never freed (largest):")
+            for r in d["never_freed_blocks"]:
+                _out(f"      {fmt_bytes(r['bytes']):>12}  {r['op']}  ·  {r['module']}  ·  {r['step']}  at {at(r['ts_us'])}")
+    if j["steps"]:
+        _out("\nper step (peak inside the step's host interval; top holder by op):")
+        for s in j["steps"]:
+            top_op = s["holders"]["op"][0] if s["holders"]["op"] else None
+            held = f"  top: {top_op['op']} {fmt_bytes(top_op['bytes'])}" if top_op else ""
+            _out(f"  {s['name'][:30]:30s} {s['device']:>5} {fmt_bytes(s['peak_bytes']):>12}{held}")
+    _out("\nper op (TensorBoard plugin definitions; self = not counting child ops):")
+    _out(f"  {'device':>6} {'calls':>7} {'allocs':>7} {'alloc size':>11} {'self allocs':>11} {'self size':>11} "
+         f"{'increase':>11} {'self incr.':>11}  name")
+    for o in j["ops"]:
+        _out(f"  {o['device']:>6} {o['calls']:>7,} {o['allocation_count']:>7,} {fmt_bytes(o['allocation_bytes']):>11} "
+             f"{o['self_allocation_count']:>11,} {fmt_bytes(o['self_allocation_bytes']):>11} "
+             f"{fmt_bytes(o['size_increase_bytes']):>11} {fmt_bytes(o['self_size_increase_bytes']):>11}  {o['name']}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tracetui.ui.app import ExplorerScreen, TraceApp
-from tracetui.ui.diff_view import DiffScreen
+from tracetui.ui.diff_view import DiffScreen, LadderScreen
 
 from tests.conftest import TRACES
 
@@ -30,7 +30,8 @@ async def _settled(pilot):
 async def _loaded(pilot):
     for _ in range(500):
         s = pilot.app.screen
-        if isinstance(s, ExplorerScreen) or (isinstance(s, DiffScreen) and s.result is not None):
+        if isinstance(s, ExplorerScreen) or (isinstance(s, DiffScreen) and s.result is not None) or (
+                isinstance(s, LadderScreen) and s.ladder is not None):
             break
         await pilot.pause(0.02)
     await _settled(pilot)
@@ -68,6 +69,40 @@ def test_diff(snap_compare, size):
     assert snap_compare(app, terminal_size=size, run_before=_diff_next)
 
 
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_diff_changes(snap_compare, size):
+    """The diff's first screen: the biggest changes by kind."""
+    app = TraceApp([TRACES / "mlp_eager.json.gz", TRACES / "mlp_compile.json.gz"], diff=True)
+    assert snap_compare(app, terminal_size=size, run_before=_loaded)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_ladder(snap_compare, size):
+    """The bundled default's first screen: the MLP ladder."""
+    app = TraceApp([TRACES / f"mlp_{x}.json.gz" for x in ("eager", "compile", "triton", "fused")], diff=True)
+    assert snap_compare(app, terminal_size=size, run_before=_loaded)
+
+
 def test_timeline(snap_compare):
     app = TraceApp([TRACES / "mlp_eager.json.gz"])
     assert snap_compare(app, terminal_size=(120, 30), run_before=_loaded, press=["4"])
+
+
+async def _memory(pilot):
+    """Load the CPU recording with memory events, open the memory view (5) and wait until the
+    model is built and drawn (it is built in a worker)."""
+    await _loaded(pilot)
+    await pilot.press("5")
+    for _ in range(500):
+        s = pilot.app.screen
+        if s.trace.memory_ready and s.memory_view._shown:
+            break
+        await pilot.pause(0.02)
+    await _settled(pilot)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_memory(snap_compare, size):
+    from tests.conftest import DATA
+    app = TraceApp([DATA / "cpu_transformer_eager_memory.json.gz"])
+    assert snap_compare(app, terminal_size=size, run_before=_memory)

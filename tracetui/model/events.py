@@ -142,6 +142,7 @@ class EventStore:
     times_out_of_range: int = 0    # left out: ts or dur beyond int64 ns (~292 years), or not finite
     negative_durations: int = 0    # kept with dur 0
     unreadable: dict = field(default_factory=dict)  # events left out: a field of the wrong type -> count
+    memory: "Instants" = field(default_factory=lambda: Instants())  # [memory] instants (memory.py)
     _raw: list | None = None
 
     def __len__(self) -> int:
@@ -170,6 +171,13 @@ class EventStore:
         except msgspec.DecodeError:
             return {}
         return v if isinstance(v, dict) else {}
+
+    def raw_args_at(self, positions: np.ndarray) -> list:
+        """The undecoded args (bytes) of the events at these traceEvents positions (the lazy pass)."""
+        if self._raw is None:
+            self.load_args()
+        raw, n = self._raw, len(self._raw)
+        return [bytes(raw[j]) if j < n else b"{}" for j in positions.tolist()]
 
 
 _ph, _cat, _name, _ts, _dur, _args, _id = (attrgetter(a) for a in ("ph", "cat", "name", "ts", "dur", "args", "id"))
@@ -319,7 +327,8 @@ def build_store(events: list, source: bytes | None = None,
                 thread_names[(e.pid, e.tid)] = label.strip()
             elif e.name == "process_name":
                 process_names[e.pid] = label.strip()
-    rest = ~(is_x | is_flow | (ph == ord("M")))
+    memory, is_mem = memory_instants(events, ph, rows)
+    rest = ~(is_x | is_flow | (ph == ord("M")) | is_mem)
     unreadable: dict[str, int] = {}
     for (cat, phase), c in Counter((e.cat, e.ph) for e in compress(events, rest.tolist())).items():
         if cat.startswith(BAD_EVENT_CAT) and not phase:  # load._decode_each's stand-in
@@ -333,7 +342,7 @@ def build_store(events: list, source: bytes | None = None,
         file_index=xi.astype(np.int64), source=source,
         thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
         missing_fields=missing, wrong_types=wrong, times_out_of_range=out_of_range, negative_durations=negative,
-        unreadable=unreadable,
+        unreadable=unreadable, memory=memory,
     )
     return store
 
@@ -383,4 +392,49 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
         skipped=skipped, missing_fields=sum(p.missing_fields for p in parts), wrong_types=sum(p.wrong_types for p in parts),
         times_out_of_range=sum(p.times_out_of_range for p in parts),
         negative_durations=sum(p.negative_durations for p in parts), unreadable=unreadable,
+        memory=Instants.joined([p.memory for p in parts], offsets),
     )
+
+
+MEMORY_NAME = "[memory]"
+"""The name of profile_memory's instants (cat cpu_instant_event, ph "i"); memory.py reads them."""
+
+
+@dataclass
+class Instants:
+    """The ``[memory]`` instants: position in traceEvents (their args are read from the lazy args
+    pass, see memory.py), ts in ns (the store's convention) and the (pid, tid) that allocated."""
+    file_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    keys: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @staticmethod
+    def joined(parts: list["Instants"], offsets: list[int]) -> "Instants":
+        return Instants(np.concatenate([p.file_index + o for p, o in zip(parts, offsets)]),
+                        np.concatenate([p.ts for p in parts]), [k for p in parts for k in p.keys])
+
+
+def memory_instants(events: list, ph: np.ndarray, rows: "_Rows | None" = None) -> tuple[Instants, np.ndarray]:
+    """The ``[memory]`` instants among ``events`` (``ph``: their phase bytes), and a mask of the
+    events they are. Their ts is read as the X events' is (``rows``: the written times, for
+    large ones with a fraction); those without a usable ts are left out (and counted as skipped)."""
+    idx = np.flatnonzero(ph == ord("i"))
+    cand = [events[j] for j in idx.tolist()]
+    fi = idx[np.fromiter((e.name == MEMORY_NAME for e in cand), dtype=bool, count=len(cand))]
+    mine = [events[j] for j in fi.tolist()]
+    reread = None
+    if rows is not None and rows.get is not None:
+        def reread(at: list[int]) -> list:  # shares the X events' re-read of the file
+            if rows.rows is None:
+                rows.rows = rows.get()
+            return [rows.rows[j].ts for j in fi[at].tolist()]
+    text = bool(mine) and isinstance(mine[0], TEXT_TIMES)
+    ts, state = ns_column(list(map(_ts, mine)), reread, text)
+    ok = state == OK
+    fi, ts = fi[ok], ts[ok]
+    mask = np.zeros(len(events), dtype=bool)
+    mask[fi] = True
+    return Instants(fi, ts, [(events[j].pid, events[j].tid) for j in fi.tolist()]), mask

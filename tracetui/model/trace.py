@@ -240,6 +240,17 @@ class Trace:
         """Every step as a window of its whole process (``windows.py``)."""
         return Windows(self)
 
+    @cached_property
+    def memory(self):
+        """The ``[memory]`` instants as a model (memory.py); reads their args (the lazy pass)."""
+        from .memory import build_memory  # noqa: PLC0415
+        return build_memory(self)
+
+    @property
+    def memory_ready(self) -> bool:
+        """Whether ``memory`` was built already (the app builds it in a worker, never on a key)."""
+        return "memory" in self.__dict__
+
     def step_window(self, step: int) -> StepWindow:
         return self.windows.by_node[step]
 

@@ -30,6 +30,7 @@ from .format import plain
 from .tab_bar import TabBar
 from .tables import AggTable
 from .threads import DaemonExecutor
+from .memory_view import MemoryView
 from .timeline import Timeline
 from .tree_view import Row, TraceTree
 
@@ -170,6 +171,7 @@ class ExplorerScreen(Screen):
         Binding("2", "tab('kernels')", "Kernels", show=False),
         Binding("3", "tab('ops')", "Ops", show=False),
         Binding("4", "tab('timeline')", "Timeline", show=False),
+        Binding("5", "tab('memory')", "Memory", show=False),
         Binding("plus,equals_sign", "zoom(2)", "Zoom in", show=False),
         Binding("minus", "zoom(0.5)", "Zoom out", show=False),
         Binding("left_square_bracket", "pan(-0.25)", "Pan left", show=False),
@@ -192,6 +194,7 @@ class ExplorerScreen(Screen):
         self.kernel_table = AggTable(trace, kernels=True, id="kernel-table")
         self.op_table = AggTable(trace, kernels=False, id="op-table")
         self.timeline = Timeline(trace, id="timeline-widget")
+        self.memory_view = MemoryView(trace, id="memory-widget")
 
     def compose(self) -> ComposeResult:
         yield Static(id="breadcrumb")
@@ -206,6 +209,8 @@ class ExplorerScreen(Screen):
                 yield Lazy(self.op_table)
             with VerticalScroll(id="timeline"):
                 yield Lazy(self.timeline)
+            with Container(id="memory"):
+                yield Lazy(self.memory_view)
         yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
         yield Static(id="status")
         yield StableFooter()
@@ -236,6 +241,8 @@ class ExplorerScreen(Screen):
         self.trace.warm()  # ~37 ms on 270k events, off the first screen (1.62 -> 1.58 s, 9 rounds)
         if not self.trace.store.args_loaded:
             self.trace.store.load_args()
+            if len(self.trace.store.memory):  # the memory view and detail pane read it
+                self.trace.memory  # noqa: B018
             keep_out_of_gc()
             try:
                 self.app.call_from_thread(self._args_ready)
@@ -472,6 +479,13 @@ class ExplorerScreen(Screen):
         self._show_view(name)
         if name == "timeline":
             self.timeline.show(getattr(self, "current", 0))
+        elif name == "memory":
+            view = self.memory_view
+            if view.is_mounted:
+                view.show(getattr(self, "current", 0))
+                view.query_one("#mem-live").focus()
+            else:  # a key pressed within a frame of the first screen
+                self.call_after_refresh(self.action_tab, "memory")
         elif name in ("kernels", "ops"):
             table = self.kernel_table if name == "kernels" else self.op_table
             if table.is_mounted:
@@ -519,7 +533,7 @@ class TraceApp(App):
         super().__init__()
         self.paths = [Path(p) for p in paths]
         self.job = job  # the ranks of one job (or an index): the job view comes first
-        self.diff = diff and len(self.paths) == 2
+        self.diff = diff and len(self.paths) >= 2  # two: a diff; more: a ladder
         self.traces: list[Trace] = []
         self.early = early
         self.load_opts = load_opts or {}
@@ -539,7 +553,7 @@ class TraceApp(App):
             from .job_view import JobScreen
             self.push_screen(JobScreen(self.paths, self.load_opts))
             return
-        self.push_screen(LoadingScreen(self.paths[:2] if self.diff else self.paths[:1], self._loaded, early,
+        self.push_screen(LoadingScreen(self.paths if self.diff else self.paths[:1], self._loaded, early,
                                        self.load_opts))
 
     def _loaded(self, traces: list[Trace]) -> None:
@@ -551,6 +565,9 @@ class TraceApp(App):
         if self.diff and len(traces) == 2:
             from .diff_view import DiffScreen
             self.switch_screen(DiffScreen(traces[0], traces[1]))
+        elif self.diff and len(traces) > 2:
+            from .diff_view import LadderScreen
+            self.switch_screen(LadderScreen(traces))
         else:
             self.switch_screen(ExplorerScreen(traces[0]))
         self.sub_title = " vs ".join(visible(t.path.name) for t in traces)
@@ -586,6 +603,7 @@ class TraceApp(App):
                 ("Show kernel table", "Kernels aggregated by name (2)", lambda: screen.action_tab("kernels")),
                 ("Show op table", "Ops aggregated by name (3)", lambda: screen.action_tab("ops")),
                 ("Show timeline", "CPU and GPU lanes of the step (4)", lambda: screen.action_tab("timeline")),
+                ("Show memory", "Allocated/reserved, peak holders, per-op memory (5)", lambda: screen.action_tab("memory")),
                 ("Toggle Python frames", "Hide/show python_function events (p)", screen.action_toggle_python),
                 ("Toggle chain collapsing", "Merge single-child chains (c)", screen.action_toggle_collapse),
                 ("Toggle per-step averages", "Tables per ProfilerStep (a)", screen.action_toggle_avg),

@@ -2,6 +2,7 @@
 roofline, and (for steps) GPU busy/idle. Built from the model only; every name is plain text."""
 from __future__ import annotations
 
+import numpy as np
 from rich.text import Text
 
 from tracetui.model.events import GPU_KINDS, K
@@ -32,6 +33,10 @@ def _line(t: Text, label: str, value: str | Text, style: str = "") -> None:
 
 
 ARGLESS = frozenset({"root", "thread", "step", "gpu"})
+MEMORY_KINDS = frozenset({"op", "module", "annotation", "step", "python"})
+"""Kinds whose detail pane says what they allocated and freed (profile_memory traces)."""
+MEMORY_BLOCKS = 6
+"""Largest allocations listed in a node's memory section."""
 
 
 def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
@@ -106,6 +111,8 @@ def describe(tr: Trace, node: int, full_name: bool = False) -> Text:
                 t.append(f"  … {ks.size - 8} more\n", style="dim")
     if node in tr.tree.fwd_of:
         _line(t, "forward op", plain(tr.name(tr.tree.fwd_of[node])))
+    if kind in MEMORY_KINDS and tr.memory_ready and len(tr.memory):  # built in a worker, never here
+        _memory_section(tr, node, t)
     other = {k: v for k, v in args.items() if k not in LAUNCH_KEYS and k not in
              ("Input Dims", "Input type", "Input Strides", "kernel_file", "kernel_kwargs", "num_warps", "num_stages")}
     if other:
@@ -207,3 +214,33 @@ def _step_section(tr, node: int, t: Text) -> None:
     _line(t, "sync CPU", f"{fmt_us(b['sync_cpu_ns'])} in {b['syncs']} calls")
     _line(t, "verdict", b["verdict"], "bold yellow")
     t.append(plain(f"  {b['verdict_reason']}\n", "dim"))
+
+
+def _memory_section(tr: Trace, node: int, t: Text) -> None:
+    """What the node allocated and freed per device (self: as the innermost op), and the fate of
+    its largest allocations: freed when and by what, or never freed in the trace."""
+    from tracetui.model.memory import fmt_bytes  # noqa: PLC0415
+    mem = tr.memory
+    got = mem.of_node(node)
+    if not got:
+        return
+    t.append("\nmemory (allocated / freed; self = as the innermost op)\n", style="bold")
+    for dev, f in got.items():
+        _line(t, dev, f"allocated {fmt_bytes(f['alloc_bytes'])} in {f['allocs']:,}, freed "
+                      f"{fmt_bytes(f['freed_bytes'])} in {f['frees']:,} (net {fmt_bytes(f['alloc_bytes'] - f['freed_bytes'])})")
+        if f["self_allocs"] or f["self_frees"]:
+            _line(t, "  self", f"allocated {fmt_bytes(f['self_alloc_bytes'])} in {f['self_allocs']:,}, "
+                               f"freed {fmt_bytes(f['self_freed_bytes'])} in {f['self_frees']:,}")
+        blocks = f["blocks"]
+        blocks = blocks[np.argsort(-mem.nbytes[blocks], kind="stable")][:MEMORY_BLOCKS]
+        for i in blocks.tolist():
+            j = int(mem.pair[i])
+            if j >= 0:
+                fate = Text(f"freed after {fmt_us(int(mem.ts[j] - mem.ts[i])) if mem.ts[j] > mem.ts[i] else '0'} in ")
+                fate.append(plain(mem.label(mem.op[j]) if mem.op[j] >= 0 else mem.label(mem.node[j])))
+            else:
+                fate = Text("never freed in the trace", style="yellow")
+            line = plain(mem.label(mem.op[i])[:40])
+            line.append(" · ")
+            line.append(fate)
+            _line(t, fmt_bytes(int(mem.nbytes[i])), line)

@@ -1,4 +1,12 @@
-"""Side-by-side diff of two traces: one cursor moves both panes, rows coloured by class."""
+"""Diff screens: the biggest changes first, the full aligned list one key away; N-way ladders.
+
+``DiffScreen`` opens on the changes grouped by kind (fusion, GEMM/attention implementation,
+kernels added/removed, timing, CPU overhead), each sorted by µs per step with repeats folded:
+the screen that answers "why is B faster or slower". ``l`` (or Enter on a change) shows the
+aligned list: one cursor moves both panes; ``/`` searches names, ``s`` sorts by Δ, ``f`` filters
+by status. ``LadderScreen`` shows A → B → C … per step and the biggest changes between
+neighbours; Enter opens the diff of a rung with the one before it.
+"""
 from __future__ import annotations
 
 from rich.text import Text
@@ -7,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from tracetui.model.diff import DiffResult, diff_traces
 from tracetui.model.names import shorten_cpp
@@ -18,6 +26,10 @@ from .footer import StableFooter
 
 STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta"}
 STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕"}
+FILTERS = (None, "differs", "fused", "changed", "added", "removed", "unexplained")
+"""``f`` cycles the aligned list through these (None: every row; differs: every row not 'same')."""
+CHANGE_TOP = 8
+"""Changes shown per kind on the first screen (the rest are folded into one '… N more' line)."""
 
 
 class DiffPane(DataTable):
@@ -28,77 +40,196 @@ class DiffPane(DataTable):
         self.side = side
 
 
+def _keep(r, flt: str | None, text: str) -> bool:
+    if flt == "differs" and r.status == "same":
+        return False
+    if flt == "unexplained" and r.explained:
+        return False
+    if flt not in (None, "differs", "unexplained") and r.status != flt:
+        return False
+    if text:
+        low = text.lower()
+        return any(low in it.name.lower() for it in (r.a, r.b) if it is not None)
+    return True
+
+
 class DiffScreen(Screen):
     BINDINGS = [
         Binding("n,right_square_bracket", "next_diff", "Next difference"),
         Binding("N,left_square_bracket", "prev_diff", "Prev difference", show=False),
-        Binding("u", "fusion", "Fusion view"),
+        Binding("l", "list", "Aligned list"),
+        Binding("c", "changes", "Changes"),
+        Binding("slash", "search", "Search"),
+        Binding("s", "sort", "Sort by Δ"),
+        Binding("f", "filter", "Filter status"),
+        Binding("u", "fusion", "Fusion report"),
         Binding("v", "layout", "Side by side / stacked"),
         Binding("a", "open('a')", "Open A here", show=False),
         Binding("b", "open('b')", "Open B here", show=False),
+        Binding("escape", "back", "Back", show=False),
     ]
 
     def __init__(self, a: Trace, b: Trace):
         super().__init__()
         self.a, self.b = a, b
         self.result: DiffResult | None = None
+        self.changes: list = []
         self._syncing = False
         self.forced_layout: str | None = None
+        self.order: list[int] = []     # result row index of each pane row
+        self.sort_by_delta = False
+        self.status_filter: str | None = None
+        self.search_text = ""
+        self._change_rows: list = []   # per row of the changes table: a Change or None (header)
 
     def compose(self) -> ComposeResult:
         yield Static(Text("aligning…", style="italic"), id="diffsummary")
+        yield DataTable(cursor_type="row", id="changes")
         with Horizontal(id="diffmain"):
             yield DiffPane("a", id="pane-a")
             yield DiffPane("b", id="pane-b")
         with VerticalScroll(id="fusion"):
             yield Static(id="fusion-text")
+        yield Input(placeholder="search kernel names (Enter keeps, Esc clears)", id="diffsearch")
         yield StableFooter()
 
     def on_mount(self) -> None:
         for pane, tr in ((self.query_one("#pane-a", DiffPane), self.a), (self.query_one("#pane-b", DiffPane), self.b)):
             pane.border_title = Text(visible(tr.path.name))  # a Text: never read as markup
             # fixed widths: the layout must not depend on when the rows arrive from the worker
-            for label, width in ((" ", 1), ("kernel", 48), ("µs", 9), ("launched by", 30)):
+            for label, width in ((" ", 1), ("kernel", 48), ("µs", 9), ("Δ µs", 9), ("launched by", 30)):
                 pane.add_column(label, width=width)
+        ch = self.query_one("#changes", DataTable)
+        ch.border_title = "biggest changes per step (Enter: in the aligned list; l: all rows)"
+        ch.add_column("Δ µs/step", width=10)
+        ch.add_column("change (repeats folded: N× per step)", width=max(40, self.app.size.width - 18))
+        self.query_one("#diffmain").display = False
         self.align()
 
     @work(thread=True, exclusive=True, group="diff")
     def align(self) -> None:
         res = diff_traces(self.a, self.b)  # pure model work, off the UI thread
-        self.app.call_from_thread(self._show, res)
-
-    def _show(self, res: DiffResult) -> None:
-        self.result = res
-        pa, pb = self.query_one("#pane-a", DiffPane), self.query_one("#pane-b", DiffPane)
-        for r in res.rows:
-            st = STATUS_STYLE.get(r.status, "")
-            g = Text(STATUS_GLYPH.get(r.status, "?"), style=st)
-            for pane, item in ((pa, r.a), (pb, r.b)):
-                if item is None:
-                    pane.add_row(g, Text(""), "", "")
-                else:
-                    pane.add_row(g, Text(visible(shorten_cpp(item.name))[:48], style=st),
-                                 f"{item.dur_ns / 1e3:,.1f}", Text(visible(item.op or "(no op)")[:30]))
-        from tracetui.model.diff import diff_dict
+        from tracetui.model.changes import changes, diff_dict
         j = diff_dict(res)
+        cs = changes(res)
+        lines: list[str] = []
+        from tracetui.report import print_diff
+        print_diff(res, write=lines.append, top=0, rows=False)
+        self.app.call_from_thread(self._show, res, j, cs, lines)
+
+    def _show(self, res: DiffResult, j: dict, cs: list, lines: list[str]) -> None:
+        self.result, self.changes = res, cs
+        t = j["totals"]
         A, B = j["a"], j["b"]
-        saved = sum(f["launches_saved"] for f in j["fused"])
         s = Text()
-        s.append(f"kernels/step {A['kernels_per_step']} → {B['kernels_per_step']}", style="bold")
-        s.append(f" · device µs/step {A['device_us_per_step']:,.1f} → {B['device_us_per_step']:,.1f}")
+        s.append(f"kernels/step {t['kernels_a']} → {t['kernels_b']}", style="bold")
+        s.append(f" (launches saved {t['launches_saved']})")
+        s.append(f" · device µs/step {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} ({t['device_delta_us']:+,.1f}; "
+                 f"rows sum {t['rows_delta_us']:+,.1f})")
         s.append(f" · CPU µs/step {A['cpu_us_per_step']:,.1f} → {B['cpu_us_per_step']:,.1f}")
-        s.append(f" · fused {len(j['fused'])}, launches saved {saved}", style="magenta")
-        counts = {}
+        s.append(f" · fused {len(j['fused'])}", style="magenta")
+        s.append(f" · unexplained {t['unexplained']}", style="bold red" if t["unexplained"] else "")
+        counts: dict = {}
         for r in res.rows:
             counts[r.status] = counts.get(r.status, 0) + 1
         s.append("\n" + "  ".join(f"{STATUS_GLYPH[k]} {k} {v}" for k, v in counts.items()), style="dim")
         self.query_one("#diffsummary", Static).update(s)
-        lines: list[str] = []
-        from tracetui.report import print_diff
-        print_diff(res, write=lines.append)
+        self._fill_changes()
+        self._fill_panes()
         self.query_one("#fusion-text", Static).update(Text("\n".join(lines)))
         self._auto_layout()
-        pa.focus()
+        self.query_one("#changes", DataTable).focus()
+
+    def _fill_changes(self) -> None:
+        from tracetui.model.changes import KIND_LABEL
+        ch = self.query_one("#changes", DataTable)
+        ch.clear()
+        self._change_rows = []
+        kinds = list(dict.fromkeys(c.kind for c in self.changes))
+        for kind in kinds:
+            group = [c for c in self.changes if c.kind == kind]
+            unit = " (CPU)" if kind == "cpu" else ""
+            total = sum(c.delta_us for c in group)
+            ch.add_row(Text(f"{total:+,.1f}", style="bold"), Text(f"{KIND_LABEL[kind]}{unit}", style="bold"))
+            self._change_rows.append(None)
+            for c in group[:CHANGE_TOP]:
+                style = "green" if c.delta_us < 0 else "red" if c.delta_us > 0 else ""
+                why = c.detail if kind in ("added", "removed", "implementation") else ""
+                if kind in ("added", "removed") and not why:
+                    why = "unexplained"
+                title = Text("  " + visible(c.title))
+                if c.repeat:
+                    title.append(f"  [{c.repeat}]", style="cyan")
+                if why:
+                    title.append(f"  ({visible(why)})", style="dim" if why != "unexplained" else "bold red")
+                ch.add_row(Text(f"{c.delta_us:+,.1f}", style=style), title)
+                self._change_rows.append(c)
+            if len(group) > CHANGE_TOP:
+                rest = sum(c.delta_us for c in group[CHANGE_TOP:])
+                ch.add_row(f"{rest:+,.1f}", Text(f"  … {len(group) - CHANGE_TOP} more (l: the aligned list)",
+                                                  style="dim"))
+                self._change_rows.append(None)
+
+    def _fill_panes(self, keep: int | None = None) -> None:
+        res = self.result
+        if res is None:
+            return
+        idx = [i for i, r in enumerate(res.rows) if _keep(r, self.status_filter, self.search_text)]
+        if self.sort_by_delta:
+            idx.sort(key=lambda i: -abs(res.rows[i].delta_ns))
+        self.order = idx
+        pa, pb = self.query_one("#pane-a", DiffPane), self.query_one("#pane-b", DiffPane)
+        pa.clear()
+        pb.clear()
+        for i in idx:
+            r = res.rows[i]
+            st = STATUS_STYLE.get(r.status, "")
+            g = Text(STATUS_GLYPH.get(r.status, "?"), style=st)
+            for pane, item in ((pa, r.a), (pb, r.b)):
+                if item is None:
+                    pane.add_row(g, Text(""), "", "", "")
+                else:
+                    delta = f"{r.delta_ns / 1e3:+,.1f}" if (pane is pb or r.b is None) and r.fused_into is None else ""
+                    pane.add_row(g, Text(visible(shorten_cpp(item.name))[:48], style=st),
+                                 f"{item.dur_ns / 1e3:,.1f}", delta, Text(visible(item.op or "(no op)")[:30]))
+        title = "aligned" if not self.sort_by_delta else "by |Δ|"
+        flt = f", {self.status_filter}" if self.status_filter else ""
+        srch = f", '{visible(self.search_text)}'" if self.search_text else ""
+        pa.border_subtitle = f"{title}{flt}{srch}: {len(idx)} of {len(res.rows)} rows"
+        if keep is not None and keep in idx:
+            self._goto(keep)
+        else:  # a new list: from its top
+            pa.move_cursor(row=0)
+            pb.move_cursor(row=0)
+
+    # ---- views
+    def _show_list(self, show: bool) -> None:
+        self.query_one("#changes").display = not show
+        self.query_one("#diffmain").display = show
+        self.query_one("#fusion").remove_class("visible")
+        (self.query_one("#pane-a", DiffPane) if show else self.query_one("#changes", DataTable)).focus()
+
+    @property
+    def in_list(self) -> bool:
+        return bool(self.query_one("#diffmain").display)
+
+    def action_list(self) -> None:
+        self._show_list(True)
+
+    def action_changes(self) -> None:
+        self._show_list(False)
+
+    @on(DataTable.RowSelected, "#changes")
+    def change_selected(self, event: DataTable.RowSelected) -> None:
+        if not 0 <= event.cursor_row < len(self._change_rows):
+            return
+        c = self._change_rows[event.cursor_row]
+        if c is None or not c.rows:
+            return
+        self.status_filter, self.search_text = None, ""
+        self._fill_panes()
+        self._show_list(True)
+        self._goto(c.rows[0])
 
     def on_resize(self, event) -> None:
         self._auto_layout()
@@ -109,8 +240,10 @@ class DiffScreen(Screen):
 
     @on(DataTable.RowHighlighted)
     def sync(self, event: DataTable.RowHighlighted) -> None:
-        if self._syncing:
+        if self._syncing or not isinstance(event.data_table, DiffPane):
             return
+        if event.cursor_row != event.data_table.cursor_row:
+            return  # stale: the pane moved again since (a re-sorted list starts at its top)
         self._syncing = True
         try:
             for pane in self.query(DiffPane):
@@ -121,30 +254,93 @@ class DiffScreen(Screen):
 
     @property
     def row(self) -> int:
-        return self.query_one("#pane-a", DiffPane).cursor_row
+        """The result row (index into ``result.rows``) under the cursor."""
+        c = self.query_one("#pane-a", DiffPane).cursor_row
+        return self.order[c] if 0 <= c < len(self.order) else c
 
     def _goto(self, i: int) -> None:
-        self.query_one("#pane-a", DiffPane).move_cursor(row=i)
-        self.query_one("#pane-b", DiffPane).move_cursor(row=i)
+        """Put the cursor on result row ``i`` (clearing the filters if they hide it)."""
+        if i not in self.order:
+            self.status_filter, self.search_text = None, ""
+            self._fill_panes()
+        pos = self.order.index(i) if i in self.order else 0
+        self.query_one("#pane-a", DiffPane).move_cursor(row=pos)
+        self.query_one("#pane-b", DiffPane).move_cursor(row=pos)
 
     def action_next_diff(self, step: int = 1) -> None:
         if not self.result:
             return
-        n = len(self.result.rows)
-        i = self.row
+        if not self.in_list:
+            self._show_list(True)
+        n = len(self.order)
+        cur = self.query_one("#pane-a", DiffPane).cursor_row
+        i = cur
         for _ in range(n):
             i = (i + step) % n
-            if self.result.rows[i].status != "same":
-                self._goto(i)
+            if self.result.rows[self.order[i]].status != "same":
+                self._goto(self.order[i])
                 return
         self.notify("no differences")
 
     def action_prev_diff(self) -> None:
         self.action_next_diff(-1)
 
+    def action_sort(self) -> None:
+        if not self.result:
+            return
+        keep = self.row
+        self.sort_by_delta = not self.sort_by_delta
+        # by |Δ|: start at the biggest; back in aligned order: where the cursor was
+        self._fill_panes(None if self.sort_by_delta else keep)
+        self._show_list(True)
+        self.notify("sorted by |Δ| per step" if self.sort_by_delta else "aligned order")
+
+    def action_filter(self) -> None:
+        if not self.result:
+            return
+        keep = self.row
+        self.status_filter = FILTERS[(FILTERS.index(self.status_filter) + 1) % len(FILTERS)]
+        self._fill_panes(keep)
+        self._show_list(True)
+        self.notify(f"showing {self.status_filter or 'every'} row(s): {len(self.order)}")
+
+    def action_search(self) -> None:
+        box = self.query_one("#diffsearch", Input)
+        box.add_class("visible")
+        box.value = self.search_text
+        box.focus()
+
+    @on(Input.Changed, "#diffsearch")
+    def search_changed(self, event: Input.Changed) -> None:
+        self.search_text = event.value
+        self._fill_panes()
+        if not self.in_list:
+            self._show_list(True)
+            event.input.focus()
+
+    @on(Input.Submitted, "#diffsearch")
+    def search_done(self, event: Input.Submitted) -> None:
+        event.input.remove_class("visible")
+        self.query_one("#pane-a", DiffPane).focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#diffsearch", Input)
+        if box.has_class("visible"):
+            box.remove_class("visible")
+            self.search_text = ""
+            self._fill_panes()
+            self.query_one("#pane-a", DiffPane).focus()
+        elif self.in_list or self.query_one("#fusion").has_class("visible"):
+            self._show_list(False)
+        elif len(self.app.screen_stack) > 1 and isinstance(self.app.screen_stack[-2], LadderScreen):
+            self.app.pop_screen()
+
     def action_fusion(self) -> None:
-        self.query_one("#fusion").toggle_class("visible")
-        self.query_one("#diffmain").display = not self.query_one("#fusion").has_class("visible")
+        fusion = self.query_one("#fusion")
+        fusion.toggle_class("visible")
+        shown = fusion.has_class("visible")
+        self.query_one("#diffmain").display = False if shown else True
+        self.query_one("#changes").display = False
 
     def action_layout(self) -> None:
         cur = self.query_one("#diffmain").has_class("stacked")
@@ -152,7 +348,7 @@ class DiffScreen(Screen):
         self._auto_layout()
 
     def action_open(self, side: str) -> None:
-        if not self.result:
+        if not self.result or not self.order:
             return
         r = self.result.rows[self.row]
         item = r.a if side == "a" else r.b
@@ -161,3 +357,71 @@ class DiffScreen(Screen):
         self.app.push_screen(screen)
         if item is not None:
             screen.call_after_refresh(screen.jump, item.node)
+
+
+class LadderScreen(Screen):
+    """A → B → C …: per-step figures of each rung and the biggest changes between neighbours."""
+
+    BINDINGS = [
+        Binding("enter", "open_diff", "Diff with previous rung"),
+    ]
+
+    def __init__(self, traces: list[Trace]):
+        super().__init__()
+        self.traces = traces
+        self.ladder: dict | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("comparing neighbours…", style="italic"), id="laddersummary")
+        yield DataTable(cursor_type="row", id="ladder")
+        with VerticalScroll(id="ladder-why"):
+            yield Static(id="ladder-text")
+        yield StableFooter()
+
+    def on_mount(self) -> None:
+        t = self.query_one("#ladder", DataTable)
+        t.border_title = "per step, µs (Enter: diff of a rung with the one before)"
+        for label, width in (("rung", 13), ("device µs", 9), ("Δ µs", 8), ("kernels", 7), ("launch CPU", 10),
+                             ("CPU µs", 9), ("unexpl.", 7)):
+            t.add_column(label, width=width)
+        self.build()
+
+    @work(thread=True, exclusive=True, group="ladder")
+    def build(self) -> None:
+        from tracetui.model.ladder import ladder
+        ld = ladder(self.traces, top=4)
+        self.app.call_from_thread(self._show, ld)
+
+    def names(self) -> list[str]:
+        return [visible(t.path.name.split(".")[0]) for t in self.traces]
+
+    def _show(self, ld: dict) -> None:
+        self.ladder = ld
+        t = self.query_one("#ladder", DataTable)
+        names = self.names()
+        for i, (name, r) in enumerate(zip(names, ld["rungs"])):
+            step = ld["steps"][i - 1] if i else None
+            delta = f"{step['totals']['device_delta_us']:+,.1f}" if step else ""
+            un = str(step["totals"]["unexplained"]) if step else ""
+            t.add_row(Text(name), f"{r['device_us_per_step']:,.1f}", delta, str(r["kernels_per_step"]),
+                      f"{r['launch_cpu_us_per_step']:,.1f}",
+                      f"{r['cpu_us_per_step']:,.1f}", un)
+        from tracetui.report import ladder_lines
+        lines = ladder_lines(ld, names)
+        self.query_one("#ladder-text", Static).update(Text("\n".join(lines[len(ld["rungs"]) + 1:]).strip("\n")))
+        first, last = ld["rungs"][0], ld["rungs"][-1]
+        self.query_one("#laddersummary", Static).update(Text(
+            f"{len(self.traces)} rungs · device µs/step {first['device_us_per_step']:,.1f} → "
+            f"{last['device_us_per_step']:,.1f} · kernels {first['kernels_per_step']} → {last['kernels_per_step']}",
+            style="bold"))
+        t.focus()
+
+    @on(DataTable.RowSelected, "#ladder")
+    def selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open_diff()
+
+    def action_open_diff(self) -> None:
+        i = self.query_one("#ladder", DataTable).cursor_row
+        i = max(i, 1)
+        if i < len(self.traces):
+            self.app.push_screen(DiffScreen(self.traces[i - 1], self.traces[i]))

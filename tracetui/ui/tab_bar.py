@@ -1,4 +1,4 @@
-"""The explorer's views as one line of labels: the keys 1-4 (or a click) switch them.
+"""The explorer's views as one line of labels: the keys 1-5 (or a click) switch them.
 
 One Static in place of TabbedContent's tab strip (ContentTabs, one ContentTab per view, an
 underline bar and a TabPane around each view): those widgets were styled and laid out before
@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-VIEWS = (("tree", "Tree"), ("kernels", "Kernels"), ("ops", "Ops"), ("timeline", "Timeline"))
+VIEWS = (("tree", "Tree"), ("kernels", "Kernels"), ("ops", "Ops"), ("timeline", "Timeline"), ("memory", "Memory"))
 """(id, label) of each view, in key order: key 1 is the first."""
 
 

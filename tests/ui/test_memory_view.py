@@ -1,0 +1,178 @@
+"""The memory view (key 5) and an op's memory in the detail pane, with Pilot; figures checked
+against the raw JSON of the recording, the plot against a column-by-column reference."""
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+
+import numpy as np
+
+from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.detail_pane import DetailPane
+from tracetui.ui.memory_view import braille_plot
+
+from tests.conftest import DATA, TRACES
+
+MEM = DATA / "cpu_transformer_eager_memory.json.gz"
+
+
+def _raw():
+    with gzip.open(MEM, "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "i" and e.get("name") == "[memory]"]
+
+
+async def _open_memory(pilot):
+    app = pilot.app
+    while not isinstance(app.screen, ExplorerScreen):
+        await pilot.pause(0.02)
+    await pilot.press("5")
+    view = app.screen.memory_view
+    for _ in range(500):
+        if app.screen.trace.memory_ready and view._shown:
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+    return app.screen, view
+
+
+def test_memory_view_peak_steps_and_jumps():
+    asyncio.run(_peak_steps_and_jumps())
+
+
+async def _peak_steps_and_jumps():
+    app = TraceApp([MEM])
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen, view = await _open_memory(pilot)
+        tr = screen.trace
+        raw = _raw()
+        assert screen.query_one("#views").current == "memory"
+        # the first step is selected at start: its peak is the highest Total Allocated in its host
+        # interval (or the level it starts with)
+        for _ in range(tr.n_steps):
+            w = tr.step_window(view.scope)
+            ns = lambda e: round(e["ts"] * 1000)  # noqa: E731
+            level = [e["args"]["Total Allocated"] for e in raw if ns(e) < w.start][-1:]
+            inside = [e["args"]["Total Allocated"] for e in raw if w.start <= ns(e) < w.end]
+            assert view._peak.allocated == max(level + inside)
+            assert str(view.query_one("#mem-head").render()).count("peak") == 1
+            await pilot.press("full_stop")
+        # the live table accounts for the peak
+        live = view.query_one("#mem-live")
+        assert live.row_count >= 1
+        assert sum(g["bytes"] for g in view._holders) + view._peak.held_before == view._peak.allocated
+        # Enter on the top holder jumps to its op in the tree
+        top = view._holders[0]
+        live.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert screen.query_one("#views").current == "tree"
+        assert tr.kind(screen.current) == "op" and tr.name(screen.current) == top["key"][0]
+        # back to memory; Enter on the per-op table's first row walks that op's calls with n
+        await pilot.press("5")
+        await pilot.pause()
+        ops = view.query_one("#mem-ops")
+        ops.focus()
+        stat = view._stats[0]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert tr.name(screen.current) == stat.name and screen.matches.size == stat.nodes.size
+        await pilot.press("n")
+        assert tr.name(screen.current) == stat.name
+
+
+def test_leak_op_detail_pane(cpu_memory_trace):
+    """The op that made a never-freed block says so in its detail pane, once the model is built."""
+    async def run():
+        app = TraceApp([cpu_memory_trace])
+        async with app.run_test(size=(160, 48)) as pilot:
+            screen, _ = await _open_memory(pilot)
+            tr = screen.trace
+            mem = tr.memory
+            leaks = [int(i) for i in mem.never_freed() if mem.module_label(int(i)) == "Leaky_0"]
+            assert len(leaks) == tr.n_steps
+            op = int(mem.op[leaks[0]])
+            screen.jump(op)
+            await pilot.pause()
+            assert screen.current == op
+            shown = screen.query_one(DetailPane).text.plain
+            assert "memory (allocated / freed" in shown and "never freed in the trace" in shown
+            assert f"allocated {mem.nbytes[leaks[0]] / 1024:.1f} KiB in 1" in shown
+    asyncio.run(run())
+
+
+def test_memory_view_without_memory_and_palette():
+    asyncio.run(_without_memory())
+
+
+async def _without_memory():
+    app = TraceApp([TRACES / "linear_eager.json.gz"])
+    async with app.run_test(size=(100, 30)) as pilot:
+        while not isinstance(app.screen, ExplorerScreen):
+            await pilot.pause(0.02)
+        screen = app.screen
+        titles = [c.title for c in app.get_system_commands(screen)]
+        assert "Show memory" in titles
+        await pilot.press("5")
+        for _ in range(200):
+            if "no [memory] events" in str(screen.memory_view.query_one("#mem-head").render()):
+                break
+            await pilot.pause(0.02)
+        assert "no [memory] events" in str(screen.memory_view.query_one("#mem-head").render())
+
+
+def test_braille_plot_against_columns():
+    """Every dot column shows the highest level reached in its time slice (the level carried in
+    included), as filled dots out of 4 per row; the reserved line sits at its own level."""
+    rng = np.random.default_rng(0)
+    ts = np.sort(rng.integers(0, 10_000, 200))
+    alloc = rng.integers(0, 1 << 20, 200)
+    reserved = np.maximum.accumulate(alloc) + 4096
+    lo, hi, width, rows = 1_000, 9_000, 37, 5
+    text, styles, top = braille_plot(ts, alloc, reserved, lo, hi, width, rows, None)
+    xs, ys = 2 * width, 4 * rows
+
+    def colmax(v, x):
+        a, b = lo + x * (hi - lo) // xs, lo + (x + 1) * (hi - lo) // xs
+        level = [int(v[i]) for i in range(len(ts)) if ts[i] <= a][-1:]
+        inside = [int(v[i]) for i in range(len(ts)) if a <= ts[i] < b]
+        return max(level + inside + [0])
+
+    want_top = max(max(colmax(alloc, x), colmax(reserved, x)) for x in range(xs))
+    assert top == want_top
+    bits = np.array([[ord(c) - 0x2800 if c != " " else 0 for c in row] for row in text])
+    dots = {(0, 0): 0x01, (1, 0): 0x02, (2, 0): 0x04, (3, 0): 0x40, (0, 1): 0x08, (1, 1): 0x10, (2, 1): 0x20, (3, 1): 0x80}
+    for x in range(xs):
+        filled = int(np.ceil(colmax(alloc, x) * ys / top))
+        line = int(np.ceil(colmax(reserved, x) * ys / top)) - 1
+        for y in range(ys):  # y counted from the bottom
+            r, dr = divmod(ys - 1 - y, 4)
+            on = bool(bits[r, x // 2] & dots[(dr, x % 2)])
+            assert on == (y < filled or y == line), (x, y)
+    assert all(len(row) == width for row in text) and len(text) == rows
+
+
+def test_memory_view_two_devices_on_hta_trace(peer_dir):
+    """HTA's GPU trace: CPU and GPU1; `v` switches the plot and tables to the GPU, whose peak in
+    the whole-trace scope (the cursor on the root) is the file's highest GPU Total Allocated."""
+    path = peer_dir / "df_index_resolver_df_index_resolver.json.gz"
+    with gzip.open(path, "rt") as f:
+        raw = [e["args"] for e in json.load(f)["traceEvents"] if e.get("ph") == "i" and e.get("name") == "[memory]"]
+    gpu_max = max(a["Total Allocated"] for a in raw if a["Device Type"] == 1)
+
+    async def run():
+        app = TraceApp([path])
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not isinstance(app.screen, ExplorerScreen):
+                await pilot.pause(0.02)
+            await pilot.press("g")  # the root row: the view shows the whole trace
+            await pilot.pause()
+            screen, view = await _open_memory(pilot)
+            assert view.scope == 0 and screen.trace.memory.devices == ["CPU", "GPU1"]
+            await pilot.press("v")
+            await pilot.pause()
+            assert view.device == 1 and view._peak.allocated == gpu_max
+            assert "GPU1" in str(view.query_one("#mem-head").render())
+            assert view.query_one("#mem-ops").row_count == len(
+                [s for s in screen.trace.memory.op_stats() if s.device == "GPU1"])
+    asyncio.run(run())
