@@ -17,6 +17,8 @@ import signal
 import sys
 import time
 import traceback
+
+sys.setrecursionlimit(20_000)  # the test's own json.loads of a `tree --json` thousands of levels deep
 from collections import Counter
 from pathlib import Path
 

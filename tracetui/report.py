@@ -177,17 +177,57 @@ def _short(name: str) -> str:
     return shorten_cpp(name) if "<" in name or "(" in name else name
 
 
+def _node_fields(t: Trace, node: int) -> dict:
+    r = t.roll
+    return {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
+            "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
+            "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
+            "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US}
+
+
 def tree_dict(t: Trace, node: int, depth: int | None, keep: set | None, level: int = 0,
               python: bool = False, path_only: set | None = None) -> dict:
-    r = t.roll
-    d = {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
-         "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
-         "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
-         "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US, "children": []}
-    if depth is None or level < depth:
-        d["children"] = [tree_dict(t, c, depth, keep, level + (c not in (path_only or ())), python, path_only)
-                         for c in _tree_kids(t, node, keep, python)]
-    return d
+    """The subtree as nested dicts (``children`` lists), built with a stack, not recursion: a
+    trace can nest thousands of events deep."""
+    path_only = path_only or ()
+    root = {**_node_fields(t, node), "children": []}
+    stack = [(root, node, level)]
+    while stack:
+        d, n, lv = stack.pop()
+        if depth is not None and lv >= depth:
+            continue
+        for c in _tree_kids(t, n, keep, python):
+            cd = {**_node_fields(t, c), "children": []}
+            d["children"].append(cd)
+            stack.append((cd, c, lv + (c not in path_only)))
+    return root
+
+
+def _dump_tree(doc: dict) -> None:
+    """``tree --json``: orjson where the nesting fits its limit (254 levels); deeper trees are
+    written node by node from a stack (same fields, same escaping), so no depth breaks the output."""
+    try:
+        _dump(doc)
+        return
+    except orjson.JSONEncodeError:
+        pass
+    out = []
+    stack: list = [doc]
+    opt = orjson.OPT_SERIALIZE_NUMPY
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bytes):  # a separator or a closing bracket, in order
+            out.append(item)
+            continue
+        fields = orjson.dumps({k: v for k, v in item.items() if k != "children"}, option=opt)
+        kids = item["children"]
+        out.append(fields[:-1] + b',"children":[')
+        stack.append(b"]}")
+        for i, c in enumerate(reversed(kids)):
+            stack.append(c)
+            if i < len(kids) - 1:
+                stack.append(b",")
+    sys.stdout.buffer.write(json_safe(b"".join(out)) + b"\n")
 
 
 def _tree_kids(t: Trace, node: int, keep: set | None, python: bool) -> list[int]:
@@ -262,7 +302,7 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
     fmt = fmt or ("json" if as_json else "text")
     keep, path_only = match_sets(t, text_filter) if text_filter else (None, set())
     if fmt == "json":
-        _dump(tree_dict(t, 0, depth, keep, python=python, path_only=path_only))
+        _dump_tree(tree_dict(t, 0, depth, keep, python=python, path_only=path_only))
         return
     if fmt != "text":  # csv / md: one row per node (``children`` is the count shown under it)
         from .export import records_table
