@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true", help="same as --format json")
     t.add_argument("--python", action="store_true", help="show Python frames (hidden, as in the app; --depth counts what is shown)")
-    m = sub.add_parser("memory", parents=[lo], help="profile_memory: peaks per device and step, what held them, per-op table")
+    m = sub.add_parser("memory", parents=[lo, fo], help="profile_memory: peaks per device and step, what held them, per-op table")
     m.add_argument("trace", type=Path)
     m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
     m.add_argument("--top", type=int, default=10, help="rows per table (0: all)")
@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
-    _rank_parsers(sub, lo)
+    _rank_parsers(sub, lo, fo)
     _record_parsers(sub)
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
@@ -281,8 +281,8 @@ def _dispatch(args) -> int:
     if args.cmd == "summary":
         return _summary(args.trace, args)
     if args.cmd == "memory":
-        from tracetui.report import print_memory
-        print_memory(load(args.trace, args), as_json=args.json, top=args.top)
+        from tracetui.report import fmt_of, print_memory
+        print_memory(load(args.trace, args), top=args.top, fmt=fmt_of(args), table=args.table)
         return 0
     if args.cmd == "tree":
         from tracetui.report import fmt_of, print_tree
@@ -443,10 +443,10 @@ def _gen(args) -> int:
     return 0
 
 
-def _rank_parsers(sub, lo) -> None:
+def _rank_parsers(sub, lo, fo) -> None:
     """``ranks`` and ``index``: the job-level subcommands (tracetui/ranks_cli.py)."""
     from tracetui.ranks_cli import add_parsers
-    add_parsers(sub, lo)
+    add_parsers(sub, lo, fo)
 
 
 def _ranks(args) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def add_parsers(sub, lo) -> None:
-    r = sub.add_parser("ranks", parents=[lo], help="the ranks of a job: collectives matched across ranks, "
+def add_parsers(sub, lo, fo=None) -> None:
+    r = sub.add_parser("ranks", parents=[lo] + ([fo] if fo is not None else []), help="the ranks of a job: collectives matched across ranks, "
                                                    "clock offsets, waits, stragglers, per-step figures")
     r.add_argument("paths", nargs="+", help="rank files, a folder of them, a glob, or an index (tracetui index)")
     r.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
@@ -42,7 +42,12 @@ def run(args, load_opts: dict, CliError) -> int:
         from tracetui.model.ranks import analyze_tables, load_job
         job, tables = load_job(args.paths, workers=args.workers, load_opts=load_opts)
         doc = analyze_tables(job, tables)
-    print_ranks(doc, as_json=args.json, top=args.top)
+    from tracetui.report import emit_report, fmt_of
+    fmt = fmt_of(args)
+    if fmt in ("csv", "md"):  # the shared writers (tracetui/export.py); csv: per_rank unless --table
+        emit_report(doc, fmt, table=getattr(args, "table", None), first="per_rank", title="tracetui ranks")
+        return 0
+    print_ranks(doc, as_json=fmt == "json", top=args.top)
     return 0
 
 

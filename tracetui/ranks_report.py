@@ -39,7 +39,8 @@ def _shown_ranks(doc: dict) -> list[int]:
 def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
     """The ``ranks`` report; ``top`` caps the collectives listed in text (JSON lists all)."""
     if as_json:
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        from tracetui.textsafe import json_safe  # C1, bidi and U+2028 from names escaped, as every --json
+        sys.stdout.buffer.write(json_safe(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)) + b"\n")
         return
     _out(f"job: {doc['ranks']} rank(s) of world size {doc['world_size'] if doc['world_size'] else 'unknown'}; "
          f"collectives matched by " + ", ".join(f"{g}: {m}" for g, m in doc["matched_by"].items())

@@ -485,13 +485,15 @@ def _emit_memory_diff(mem: dict, emit) -> None:
                  f"{visible(o['name'])[:60]}")
 
 
-def print_memory(t: Trace, as_json: bool = False, top: int = 10) -> None:
+def print_memory(t: Trace, as_json: bool = False, top: int = 10, fmt: str | None = None,
+                 table: str | None = None) -> None:
     """``tracetui memory``: peaks per device and per step, what held them, never-freed blocks,
     the per-op table (TensorBoard plugin definitions). JSON sizes are integer bytes, times µs."""
     from .model.memory import fmt_bytes, memory_dict
+    fmt = fmt or ("json" if as_json else "text")
     j = memory_dict(t, top=top)
-    if as_json:
-        _dump(j)
+    if fmt != "text":  # json, or csv/md tables (csv: the per-op table unless --table)
+        emit_report(j, fmt, table=table, first="ops", title=f"tracetui memory: {t.path.name}")
         return
     b = lambda n: f"{fmt_bytes(n)} ({n:,} B)" if abs(n) >= 1024 else fmt_bytes(n)  # noqa: E731
     t0 = int(t.store.ts.min()) * US if len(t.store) else 0.0  # text times: offsets from the first event
