@@ -270,6 +270,31 @@ def diff(a: str, b: str, section: str = "kernels", offset: int = 0, limit: int =
     return sectioned(_diff_cache[key], section, offset, limit)
 
 
+def memory(path: str, section: str | None = "ops", offset: int = 0, limit: int = 50,
+           steps: str | None = None, torch_version: str | None = None) -> dict:
+    """Memory of a profile_memory trace, as `tracetui memory --json --top 0`: the head (file,
+    instants) and one `section`: devices (peak per device and what was live at it), steps (peak per
+    step), ops (per-op statistics, TensorBoard plugin definitions). Sizes in bytes; paged."""
+    from .model.memory import memory_dict
+    return sectioned(memory_dict(load(path, steps, torch_version), top=0), section, offset, limit)
+
+
+def ranks(paths: list[str], section: str | None = "per_rank", offset: int = 0, limit: int = 50,
+          steps: str | None = None, torch_version: str | None = None) -> dict:
+    """The ranks of one job (rank files, a folder or a glob), as `tracetui ranks --json`: the head
+    (world size, clock reference, the likely straggler) and one `section`: per_rank (offsets,
+    waits, times last), steps (per rank and step), collectives (matched across ranks: each rank's
+    wait, latency, bus bandwidth), diagnostics. Times in µs, sizes in bytes; paged."""
+    from .model.ranks import analyze_tables, load_job
+    key = ("ranks", tuple(paths), steps, torch_version)
+    if key not in _diff_cache:
+        job, tables = load_job(list(paths), load_opts={"steps": steps, "torch_version": torch_version})
+        _diff_cache[key] = analyze_tables(job, tables)
+        while len(_diff_cache) > CACHE_TRACES:
+            _diff_cache.popitem(last=False)
+    return sectioned(_diff_cache[key], section, offset, limit)
+
+
 def sectioned(doc: dict, section: str | None, offset: int = 0, limit: int = 50) -> dict:
     """A CLI JSON report as one answer: its scalar fields (cut to fit) as the head, ``sections``
     with the length of each list field, and one page of the list ``section`` (none: the head only).
@@ -334,5 +359,7 @@ TOOLS: list[Tool] = [
     Tool("ops", ops),
     Tool("step_breakdown", step_breakdown),
     Tool("diff", diff),
+    Tool("memory", memory),
+    Tool("ranks", ranks),
 ]
 """Every tool the server offers, in the order it lists them."""

@@ -19,7 +19,7 @@ from tracetui.cli import main  # noqa: E402
 from tracetui.mcp_server import build_server  # noqa: E402
 from tracetui.report import tree_rows  # noqa: E402
 
-from tests.conftest import TRACES  # noqa: E402
+from tests.conftest import PEER, TRACES  # noqa: E402
 
 A, B = str(TRACES / "mlp_eager.json.gz"), str(TRACES / "mlp_compile.json.gz")
 
@@ -105,6 +105,16 @@ async def check_every_tool(client, capsys) -> None:
         assert got == d[section], section
     head = await call(client, "diff", a=A, b=B)
     assert head["a"] == d["a"] and head["b"] == d["b"]
+
+    mem_path = str(TRACES / "transformer_eager_memory.json.gz")
+    mj = cli(capsys, "memory", mem_path, "--json", "--top", "0")
+    for section in ("devices", "steps", "ops"):
+        assert await all_pages(client, "memory", section, path=mem_path, section=section, limit=5) == mj[section]
+    if PEER.is_dir():
+        rank_paths = [str(PEER / f"trace_filter_sampled_rank-{r}.json.gz") for r in (0, 1)]
+        rj = cli(capsys, "ranks", *rank_paths, "--json")
+        for section in ("per_rank", "collectives"):
+            assert await all_pages(client, "ranks", section, paths=rank_paths, section=section, limit=4) == rj[section]
 
     for tool, args, says in (("summary", {"path": "/nonexistent/x.json"}, "no such file"),
                              ("node", {"path": A, "id": 10 ** 9}, "no node"),
