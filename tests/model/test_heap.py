@@ -63,10 +63,22 @@ def test_large_arrays_come_from_the_heap_only_inside(glibc):
 
 
 def test_a_load_leaves_the_defaults_even_when_it_fails(glibc, tmp_path):
-    assert len(load_trace(TRACES / "mlp_eager.json.gz").store) > 0 and heap._depth == 0
-    bad = tmp_path / "bad.json"
-    bad.write_text("{}")
-    with pytest.raises(Exception):
-        load_trace(bad)
-    assert heap._depth == 0
-    assert not _in_heap(np.ones(BIG, dtype=np.uint8))
+    """In a fresh interpreter, for the reason given above."""
+    code = textwrap.dedent(f"""
+        import numpy as np
+        import pytest
+        from tracetui.model import heap, load_trace
+        from tests.model.test_heap import BIG, _in_heap
+        from tests.conftest import TRACES
+        from pathlib import Path
+        assert len(load_trace(TRACES / "mlp_eager.json.gz").store) > 0 and heap._depth == 0
+        bad = Path({str(tmp_path / "bad.json")!r})
+        bad.write_text("{{}}")
+        with pytest.raises(Exception):
+            load_trace(bad)
+        assert heap._depth == 0
+        assert not _in_heap(np.ones(BIG, dtype=np.uint8))
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
