@@ -185,6 +185,11 @@ class Windows:
         return out
 
     @cached_property
+    def _classes(self) -> np.ndarray:
+        """The kernel class of every GPU node (``Trace.kernel_classes``), decoded once for all steps."""
+        return np.array(self.trace.kernel_classes(self.trace._gpu_nodes), dtype=object)
+
+    @cached_property
     def _all_gpu(self) -> tuple[np.ndarray, np.ndarray]:
         """Every GPU activity interval of the trace, merged (what the GPU did, whoever launched it)."""
         t = self.trace.tree
@@ -232,7 +237,7 @@ class Windows:
         classes: dict = {}
         comm = np.zeros(g.size, dtype=bool)
         if g.size:
-            klass = np.array(tr.kernel_classes(g), dtype=object)
+            klass = self._classes[np.searchsorted(tr._gpu_nodes, g)]
             for c in sorted(set(klass.tolist())):
                 m = klass == c
                 classes[c] = union_ns(*_clip(st[m], en[m], w0, w1))
