@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .events import K
+from .windows import COMM_CLASSES
 
 COLLECTIVE_KINDS = (
     (re.compile(r"(?i)all_?reduce"), "all_reduce",
@@ -67,26 +68,6 @@ ALGORITHM = re.compile(r"_(?P<algo>RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNE
                        r"(?:_(?P<proto>LL128|LL|SIMPLE))?")
 """NCCL encodes the algorithm and protocol in its kernel names (ncclKernel_AllReduce_RING_LL_Sum_float,
 ncclDevKernel_AllGather_RING_LL)."""
-
-COMM_CLASSES = frozenset({"communication", "nccl"})
-"""Kernel classes that are communication (the taxonomy renames ``nccl`` to ``communication``)."""
-
-
-def gpu_classes(trace) -> np.ndarray:
-    """The class of every GPU node of ``trace`` (aligned with ``trace._gpu_nodes``), decoded once
-    per trace: decoding a kernel name costs ~0.5 ms, and a rank's tables ask for classes 4 times."""
-    got = trace.__dict__.get("_gpu_classes")
-    if got is None:
-        got = np.array(trace.kernel_classes(trace._gpu_nodes), dtype=object)
-        trace.__dict__["_gpu_classes"] = got
-    return got
-
-
-def classes_of(trace, nodes: np.ndarray) -> np.ndarray:
-    """``gpu_classes`` of some GPU nodes."""
-    nodes = np.asarray(nodes, dtype=np.int64)
-    return gpu_classes(trace)[np.searchsorted(trace._gpu_nodes, nodes)] if nodes.size else np.zeros(0, dtype=object)
-
 
 def collective_kind(name: str) -> str:
     """The canonical kind of a collective name (``COLLECTIVE_KINDS``), ``other`` if none fits."""
@@ -196,7 +177,7 @@ def rank_collectives(trace, world: int = 0) -> dict:
     gpu = trace._gpu_nodes
     comm = np.zeros(0, dtype=np.int64)
     if gpu.size:
-        cls = gpu_classes(trace)
+        cls = trace.gpu_classes
         comm = gpu[np.isin(cls, list(COMM_CLASSES))]
     if comm.size:
         for i in comm.tolist():

@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from .collectives import COMM_CLASSES, busbw_factor, classes_of, gpu_classes, rank_collectives
+from .collectives import busbw_factor, rank_collectives
 from .errors import TraceError
 from .events import K
 from .load import LoadReport, read_bytes
@@ -267,11 +267,9 @@ def _union(s: np.ndarray, e: np.ndarray) -> int:
 
 
 def _step_figures(trace, step: int) -> dict:
-    """A step's per-class time over its window: compute, communication (exposed, overlapped),
-    memcpy, memset, idle. GPU figures follow ``Trace.step_breakdown``; compute is the union of
-    the step's own non-communication, non-copy kernels clipped to the window."""
-    from .windows import _clip, _intersection_ns, _merged
-    t = trace.tree
+    """A step's per-class time over its window (``Trace.step_breakdown``): compute (the union of
+    its non-communication, non-copy kernels), communication (exposed, overlapped), memcpy,
+    memset, idle."""
     w = trace.step_window(step)
     out = {"start_ns": w.start, "end_ns": w.end}
     if not trace.has_gpu:
@@ -279,21 +277,10 @@ def _step_figures(trace, step: int) -> dict:
                 "comm_exposed_ns": -1, "comm_overlapped_ns": -1, "memcpy_ns": -1, "memset_ns": -1,
                 "idle_ns": -1, "kernels": 0, "verdict": "CPU only"}
     b = trace.step_breakdown(step)
-    g = w.gpu
-    st, en = t.start[g], t.start[g] + t.dur[g]
-    w1 = w.start + b["window_ns"]
-    cls = classes_of(trace, g)
-    comp = ~np.isin(cls, list(COMM_CLASSES | {"memcpy", "memset"}))
-    comm = np.isin(cls, list(COMM_CLASSES))
-    ks, ke = _merged(*_clip(st[comp], en[comp], w.start, w1))
-    cs, ce = _merged(*_clip(st[comm], en[comm], w.start, w1))
-    ov = _intersection_ns(cs, ce, ks, ke)
-    return {**out, "window_ns": b["window_ns"], "busy_ns": b["busy_ns"], "compute_ns": int((ke - ks).sum()),
-            "comm_ns": int((ce - cs).sum()), "comm_exposed_ns": int((ce - cs).sum()) - ov,
-            "comm_overlapped_ns": ov,
-            "memcpy_ns": _union(*_clip(st[cls == "memcpy"], en[cls == "memcpy"], w.start, w1)),
-            "memset_ns": _union(*_clip(st[cls == "memset"], en[cls == "memset"], w.start, w1)),
-            "idle_ns": b["idle_ns"], "kernels": b["kernels"], "verdict": b["verdict"]}
+    by_class = b["busy_by_class_ns"]
+    return {**out, **{k: b[k] for k in ("window_ns", "busy_ns", "compute_ns", "comm_ns", "comm_exposed_ns",
+                                         "comm_overlapped_ns", "idle_ns", "kernels", "verdict")},
+            "memcpy_ns": by_class.get("memcpy", 0), "memset_ns": by_class.get("memset", 0)}
 
 
 def rank_tables(trace, rf: RankFile, world: int | None = None) -> dict:
@@ -325,7 +312,7 @@ def rank_tables(trace, rf: RankFile, world: int | None = None) -> dict:
     coll["rank"] = [rank] * len(coll["name"])
     gpu = trace._gpu_nodes
     kern = {"rank": [rank] * gpu.size, "name": [t.name(i) for i in gpu.tolist()],
-            "class": gpu_classes(trace).tolist(), "start_ns": (t.start[gpu] + base).tolist(),
+            "class": trace.gpu_classes.tolist(), "start_ns": (t.start[gpu] + base).tolist(),
             "dur_ns": t.dur[gpu].tolist(),
             "stream": [_stream(t, i) for i in gpu.tolist()]}
     step_of_gpu = np.full(gpu.size, -1, dtype=np.int64)

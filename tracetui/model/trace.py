@@ -202,6 +202,17 @@ class Trace:
         return [cls[i] for i in inv.ravel().tolist()]
 
     @cached_property
+    def gpu_classes(self) -> np.ndarray:
+        """The class of every GPU node (aligned with ``_gpu_nodes``), decoded once per trace: the
+        step windows, the rank tables and the collectives all ask for them."""
+        return np.array(self.kernel_classes(self._gpu_nodes), dtype=object)
+
+    def classes_of(self, nodes: np.ndarray) -> np.ndarray:
+        """``gpu_classes`` of some GPU nodes."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        return self.gpu_classes[np.searchsorted(self._gpu_nodes, nodes)] if nodes.size else np.zeros(0, dtype=object)
+
+    @cached_property
     def _culaunch_names(self) -> np.ndarray:
         return np.array([n.startswith("cuLaunchKernel") for n in self.tree.names], dtype=bool)
 

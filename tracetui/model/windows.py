@@ -185,11 +185,6 @@ class Windows:
         return out
 
     @cached_property
-    def _classes(self) -> np.ndarray:
-        """The kernel class of every GPU node (``Trace.kernel_classes``), decoded once for all steps."""
-        return np.array(self.trace.kernel_classes(self.trace._gpu_nodes), dtype=object)
-
-    @cached_property
     def _all_gpu(self) -> tuple[np.ndarray, np.ndarray]:
         """Every GPU activity interval of the trace, merged (what the GPU did, whoever launched it)."""
         t = self.trace.tree
@@ -237,7 +232,7 @@ class Windows:
         classes: dict = {}
         comm = np.zeros(g.size, dtype=bool)
         if g.size:
-            klass = self._classes[np.searchsorted(tr._gpu_nodes, g)]
+            klass = tr.classes_of(g)
             for c in sorted(set(klass.tolist())):
                 m = klass == c
                 classes[c] = union_ns(*_clip(st[m], en[m], w0, w1))
@@ -260,6 +255,7 @@ class Windows:
             "idle_split_ns": {"host_wait": host_wait, "kernel_wait": kernel_wait, "other": other},
             "device_ns": int(t.dur[g].sum()), "kernels": int((t.kind[g] == K["kernel"]).sum()),
             "gpu_events": int(g.size), "busy_by_class_ns": classes,
+            "compute_ns": int((k_e - k_s).sum()),
             "comm_ns": comm_total, "comm_exposed_ns": comm_total - overlapped, "comm_overlapped_ns": overlapped,
             "launch_cpu_ns": launch_cpu, "launches": rt_roles.count("launch"), "sync_cpu_ns": sync_cpu,
             "syncs": rt_roles.count("sync"), "threads": len(w.threads),
