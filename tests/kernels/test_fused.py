@@ -286,3 +286,29 @@ def test_gen_records_a_fused_train_step(tmp_path):
     assert sum(n.endswith("_FusedGeGLUFnBackward") and "evaluate_function" in n for n in names) == 2
     assert sum(n == "_FusedGeGLUFn" for n in names) == 2
     assert doc["tracetui"]["train"] is True and doc["tracetui"]["impl"] == "fused"
+
+
+def test_tma_build_failure_falls_back_to_the_pointer_kernel(monkeypatch):
+    """On a GPU/Triton pairing where the TMA kernel cannot build, the dispatch keeps the model
+    running on the pointer kernel, says so once, and records why; a forced path still raises."""
+    from tracetui.kernels import fused as fused_mod
+
+    class Broken:
+        def __getitem__(self, grid):
+            def launch(*a, **k):
+                raise RuntimeError("no TMA here")
+            return launch
+    monkeypatch.setattr(fused_mod, "geglu_dual_gemm_tma_kernel", Broken())
+    wg, wu = weights(40, 24, torch.bfloat16)
+    p = PackedGeGLU(wg, wu)
+    p.tma_capable = True
+    x = torch.randn(CUBLAS_MAX_M + 5, 24).to(torch.bfloat16)
+    with pytest.warns(UserWarning, match="no TMA here"):
+        out = p(x)
+    (plan,) = p.plans.values()
+    assert plan.path == "pointer" and "no TMA here" in plan.fallback
+    assert rel(out, forward64(x, wg, wu)) <= 1e-2
+    assert rel(p(x), forward64(x, wg, wu)) <= 1e-2  # later calls: the pointer plan, no warning
+    forced = PackedGeGLU(wg, wu, path="tma")
+    with pytest.raises(RuntimeError, match="no TMA here"):
+        forced(x)
