@@ -407,6 +407,8 @@ def _gen(args) -> int:
                                            "heads", "layers", "vocab")}
     dtype = getattr(torch, args.dtype) if args.dtype else None
     device = args.device or default_device()
+    if args.train and (args.all or args.workload != "mlp"):
+        raise CliError("gen: --train is for the mlp workload (transformer always trains)")
     ws = workloads(device=device, train_mlp=args.train, **sizes)
     options = dict(mode=args.mode, step_marker=args.step_marker, memory=args.memory,
                    backward_thread=args.backward_thread)

@@ -312,3 +312,22 @@ def test_tma_build_failure_falls_back_to_the_pointer_kernel(monkeypatch):
     forced = PackedGeGLU(wg, wu, path="tma")
     with pytest.raises(RuntimeError, match="no TMA here"):
         forced(x)
+
+
+def test_gen_train_cli_names_and_refusals(tmp_path, monkeypatch, capsys):
+    """``tracetui gen mlp --train --impl fused`` (CPU, interpreter) writes mlp_train_fused.json.gz
+    by default; --train elsewhere is refused with one error line."""
+    import gzip
+    import json
+    from tracetui.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["gen", "mlp", "--train", "--impl", "fused", "--device", "cpu", "--batch", "2", "--seq", "3",
+                 "--dim", "24", "--hidden", "40", "--active", "1", "--no-stack"]) == 0
+    doc = json.loads(gzip.decompress((tmp_path / "mlp_train_fused.json.gz").read_bytes()))
+    assert doc["tracetui"]["train"] is True and doc["tracetui"]["sizes"]["hidden"] == 40
+    assert any(e.get("name") == "mlp_train" for e in doc["traceEvents"])
+    for argv in (["gen", "linear", "--train"], ["gen", "--all", "--train"]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("tracetui: error: ") and "--train" in err[0]
