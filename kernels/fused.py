@@ -102,19 +102,20 @@ class ScratchAllocator:
     stream run in order, so reusing it is safe, and a call costs a dict lookup, not an
     allocation. Outgrown buffers are kept, since a captured CUDA graph may still point at them."""
 
-    def __init__(self) -> None:
+    def __init__(self, alloc=None, current_device=None) -> None:
         self.buffers: dict = {}
         self.retired: list = []
         self.allocations = 0
+        self._alloc = alloc or (lambda n: torch.empty(n, dtype=torch.int8, device="cuda"))
+        self._device = current_device or torch.cuda.current_device
 
     def __call__(self, size: int, alignment: int, stream) -> torch.Tensor:
-        key = (torch.cuda.current_device(), stream)
+        key = (self._device(), stream)
         buf = self.buffers.get(key)
         if buf is None or buf.numel() < size:
             if buf is not None:
                 self.retired.append(buf)
-            buf = torch.empty(max(size, 2 * (buf.numel() if buf is not None else 0), 1 << 16),
-                              dtype=torch.int8, device="cuda")
+            buf = self._alloc(max(size, 2 * (buf.numel() if buf is not None else 0), 1 << 16))
             self.buffers[key] = buf
             self.allocations += 1
         return buf
@@ -123,15 +124,19 @@ class ScratchAllocator:
 SCRATCH = ScratchAllocator()
 
 
+try:
+    from triton.runtime._allocation import NullAllocator as _NullAllocator
+    from triton.runtime._allocation import _allocator as _ALLOCATOR_VAR
+except ImportError:  # another Triton layout: set ours at every TMA launch
+    _NullAllocator, _ALLOCATOR_VAR = None, None
+
+
 def ensure_allocator() -> None:
     """Register ``SCRATCH`` with Triton unless an allocator is already set in this context
-    (Triton keeps it in a ContextVar, so a new thread starts without one)."""
-    try:
-        from triton.runtime._allocation import NullAllocator, _allocator
-        if not isinstance(_allocator.get(), NullAllocator):
-            return
-    except ImportError:  # another Triton layout: set it anyway
-        pass
+    (Triton keeps it in a ContextVar, so a new thread starts without one). Called per TMA launch:
+    one ContextVar read."""
+    if _ALLOCATOR_VAR is not None and not isinstance(_ALLOCATOR_VAR.get(), _NullAllocator):
+        return
     triton.set_allocator(SCRATCH)
 
 
@@ -164,7 +169,12 @@ class Plan:
             rule = None
         if path not in PATHS:
             raise ValueError(f"geglu: unknown path {path!r} (choose from {', '.join(PATHS)})")
+        if path == "tma" and owner.device.type == "cuda" and not tma_ok:
+            raise ValueError("geglu: the tma path needs a Hopper-class GPU, 16-bit operands and 16-byte "
+                             "aligned rows and bases")
         self.path, self.rule = path, rule
+        self.launched = False
+        self.fallback: str | None = None
         interp = interpreting()
         upcast = interp and dtype != torch.float32
         self.workspace = None
@@ -172,8 +182,7 @@ class Plan:
             cfg = {**TMA_CONFIG, **(owner.config or {})}
             if interp:
                 cfg.pop("num_stages", None), cfg.pop("num_warps", None)
-            else:
-                ensure_allocator()
+            self.needs_allocator = not interp
             tiles = triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"])
             grid = max(1, min(owner.sms, tiles))
             self.grid = (grid,)
@@ -200,6 +209,8 @@ class Plan:
     def launch(self, owner: "PackedGeGLU", x2: torch.Tensor, out: torch.Tensor, pre: torch.Tensor | None) -> None:
         wp, m, n, k = owner.w_packed, self.m, owner.n, owner.k
         if self.path == "tma":
+            if self.needs_allocator:
+                ensure_allocator()
             if pre is None:
                 geglu_dual_gemm_tma_kernel[self.grid](x2, wp, out, m, n, k, x2.stride(0), wp.stride(0),
                                                       out.stride(0), out, 0, **self.kwargs)
@@ -212,7 +223,8 @@ class Plan:
                                    out.stride(0), p, sp, **self.kwargs)
         else:
             p = self.workspace if pre is None else pre
-            torch.mm(x2, wp, out=p)
+            with torch.no_grad():  # like the Triton paths: no autograd here (fused_geglu has it)
+                torch.mm(x2, wp, out=p)
             if m * n:
                 geglu_interleaved_kernel[self.grid](p, out, m * n, self.n_full, BLOCK=self.block, num_warps=4)
 
@@ -223,7 +235,9 @@ class PackedGeGLU:
     change, with one ``Plan`` per input layout.
 
     ``config`` pins tile sizes (the CPU interpreter gets ``INTERPRETER_CONFIG``); ``path``
-    forces one of ``PATHS`` instead of the rule table (tests, bench).
+    forces one of ``PATHS`` instead of the rule table (tests, bench). Calling it records no
+    autograd graph (``fused_geglu`` does). The cuBLAS path's intermediate is one buffer per M,
+    so calls of one M must not run concurrently on different streams.
     """
 
     def __init__(self, w_gate: torch.Tensor, w_up: torch.Tensor, config: dict | None = None,
@@ -301,8 +315,30 @@ class PackedGeGLU:
         if plan is None:
             plan = self.plan(m, x.dtype, aligned, pre is not None)
         if m:
-            plan.launch(self, x2, out, pre)
+            if plan.launched:
+                plan.launch(self, x2, out, pre)
+            else:
+                plan = self._first_launch(plan, x2, out, pre)
         return out if flat else out.view(*x.shape[:-1], n)
+
+    def _first_launch(self, plan: Plan, x2, out, pre) -> Plan:
+        """A plan's first launch compiles its kernel. If a TMA kernel fails to build on this GPU
+        and Triton (an untested pairing), fall back to the pointer kernel for this layout and say
+        so once, instead of failing the model; ``plan.fallback`` keeps the reason."""
+        try:
+            plan.launch(self, x2, out, pre)
+        except Exception as e:  # noqa: BLE001 - compile errors come as many types
+            if plan.path != "tma" or self.force_path is not None:
+                raise
+            import warnings
+            reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            warnings.warn(f"geglu: TMA kernel failed ({reason}); using the pointer kernel for M={plan.m}")
+            key = next(k for k, v in self.plans.items() if v is plan)
+            plan = self.plans[key] = Plan(self, plan.m, x2.dtype, False, pre is not None, "pointer")
+            plan.fallback = reason
+            plan.launch(self, x2, out, pre)
+        plan.launched = True
+        return plan
 
 
 # --- Training -------------------------------------------------------------------------------

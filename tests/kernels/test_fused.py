@@ -331,3 +331,45 @@ def test_gen_train_cli_names_and_refusals(tmp_path, monkeypatch, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("tracetui: error: ") and "--train" in err[0]
+
+
+def test_scratch_allocator_reuses_and_grows_per_stream():
+    """Triton's per-launch scratch for device-built descriptors: one buffer per (device, stream)
+    reused launch to launch, grown (never shrunk) when a launch needs more, outgrown buffers kept
+    alive. Allocation is injected here (the real one allocates on CUDA)."""
+    from tracetui.kernels.fused import ScratchAllocator
+    made = []
+    alloc = ScratchAllocator(alloc=lambda n: made.append(n) or torch.empty(n, dtype=torch.int8),
+                             current_device=lambda: 0)
+    a = alloc(384, 128, 7)
+    assert alloc(384, 128, 7) is a and alloc(100, 128, 7) is a  # reused, no new allocation
+    b = alloc(200, 128, 9)  # another stream: its own buffer
+    assert b is not a and len(made) == 2
+    big = alloc(a.numel() + 1, 128, 7)
+    assert big.numel() >= 2 * a.numel() and alloc(10, 128, 7) is big
+    assert any(r is a for r in alloc.retired) and alloc.allocations == 3
+
+
+def test_allocator_is_registered_once_per_context_and_never_replaces_a_users():
+    import contextvars
+    import threading
+    from tracetui.kernels import fused as fused_mod
+    from triton.runtime._allocation import _allocator
+
+    def fresh():
+        fused_mod.ensure_allocator()
+        return _allocator.get()
+    assert contextvars.Context().run(fresh) is fused_mod.SCRATCH
+
+    def users():
+        import triton
+        mine = lambda size, align, stream: None  # noqa: E731
+        triton.set_allocator(mine)
+        fused_mod.ensure_allocator()
+        return _allocator.get() is mine
+    assert contextvars.Context().run(users)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(fresh()))  # a new thread starts without one
+    t.start()
+    t.join()
+    assert seen == [fused_mod.SCRATCH]
