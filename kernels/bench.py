@@ -42,7 +42,9 @@ SWEEP = [(8192, 768, 3072), (512, 768, 2048), (2048, 768, 3072), (16384, 768, 81
 QUICK = SWEEP[:3]
 """--quick: the default shape and the two small shapes issue 26 says the fused path lost."""
 TRAIN_SWEEP = [(8192, 768, 3072), (2048, 768, 3072), (512, 768, 2048)]
+"""Shapes of the fwd+bwd comparison (weights' gradients; x is data, as in the mlp --train step)."""
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "max-autotune")
+"""torch.compile modes timed as peers; max-autotune is the only one with CUDA graphs."""
 CPU_SHAPE = (37, 24, 40)
 """--cpu-check runs every table once at this (awkward, tiny) shape under the interpreter."""
 

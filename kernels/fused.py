@@ -122,6 +122,7 @@ class ScratchAllocator:
 
 
 SCRATCH = ScratchAllocator()
+"""The process's scratch allocator for device-built descriptors (registered by ensure_allocator)."""
 
 
 try:

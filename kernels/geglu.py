@@ -193,7 +193,9 @@ def geglu_backward(dout: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
                    block: int = 1024, num_warps: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
     """(dgate, dup) of ``gelu_tanh(gate) * up`` given its output gradient, in one kernel."""
     _check(gate, up)
-    _check(dout, gate)
+    if dout.shape != gate.shape or dout.dtype != gate.dtype or dout.device != gate.device:
+        raise ValueError(f"geglu: dout {tuple(dout.shape)} {dout.dtype} must match gate {tuple(gate.shape)} "
+                         f"{gate.dtype} on {gate.device}")
     dout, gate, up = _contig(dout), _contig(gate), _contig(up)
     dgate, dup = torch.empty_like(gate), torch.empty_like(up)
     n = gate.numel()

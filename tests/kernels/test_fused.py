@@ -373,3 +373,13 @@ def test_allocator_is_registered_once_per_context_and_never_replaces_a_users():
     t.start()
     t.join()
     assert seen == [fused_mod.SCRATCH]
+
+
+def test_backward_rejects_mismatched_inputs():
+    g = torch.randn(4, 6)
+    with pytest.raises(ValueError, match="dout"):
+        geglu_backward(torch.randn(4, 7), g, g)
+    with pytest.raises(ValueError, match="dout"):
+        geglu_backward(torch.randn(4, 6, dtype=torch.bfloat16), g, g)
+    with pytest.raises(ValueError, match="last dimension doubled"):
+        geglu_interleaved_backward(torch.randn(4, 6), torch.randn(4, 11))
