@@ -27,6 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 import triton
+import triton.language as tl
 
 from tracetui.kernels.fused import CUBLAS_MAX_M, PATHS, Case, PackedGeGLU, choose, fused_geglu
 from tracetui.kernels.geglu import geglu, geglu_interleaved_backward, geglu_reference
@@ -114,6 +115,27 @@ def floors() -> dict:
     mm_tflops = 2 * 8192 ** 3 / (us_mm * 1e-6) / 1e12
     del src, dst, a, b
     return {"copy_TBps": copy_tbs, "matmul_bf16_TFLOPs": mm_tflops}
+
+
+@triton.jit
+def _noop_kernel(a, b, c, M, N, K, s0, s1, s2, p, sp, BLOCK: tl.constexpr, FLAG: tl.constexpr):
+    pass
+
+
+def launch_floors() -> dict:
+    """Host µs per call of the launch machinery alone (tight loop, no sync): an empty Triton
+    kernel with the fused kernel's argument count (Triton's own binder + launcher: what the
+    fused path cannot go below without bypassing JITFunction.run), one small cuBLAS GEMM through
+    F.linear, and torch.empty. Read the fused path's cpu_us against these."""
+    x = randn(64, 64)
+    w = randn(64, 64)
+    grid = (1,)
+    return {
+        "triton_empty_kernel_cpu_us": launch_cost(
+            lambda: _noop_kernel[grid](x, w, x, 64, 64, 64, 64, 64, 64, x, 0, BLOCK=128, FLAG=True))["cpu_us"],
+        "linear_small_cpu_us": launch_cost(lambda: F.linear(x, w))["cpu_us"],
+        "torch_empty_cpu_us": launch_cost(lambda: torch.empty((64, 64), device=DEV))["cpu_us"],
+    }
 
 
 def gelu64(g):
@@ -407,6 +429,10 @@ def summary(out: dict, modes) -> list[str]:
     names = peers(modes) + ["triton", "fused_v5", "fused"]
     short = {"compile_default": "comp", "compile_max-autotune-no-cudagraphs": "mat-nocg",
              "compile_max-autotune": "mat"}
+    fl = out.get("floors", {})
+    if "triton_empty_kernel_cpu_us" in fl:
+        lines.append(f"\nlaunch floors, host µs per call: empty Triton kernel {fl['triton_empty_kernel_cpu_us']:.1f}, "
+                     f"small F.linear {fl['linear_small_cpu_us']:.1f}, torch.empty {fl['torch_empty_cpu_us']:.1f}")
     lines.append("\n== MLP forward: GPU µs (median, no CUDA graphs) / CPU issue µs per call ==")
     lines.append(f"{'shape':>20s} " + " ".join(f"{short.get(n, n):>15s}" for n in names) + "  fused vs best peer")
     checks = []
@@ -525,6 +551,7 @@ def cpu_check(args) -> int:
     log("CPU check under the interpreter: the timings below only show the code runs, they measure nothing")
     for line in sweep_plan(args):
         log(line)
+    log("launch floors (CPU, interpreter):", launch_floors())
     corr = check_correctness(small=True)
     for r in corr:
         log(f"check {r['kernel']:34s} {r['dtype']:15s} {str(tuple(r['shape'])):14s} rel_err={r['rel_err']:.2e} "
@@ -570,6 +597,7 @@ def main(argv=None) -> int:
     for line in sweep_plan(args):
         log(line)
     out["floors"] = fl = floors()
+    fl.update(launch_floors())
     log("floors", fl)
     out["correctness"] = corr = check_correctness()
     bad = [r for r in corr if not r["ok"]]
