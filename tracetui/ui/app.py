@@ -563,7 +563,7 @@ class ExplorerScreen(Screen):
             self.notify("nothing selected to copy", severity="warning")
             return
         self.app.copy_to_clipboard(name)
-        self.notify(Text(f"copied: {visible(name)[:80]}"), timeout=3)
+        self.notify(f"copied: {visible(name)[:80]}", timeout=3, markup=False)
 
     def export_table(self) -> tuple[str, list[str], list[list]]:
         """(file stem, header, rows) of what the view shows: the selection's subtree in the tree,
@@ -606,10 +606,11 @@ class ExplorerScreen(Screen):
         try:
             path = write(Path.cwd(), stem, fmt, header, rows)
         except OSError as e:
-            self.notify(Text(f"export failed: {visible(str(e))}"), severity="error")
+            self.notify(f"export failed: {visible(str(e))}", severity="error", markup=False)
             return
         self.last_export = path
-        self.notify(Text(f"{len(rows):,} rows written to {visible(str(path))}"), title="exported", timeout=8)
+        self.notify(f"{len(rows):,} rows written to {visible(str(path))}", title="exported", timeout=8,
+                    markup=False)
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:

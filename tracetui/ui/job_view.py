@@ -127,7 +127,7 @@ class JobScreen(Screen):
 
     def _failed(self, msg: str) -> None:
         self.query_one("#job-stage", Label).update(Text(visible(msg), style="bold red"))
-        self.app.notify(visible(msg), severity="error", timeout=10)
+        self.app.notify(visible(msg), severity="error", timeout=10, markup=False)
 
     def action_cancel(self) -> None:
         if self.doc is None:

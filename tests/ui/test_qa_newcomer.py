@@ -1,0 +1,52 @@
+"""What a new user hit on traces the authors did not write (the QA pass), each with its test.
+
+Pilot's ``run_test`` hides notifications unless asked (``notifications=True``), so a toast that
+cannot render never failed a test while it crashed the real app: these tests turn them on.
+"""
+from __future__ import annotations
+
+import asyncio
+import csv
+import shutil
+
+from textual.widgets._toast import Toast
+
+from tracetui.ui.app import TraceApp
+
+from tests.conftest import TRACES
+from tests.ui.test_app import explorer, search, wait_for
+
+
+def _toasts(app) -> list[str]:
+    return [t.render().plain for t in app.screen.query(Toast)]
+
+
+def test_y_e_and_E_show_their_toasts_without_crashing_and_as_plain_text(tmp_path, monkeypatch):
+    """`e` in the real app died with AttributeError ('Text' has no 'translate'): the toast got a
+    rich Text, which Textual 8 parses as markup. The path and the name are shown verbatim, `[b]`
+    included (a folder and a kernel name may hold brackets)."""
+    cwd = tmp_path / "[b]exports"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    trace = tmp_path / "mlp_eager.json.gz"
+    shutil.copyfile(TRACES / "mlp_eager.json.gz", trace)
+
+    async def run():
+        app = TraceApp([trace])
+        async with app.run_test(size=(160, 48), notifications=True) as pilot:
+            s = await explorer(pilot)
+            await search(pilot, "Linear_0")
+            await pilot.press("y")
+            await wait_for(pilot, lambda: any(m.startswith("copied: ") for m in _toasts(app)))
+            assert any(m == "copied: nn.Module: Linear_0" for m in _toasts(app))
+            await pilot.press("e")
+            await wait_for(pilot, lambda: s.last_export is not None and any(str(s.last_export) in m for m in _toasts(app)))
+            assert "[b]exports" in str(s.last_export)
+            rows = list(csv.reader(s.last_export.open(encoding="utf-8", newline="")))
+            assert rows[1][2] == "nn.Module: Linear_0"
+            first = s.last_export
+            await pilot.press("2", "E")
+            await wait_for(pilot, lambda: s.last_export != first and any(str(s.last_export) in m for m in _toasts(app)))
+            await pilot.pause()
+        assert app._exception is None
+    asyncio.run(run())
