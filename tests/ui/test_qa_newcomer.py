@@ -50,3 +50,43 @@ def test_y_e_and_E_show_their_toasts_without_crashing_and_as_plain_text(tmp_path
             await pilot.pause()
         assert app._exception is None
     asyncio.run(run())
+
+
+def test_job_view_D_lists_the_diagnostics_its_header_counts(peer_dir, tmp_path):
+    """A folder of 2 ranks of a 128-rank job: the header said "7 diagnostics" and no key showed
+    them, so the 126 missing ranks and the collectives the ranks disagree on stayed hidden.
+    The missing ranks are computed here from each file's own distributedInfo."""
+    import gzip
+    import json
+
+    from tracetui.ui.job_view import JobDiagnosticsScreen, JobScreen
+    from tests.ui.test_job_view import _ready
+
+    ranks, world = set(), set()
+    for r in (0, 1):
+        src = peer_dir / f"trace_filter_sampled_rank-{r}.json.gz"
+        shutil.copyfile(src, tmp_path / src.name)
+        info = json.loads(gzip.decompress(src.read_bytes()))["distributedInfo"]
+        ranks.add(info["rank"])
+        world.add(info["world_size"])
+    (w,) = world
+    missing = sorted(set(range(w)) - ranks)
+    want = f"{len(missing)} of {w} ranks missing: {missing[0]}-{missing[-1]}"
+
+    async def run():
+        app = TraceApp([tmp_path], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _ready(pilot)
+            job = app.screen
+            assert isinstance(job, JobScreen)
+            head = str(job.query_one("#job-head").render())
+            n = len(job.doc["diagnostics"])
+            assert f"{n} diagnostics (D)" in head and n >= 1
+            await pilot.press("D")
+            await wait_for(pilot, lambda: isinstance(app.screen, JobDiagnosticsScreen))
+            text = str(app.screen.query_one("#job-diag-text").render())
+            assert want in text
+            assert all(line in text for line in job.doc["diagnostics"])
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is job)
+    asyncio.run(run())
