@@ -1,0 +1,48 @@
+"""CLI output a new user misread on third-party traces (the QA pass), each with its test.
+Expected values come from the raw JSON, never through tracetui's model."""
+from __future__ import annotations
+
+import gzip
+import json
+
+from tracetui.cli import main
+
+
+def _raw(path):
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+
+
+def test_summary_per_step_rows_show_whole_step_names(peer_dir, capsys):
+    """`ProfilerStep#1009` was cut to `ProfilerStep#100` in the per-step table (a 16-column
+    field), a different step's name, while the verdict line under it said #1009."""
+    path = peer_dir / "distributed_info_unavailable_distributed_info_not_found.json.gz"
+    steps = [e["name"] for e in _raw(path)["traceEvents"]
+             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert steps and max(map(len, steps)) > 16
+    assert main(["summary", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("step ") and "window" in ln)
+    rows = lines[head + 1: head + 1 + len(steps)]
+    assert [r.split()[0] for r in rows] == steps
+    # the header's "window" ends where the rows' window figure ends
+    assert lines[head].index("window") + len("window") == rows[0].index(rows[0].split()[1]) + len(rows[0].split()[1])
+
+
+def test_summary_table_headers_sit_over_their_columns(peer_dir, capsys):
+    """`count   total µs    mean µs` sat 40 columns left of the figures in the kernel table."""
+    path = peer_dir / "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    ev = [e for e in _raw(path)["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    memcpy = [e for e in ev if e["name"].startswith("Memcpy HtoD")]
+    assert main(["summary", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(ln for ln in lines if "top kernels by device time" in ln)
+    row = next(ln for ln in lines[lines.index(head):] if ln.strip().startswith("Memcpy HtoD"))
+    count, total = row.split()[-3], row.split()[-2]
+    assert int(count) == len(memcpy) and abs(float(total) - sum(e["dur"] for e in memcpy)) < 0.1
+    for word, cell in (("count", count), ("total µs", total)):
+        assert head.index(word) + len(word) == row.rindex(cell) + len(cell) or (
+            word == "count" and head.index(word) + len(word) == row.index(" " + cell + " ") + 1 + len(cell))
+    ops = next(ln for ln in lines if ln.strip().startswith("top ops"))
+    prof = next(ln for ln in lines[lines.index(ops):] if ln.strip().startswith("ProfilerStep*"))
+    assert ops.index("count") + len("count") == prof.index(" " + prof.split()[1] + " ") + 1 + len(prof.split()[1])
