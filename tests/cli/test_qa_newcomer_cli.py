@@ -46,3 +46,25 @@ def test_summary_table_headers_sit_over_their_columns(peer_dir, capsys):
     ops = next(ln for ln in lines if ln.strip().startswith("top ops"))
     prof = next(ln for ln in lines[lines.index(ops):] if ln.strip().startswith("ProfilerStep*"))
     assert ops.index("count") + len("count") == prof.index(" " + prof.split()[1] + " ") + 1 + len(prof.split()[1])
+
+
+def test_diff_files_a_same_name_kernel_that_got_slower_as_timing_not_implementation(peer_dir, capsys):
+    """HTA's control/test pair: ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t, in both traces,
+    paired with itself and slower in B, was listed under "GEMM/attention implementation" (the
+    same work run by *another* kernel). A kernel paired with one of its own name is a timing
+    change; "implementation" keeps only pairs whose names differ (or that absorbed others)."""
+    a, b = peer_dir / "trace_diff_control_control.json.gz", peer_dir / "trace_diff_test_test.json.gz"
+    names = [{e["name"] for e in _raw(p)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"} for p in (a, b)]
+    nccl = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"  # written with "(ncclWorkElem)", shown without
+    assert nccl + "(ncclWorkElem)" in names[0] and nccl + "(ncclWorkElem)" in names[1]
+    assert main(["diff", str(a), str(b), "--json", "--top", "0"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    rows = d["kernels"]
+    for c in d["changes"]:
+        if c["kind"] != "implementation":
+            continue
+        for i in c["rows"]:
+            r = rows[i]
+            assert r["replaces"] or (r["a_name"] or r["name"]) != r["name"], (c["title"], r["name"])
+    same = [c for c in d["changes"] if c["title"] == nccl and c["kind"] in ("implementation", "timing")]
+    assert same and all(c["kind"] == "timing" for c in same)
