@@ -68,3 +68,21 @@ def test_diff_files_a_same_name_kernel_that_got_slower_as_timing_not_implementat
             assert r["replaces"] or (r["a_name"] or r["name"]) != r["name"], (c["title"], r["name"])
     same = [c for c in d["changes"] if c["title"] == nccl and c["kind"] in ("implementation", "timing")]
     assert same and all(c["kind"] == "timing" for c in same)
+
+
+def test_diff_calls_a_gpu_trace_without_device_properties_gpu_not_cpu(peer_dir, capsys):
+    """HTA's call_stack_backward_thread.json ran a cutlass GEMM on the GPU but has no
+    deviceProperties: the diff's header called it "CPU" and its kernel time "compute (CPU ops)"."""
+    a = peer_dir / "call_stack_backward_thread.json"
+    b = peer_dir / "cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+    ra, rb = _raw(a), _raw(b)
+    gpu_a = [e for e in ra["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    assert gpu_a and "deviceProperties" not in ra
+    assert not any(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") for e in rb["traceEvents"])
+    assert main(["diff", str(a), str(b), "--text"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("(GPU (name not recorded), 1 step)") and out[1].endswith("(CPU, 1 step)")
+    assert out[2].startswith(f"per step: device {sum(e['dur'] for e in gpu_a):,.1f} → 0.0 µs")
+    assert main(["diff", str(a), str(b), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["a"]["gpu"], d["b"]["gpu"]) == (True, False)
