@@ -90,3 +90,26 @@ def test_job_view_D_lists_the_diagnostics_its_header_counts(peer_dir, tmp_path):
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is job)
     asyncio.run(run())
+
+
+def test_stacked_aligned_list_at_80x24_shows_both_panes(peer_dir):
+    """Under 120 columns the aligned list stacks A over B; A's pane took the whole height and
+    B's (the side with the names of added kernels) was below the screen: on HTA's pair a page of
+    '+' rows with nothing in them. Each pane now gets half."""
+    from tracetui.ui.diff_view import DiffPane
+    from tests.ui.test_app import diff_screen
+
+    async def run():
+        pair = [peer_dir / "trace_diff_control_control.json.gz", peer_dir / "trace_diff_test_test.json.gz"]
+        app = TraceApp(pair, diff=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await diff_screen(pilot)
+            await pilot.press("l")
+            await pilot.pause()
+            panes = list(s.query(DiffPane))
+            assert len(panes) == 2 and s.query_one("#diffmain").has_class("stacked")
+            for p in panes:
+                r = p.region
+                assert r.height >= 5 and r.y + r.height <= 24, (p.side, r)
+            assert panes[0].region.y + panes[0].region.height <= panes[1].region.y
+    asyncio.run(run())
