@@ -113,3 +113,24 @@ def test_stacked_aligned_list_at_80x24_shows_both_panes(peer_dir):
                 assert r.height >= 5 and r.y + r.height <= 24, (p.side, r)
             assert panes[0].region.y + panes[0].region.height <= panes[1].region.y
     asyncio.run(run())
+
+
+def test_keys_typed_right_after_slash_never_reach_the_tree_bindings(tmp_path, monkeypatch):
+    """`/` then `E` in one burst (a paste, tmux send-keys, a fast typist) exported the subtree
+    to a Markdown file: the search box took focus at the next idle, so `E` was still the tree's.
+    The box now takes focus at once."""
+    from textual import events
+    from textual.widgets import Input
+
+    monkeypatch.chdir(tmp_path)
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            for key, ch in (("slash", "/"), ("E", "E"), ("e", "e"), ("x", "x")):
+                app.post_message(events.Key(key, ch))
+            await pilot.pause(0.3)
+            assert app.focused is s.query_one("#search", Input)
+            assert getattr(s, "last_export", None) is None and not list(tmp_path.iterdir())
+    asyncio.run(run())

@@ -393,7 +393,10 @@ class ExplorerScreen(Screen):
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
         box.add_class("visible")
-        box.focus()
+        # focus now, not at the next idle (Widget.focus): keys typed right after `/` (a paste,
+        # a script, a fast typist) went to the tree's bindings, `E` exporting the subtree
+        self.app.update_styles(box)
+        self.set_focus(box)
 
     def action_close_search(self) -> None:
         """Close the search box; without one open, go back to what opened this trace (the diff,
