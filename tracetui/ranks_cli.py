@@ -22,6 +22,8 @@ def add_parsers(sub, lo, fo=None) -> None:
 
 def run(args, load_opts: dict, CliError) -> int:
     from tracetui.ranks_report import print_ranks
+    if "-" in args.paths and not Path("-").exists():  # was "-: no such file"
+        raise CliError(f"-: {args.cmd} reads rank files (a folder, a glob, files), not stdin")
     if args.cmd == "index":
         from tracetui.model import index as ix
         try:

@@ -86,3 +86,24 @@ def test_diff_calls_a_gpu_trace_without_device_properties_gpu_not_cpu(peer_dir, 
     assert main(["diff", str(a), str(b), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert (d["a"]["gpu"], d["b"]["gpu"]) == (True, False)
+
+
+def test_ranks_on_stdin_says_why_not_no_such_file(peer_dir, capsys, monkeypatch):
+    """`cat rank.json | tracetui ranks -` said "-: no such file", after the README's "`-` in
+    place of a trace reads it from stdin"; `ranks` reads files, and now says so."""
+    import io
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO((peer_dir / "call_stack_backward_thread.json").read_bytes())))
+    assert main(["ranks", "-"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("tracetui: error: -: ") and "stdin" in err
+
+
+def test_ranks_of_a_trace_without_collectives_says_so(peer_dir, capsys):
+    """The job line read "collectives matched by ; clocks aligned ..." for a rank with none."""
+    path = peer_dir / "call_stack_backward_thread.json"
+    raw = _raw(path)
+    assert not any("nccl" in str(e.get("name", "")).lower() or "gloo" in str(e.get("name", "")).lower()
+                   for e in raw["traceEvents"])
+    assert main(["ranks", str(path)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "matched by ;" not in first and "no collectives" in first
