@@ -107,3 +107,16 @@ def test_ranks_of_a_trace_without_collectives_says_so(peer_dir, capsys):
     assert main(["ranks", str(path)]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert "matched by ;" not in first and "no collectives" in first
+
+
+def test_negative_top_and_depth_are_refused(peer_dir, capsys):
+    """`summary --top -5` listed the first op of six (a Python slice [:-5]) without a word."""
+    import pytest
+    path = peer_dir / "call_stack_backward_thread.json"
+    for argv in (["summary", "--top", "-5"], ["memory", "--top", "-1"], ["tree", "--depth", "-1"],
+                 ["ranks", "--top", "-2"], ["summary", "--top", "x"]):
+        with pytest.raises(SystemExit) as e:
+            main([*argv, str(path)])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and ("negative" in err or "whole number" in err)
