@@ -120,3 +120,20 @@ def test_negative_top_and_depth_are_refused(peer_dir, capsys):
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert "Traceback" not in err and ("negative" in err or "whole number" in err)
+
+
+def test_steps_regex_that_matches_nothing_says_so(peer_dir, capsys):
+    """`--steps nomatch` printed "0 step(s)" and the rule, with no word that the regex found
+    nothing (the per-step table just vanished)."""
+    import re
+    path = peer_dir / "call_stack_backward_thread.json"
+    names = {e.get("name") for e in _raw(path)["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert names and not any(re.search("nomatch", n) for n in names)
+    assert main(["summary", "--steps", "nomatch", str(path)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("steps:"))
+    assert "none matched" in line
+    hit = sorted(n for n in names if "backward" in n)[0]
+    assert main(["summary", "--steps", "backward", "--json", str(path)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["steps"] == 1 and "none matched" not in d["step_marker"]["description"]
+    assert [s["name"] for s in d["per_step"]] == [hit]
