@@ -134,3 +134,36 @@ def test_keys_typed_right_after_slash_never_reach_the_tree_bindings(tmp_path, mo
             assert app.focused is s.query_one("#search", Input)
             assert getattr(s, "last_export", None) is None and not list(tmp_path.iterdir())
     asyncio.run(run())
+
+
+def test_table_export_writes_plain_numbers_and_says_per_step(tmp_path, monkeypatch):
+    """The op table's CSV held display text ("18,374.0", quoted) and, after `t`, per-step
+    figures under the totals' headers ("count" = 5,154.60). Checked against the raw JSON:
+    cudaLaunchKernel's calls divided by the ProfilerSteps."""
+    import gzip
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    raw = json.loads(gzip.decompress((TRACES / "mlp_eager.json.gz").read_bytes()))["traceEvents"]
+    xs = [e for e in raw if e.get("ph") == "X"]
+    steps = sum(1 for e in xs if str(e.get("name", "")).startswith("ProfilerStep#"))
+    launches = sum(1 for e in xs if e.get("name") == "cudaLaunchKernel")
+    assert steps > 1 and launches
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(120, 30)) as pilot:
+            s = await explorer(pilot)
+            await pilot.press("3", "e")
+            await wait_for(pilot, lambda: getattr(s, "last_export", None) is not None)
+            rows = list(csv.DictReader(s.last_export.open(encoding="utf-8", newline="")))
+            row = next(r for r in rows if r["name"] == "cudaLaunchKernel")
+            assert int(row["count"]) == launches
+            assert all("," not in r["CPU total µs"] for r in rows)
+            first = s.last_export
+            await pilot.press("t", "e")
+            await wait_for(pilot, lambda: s.last_export != first)
+            rows = list(csv.DictReader(s.last_export.open(encoding="utf-8", newline="")))
+            row = next(r for r in rows if r["name"] == "cudaLaunchKernel")
+            assert abs(float(row["count/step"]) - launches / steps) < 1e-3
+    asyncio.run(run())

@@ -576,9 +576,18 @@ class ExplorerScreen(Screen):
         if view in ("kernels", "ops"):
             table = self.kernel_table if view == "kernels" else self.op_table
             cols = list(table.columns_shown)
-            rows = [[a.name if c == "name" else table.cell_text(i, c) for c in cols]
-                    for i, a in enumerate(table.rows_data)]
-            return f"{stem}-{view}", cols, rows
+            # plain numbers (no "18,374.0" for a spreadsheet to re-parse), headers saying /step
+            # in per-step mode as the table's own do
+            from .tables import PER_STEP_COLUMNS
+
+            def cell(i, a, c):
+                if c in ("name", "kind", "share %"):
+                    return a.name if c == "name" else table.cell_text(i, c)
+                v = float(table._value(a, c))
+                return int(v) if v.is_integer() else round(v, 3)
+            header = [c + "/step" if table.per_step and c in PER_STEP_COLUMNS else c for c in cols]
+            rows = [[cell(i, a, c) for c in cols] for i, a in enumerate(table.rows_data)]
+            return f"{stem}-{view}", header, rows
         if view == "timeline":
             tl = self.timeline
             if tl.summary is not None:
