@@ -167,3 +167,36 @@ def test_table_export_writes_plain_numbers_and_says_per_step(tmp_path, monkeypat
             row = next(r for r in rows if r["name"] == "cudaLaunchKernel")
             assert abs(float(row["count/step"]) - launches / steps) < 1e-3
     asyncio.run(run())
+
+
+def test_range_export_writes_times_in_one_unit(tmp_path, monkeypatch):
+    """The marked range's CSV wrote its time column as display text in mixed units ("120.0µs",
+    "0ns", "1.2ms"); it now writes µs as numbers. Busy time per stream checked against the raw
+    kernels (synthetic trace of tests/ui/synth.py)."""
+    from tests.ui.synth import S_FWD, make
+    from tests.ui.test_timeline import _event, _ns, _timeline
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "synth.json"
+    raw = make(path)["traceEvents"]
+
+    async def run():
+        app = TraceApp([path])
+        async with app.run_test(size=(120, 40)) as pilot:
+            s = await explorer(pilot)
+            tl = await _timeline(pilot, s)
+            await pilot.press("down", "down", "m", "right", "right", "m")
+            await pilot.pause()
+            lo, hi = tl.range
+            await pilot.press("e")
+            await wait_for(pilot, lambda: getattr(s, "last_export", None) is not None)
+            rows = list(csv.DictReader(s.last_export.open(encoding="utf-8", newline="")))
+            busy = set()
+            for e in raw:
+                if e.get("cat") == "kernel" and e["args"]["stream"] == S_FWD:
+                    p, q = _ns(e)
+                    busy.update(range(max(p, lo), min(q, hi)))
+            row = next(r for r in rows if r["what"] == "busy" and r["name"].endswith(f"stream {S_FWD}"))
+            assert abs(float(row["time µs"]) - len(busy) / 1e3) < 1e-3
+            assert all(float(r["time µs"]) >= 0 for r in rows)
+    asyncio.run(run())

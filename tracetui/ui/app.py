@@ -592,7 +592,8 @@ class ExplorerScreen(Screen):
             tl = self.timeline
             if tl.summary is not None:
                 from .timeline import range_rows
-                return f"{stem}-range", list(RangeTable.COLUMNS), [list(r) for r in range_rows(tl.summary, str)]
+                header = [c if c != "time" else "time µs" for c in RangeTable.COLUMNS]  # one unit, plain numbers
+                return f"{stem}-range", header, [list(r) for r in range_rows(tl.summary, str, lambda ns: round(ns / 1e3, 3))]
             lane = tl.lanes[tl.cur.lane]
             vis = (lane.ends > tl.lo) & (lane.starts < tl.hi)
             rows = [[lane.label, lane.name(tr, i), int(lane.starts[i]) - tl.full[0], int(lane.ends[i] - lane.starts[i])]
