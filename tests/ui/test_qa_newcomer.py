@@ -200,3 +200,28 @@ def test_range_export_writes_times_in_one_unit(tmp_path, monkeypatch):
             assert abs(float(row["time µs"]) - len(busy) / 1e3) < 1e-3
             assert all(float(r["time µs"]) >= 0 for r in rows)
     asyncio.run(run())
+
+
+def test_a_job_that_fails_to_load_exits_2_with_the_whole_error(tmp_path):
+    """A folder of ranks with a truncated rank file: the job view showed the error cut at the
+    box's edge ("trace ends before its first compl") and q exited 0; the explorer's loader and
+    `tracetui ranks` exit 2 on the same input."""
+    from tracetui.ui.job_view import JobScreen
+
+    for r in (0, 1):
+        (tmp_path / f"job_rank-{r}.json").write_text(
+            '{"distributedInfo": {"rank": %d, "world_size": 2, "backend": "nccl"}, "traceEvents": [' % r)
+
+    async def run():
+        app = TraceApp([tmp_path], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, JobScreen) and app.failure is not None)
+            await pilot.pause()
+            stage = app.screen.query_one("#job-stage")
+            text = str(stage.render())
+            assert "truncated" in app.failure and app.failure.split(": ", 1)[1] in "".join(text.split("\n"))
+            assert stage.region.width > 0 and stage.region.height >= 2  # wrapped, not cut
+            await pilot.press("q")
+        return app
+    app = asyncio.run(run())
+    assert app.return_code == 2

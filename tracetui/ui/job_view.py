@@ -149,6 +149,8 @@ class JobScreen(Screen):
         self.query_one("#job-stage", Label).update(f"{done} of {total} ranks loaded")
 
     def _failed(self, msg: str) -> None:
+        if not self.app.traces:  # the job it was started on: quitting exits 2, as `tracetui ranks` does
+            self.app.failure = msg
         self.query_one("#job-stage", Label).update(Text(visible(msg), style="bold red"))
         self.app.notify(visible(msg), severity="error", timeout=10, markup=False)
 
