@@ -225,3 +225,22 @@ def test_a_job_that_fails_to_load_exits_2_with_the_whole_error(tmp_path):
         return app
     app = asyncio.run(run())
     assert app.return_code == 2
+
+
+def test_a_cpu_only_step_says_cpu_only_not_gpu_idle(peer_dir):
+    """HTA's CPU-only rank (gloo, no GPU activity in the file): the step's detail pane said
+    "GPU busy - (0%), GPU idle 210.1ms (100%): host wait 210.1ms", of a GPU that is not there."""
+    import gzip
+    import json
+
+    from tracetui.model import load_trace
+    from tracetui.ui.details import describe
+
+    path = peer_dir / "cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    assert not any(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime") for e in raw)
+    step = next(e for e in raw if str(e.get("name", "")).startswith("ProfilerStep#"))
+    t = load_trace(path)
+    text = describe(t, t.steps[0]).plain
+    assert "GPU idle" not in text and "host wait" not in text and "none in this trace (CPU only)" in text
+    assert f"{step['dur'] / 1e3:.1f}ms" in text  # the window is the step's host interval
