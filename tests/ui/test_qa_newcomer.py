@@ -244,3 +244,18 @@ def test_a_cpu_only_step_says_cpu_only_not_gpu_idle(peer_dir):
     text = describe(t, t.steps[0]).plain
     assert "GPU idle" not in text and "host wait" not in text and "none in this trace (CPU only)" in text
     assert f"{step['dur'] / 1e3:.1f}ms" in text  # the window is the step's host interval
+
+
+def test_help_names_every_job_view_key():
+    """`?` in the job view showed only the explorer's keys: m, Enter and D were nowhere."""
+    from pathlib import Path
+
+    import tracetui.ui as ui
+    from tracetui.ui.job_view import JobScreen
+
+    help_md = (Path(ui.__file__).parent / "help.md").read_text(encoding="utf-8")
+    job = help_md[help_md.index("For a job"):]
+    keys = {"enter": "`Enter`"}
+    for b in JobScreen.BINDINGS:
+        if b.show:
+            assert keys.get(b.key, f"`{b.key}`") in job, b.key
