@@ -30,6 +30,17 @@ def bundled_default() -> list[Path]:
     return [p for p in (BUNDLED / f"{n}.json.gz" for n in BUNDLED_LADDER) if p.exists()]
 
 
+def count(text: str) -> int:
+    """An argparse type: an int >= 0 (``--top -5`` printed the first rows but the last five)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative: 0 or more")
+    return n
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tracetui", description="Read PyTorch profiler traces in the terminal.")
     sub = p.add_subparsers(dest="cmd")
@@ -51,21 +62,21 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("summary", parents=[lo, fo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
     s.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     s.add_argument("--json", action="store_true", help="same as --format json")
-    s.add_argument("--top", type=int, default=15, help="rows in the op and kernel tables")
+    s.add_argument("--top", type=count, default=15, help="rows in the op and kernel tables (0: all)")
     t = sub.add_parser("tree", parents=[lo, fo], help="the hierarchy as indented text")
     t.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
-    t.add_argument("--depth", type=int, default=None)
+    t.add_argument("--depth", type=count, default=None, help="levels shown under the root (or under the matches)")
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true", help="same as --format json")
     t.add_argument("--python", action="store_true", help="show Python frames (hidden, as in the app; --depth counts what is shown)")
     m = sub.add_parser("memory", parents=[lo, fo], help="profile_memory: peaks per device and step, what held them, per-op table")
     m.add_argument("trace", type=Path)
     m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
-    m.add_argument("--top", type=int, default=10, help="rows per table (0: all)")
+    m.add_argument("--top", type=count, default=10, help="rows per table (0: all)")
     d = sub.add_parser("diff", parents=[lo, fo], help="align two traces and report what changed and what fusion "
                                                    "removed; three or more: a ladder (A → B → C …)")
     d.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="two traces, or a series of them")
-    d.add_argument("--top", type=int, default=10, help="changes shown per kind (0: all); a ladder's per neighbour: 3")
+    d.add_argument("--top", type=count, default=10, help="changes shown per kind (0: all); a ladder's per neighbour: 3")
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")

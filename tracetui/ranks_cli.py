@@ -9,7 +9,8 @@ def add_parsers(sub, lo, fo=None) -> None:
                                                    "clock offsets, waits, stragglers, per-step figures")
     r.add_argument("paths", nargs="+", help="rank files, a folder of them, a glob, or an index (tracetui index)")
     r.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
-    r.add_argument("--top", type=int, default=10, help="collectives listed in the text report (0: all)")
+    from tracetui.cli import count
+    r.add_argument("--top", type=count, default=10, help="collectives listed in the text report (0: all)")
     r.add_argument("--workers", type=int, default=None, help="processes loading ranks (default: one per core)")
     i = sub.add_parser("index", parents=[lo], help="write each rank's tables as Parquet (needs tracetui[dist])")
     i.add_argument("paths", nargs="+", help="rank files, a folder of them, or a glob")
@@ -22,6 +23,8 @@ def add_parsers(sub, lo, fo=None) -> None:
 
 def run(args, load_opts: dict, CliError) -> int:
     from tracetui.ranks_report import print_ranks
+    if "-" in args.paths and not Path("-").exists():  # was "-: no such file"
+        raise CliError(f"-: {args.cmd} reads rank files (a folder, a glob, files), not stdin")
     if args.cmd == "index":
         from tracetui.model import index as ix
         try:

@@ -43,7 +43,8 @@ def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
         sys.stdout.buffer.write(json_safe(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)) + b"\n")
         return
     _out(f"job: {doc['ranks']} rank(s) of world size {doc['world_size'] if doc['world_size'] else 'unknown'}; "
-         f"collectives matched by " + ", ".join(f"{g}: {m}" for g, m in doc["matched_by"].items())
+         + ("collectives matched by " + ", ".join(f"{g}: {m}" for g, m in doc["matched_by"].items())
+            if doc["matched_by"] else "no collectives")
          + f"; clocks aligned to rank {doc['reference_rank']}")
     s = doc["straggler"]
     _out(("likely straggler: rank " + str(s["rank"]) if s["rank"] is not None else "no clear straggler")

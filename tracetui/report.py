@@ -134,10 +134,11 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     _out(f"  CPU self time: {d['self_time_rule']['label']} — {d['self_time_rule']['reason']}")
     if d["per_step"]:
         _out("\nper step (window: host start → end of its last GPU work; all threads and streams; µs)")
-        _out("  step             window     busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
+        w = max(16, *(len(visible(s["name"])) for s in d["per_step"]))  # a step's name is never cut
+        _out(f"  {'step':{w}s} {'window':>9s}      busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
         for s in d["per_step"]:
             sp = s["idle_split_us"]
-            _out(f"  {visible(s['name'])[:16]:16s} {s['window_us']:9.1f} {s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} "
+            _out(f"  {visible(s['name']):{w}s} {s['window_us']:9.1f} {s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} "
                  f"{s['gpu_idle_us']:9.1f} ({sp['host_wait']:.1f}/{sp['kernel_wait']:.1f}/{sp['other']:.1f})"
                  f" {s['launch_cpu_us']:11.1f} {s['sync_cpu_us']:9.1f} {s['kernels']:7d}  {s['verdict']}")
         s = d["per_step"][0]
@@ -159,10 +160,10 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
         _out("\nkernel classes: " + ", ".join(f"{c} {v['count']}× {v['total_us']:.1f} µs"
                                               for c, v in sorted(d["kernel_classes"].items(), key=lambda x: -x[1]["total_us"])))
     if d["kernels"]:
-        _out("\ntop kernels by device time        count   total µs    mean µs")
+        _out(f"\n{'top kernels by device time':72s} {'count':>6s} {'total µs':>10s} {'mean µs':>10s}")
         for k in d["kernels"]:
             _out(f"  {visible(_short(k['name']))[:70]:70s} {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}")
-    _out("\ntop ops                                     count  CPU total µs  CPU self µs  device µs")
+    _out(f"\n{'top ops':44s} {'count':>6s} {'CPU total µs':>13s} {'CPU self µs':>12s} {'device µs':>10s}")
     for o in d["ops"]:
         _out(f"  {visible(o['name'])[:42]:42s} {o['count']:6d} {o['cpu_total_us']:13.1f} {o['cpu_self_us']:12.1f} {o['device_total_us']:10.1f}")
     diag = diagnostic_lines(d["diagnostics"])
@@ -350,8 +351,9 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
             emit_report(out, fmt, table=table, first="kernels", title="tracetui diff")
         return
     a, b = j["a"], j["b"]
-    emit(f"A: {visible(a['file'])}  ({a['device'] or 'CPU'}, {a['steps']} steps)")
-    emit(f"B: {visible(b['file'])}  ({b['device'] or 'CPU'}, {b['steps']} steps)")
+    for side, x in (("A", a), ("B", b)):  # a GPU trace may lack deviceProperties: not "CPU" then
+        dev = x["device"] or ("GPU (name not recorded)" if x.get("gpu") else "CPU")
+        emit(f"{side}: {visible(x['file'])}  ({visible(dev)}, {x['steps']} step{'s' if x['steps'] != 1 else ''})")
     for line in diff_header(j):
         emit(line)
     for line in change_lines(j["changes"], top):
@@ -404,7 +406,7 @@ def diff_header(j: dict) -> list[str]:
     alike = ""
     if a["steps_alike"] < a["steps"] or b["steps_alike"] < b["steps"]:
         alike = f" (steps alike: A {a['steps_alike']}/{a['steps']}, B {b['steps_alike']}/{b['steps']})"
-    dev = "device" if a["device"] or b["device"] else "compute (CPU ops)"
+    dev = "device" if a["device"] or b["device"] or a.get("gpu") or b.get("gpu") else "compute (CPU ops)"
     out = [f"per step{alike}: {dev} {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} µs "
            f"({t['device_delta_us']:+,.1f}; rows sum to {t['rows_delta_us']:+,.1f}), "
            f"kernels {t['kernels_a']} → {t['kernels_b']} (launches saved {t['launches_saved']}), "

@@ -60,6 +60,8 @@ def _kind(r: Row) -> str | None:
         return r.status
     if r.status == "changed":
         klass = (r.b or r.a).klass
+        if not r.replaces and r.a and r.b and r.a.name == r.b.name:
+            return "timing"  # the same kernel, slower or faster: no other implementation
         if r.replaces or klass in ANCHOR_CLASSES or (r.a and r.a.klass in ANCHOR_CLASSES):
             return "implementation"
         return "timing"

@@ -253,7 +253,7 @@ def _side(t: Trace) -> dict:
     cpu = float(sum(t.tree.dur[s] for s in t.steps) / steps / 1e3) if t.steps else 0.0
     mem = _mem_per_step(t)
     launches, launch_ns = _launches_per_step(t)
-    out = {"file": str(t.path), "device": t.device_name, "steps": t.n_steps,
+    out = {"file": str(t.path), "device": t.device_name, "gpu": t.has_gpu, "steps": t.n_steps,
            "steps_alike": getattr(t, "_diff_alike", 1),
            "kernels_per_step": len(items), "device_us_per_step": sum(i.dur_ns for i in items) / 1e3,
            "memcpy_memset_per_step": mem[0], "memcpy_memset_us_per_step": mem[1] / 1e3,

@@ -79,7 +79,8 @@ def choose_steps(store: EventStore, pattern: str | None = None) -> StepChoice:
         hit_names = np.array([bool(rx.search(n)) for n in store.names], dtype=bool)
         hits = ann[hit_names[store.name_id[ann]]] if ann.size else ann
         kind[hits] = K["step"]
-        return StepChoice("--steps", f"annotations matching /{pattern}/ (--steps)", int(hits.size), f"/{pattern}/")
+        none = "" if hits.size else ": none matched, so no steps (it matches user annotations' names)"
+        return StepChoice("--steps", f"annotations matching /{pattern}/ (--steps){none}", int(hits.size), f"/{pattern}/")
     if marked.size:
         return StepChoice("ProfilerStep", "ProfilerStep#N (torch.profiler's prof.step())", int(marked.size),
                           "ProfilerStep")

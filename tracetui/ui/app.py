@@ -393,7 +393,10 @@ class ExplorerScreen(Screen):
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
         box.add_class("visible")
-        box.focus()
+        # focus now, not at the next idle (Widget.focus): keys typed right after `/` (a paste,
+        # a script, a fast typist) went to the tree's bindings, `E` exporting the subtree
+        self.app.update_styles(box)
+        self.set_focus(box)
 
     def action_close_search(self) -> None:
         """Close the search box; without one open, go back to what opened this trace (the diff,
@@ -563,7 +566,7 @@ class ExplorerScreen(Screen):
             self.notify("nothing selected to copy", severity="warning")
             return
         self.app.copy_to_clipboard(name)
-        self.notify(Text(f"copied: {visible(name)[:80]}"), timeout=3)
+        self.notify(f"copied: {visible(name)[:80]}", timeout=3, markup=False)
 
     def export_table(self) -> tuple[str, list[str], list[list]]:
         """(file stem, header, rows) of what the view shows: the selection's subtree in the tree,
@@ -573,14 +576,24 @@ class ExplorerScreen(Screen):
         if view in ("kernels", "ops"):
             table = self.kernel_table if view == "kernels" else self.op_table
             cols = list(table.columns_shown)
-            rows = [[a.name if c == "name" else table.cell_text(i, c) for c in cols]
-                    for i, a in enumerate(table.rows_data)]
-            return f"{stem}-{view}", cols, rows
+            # plain numbers (no "18,374.0" for a spreadsheet to re-parse), headers saying /step
+            # in per-step mode as the table's own do
+            from .tables import PER_STEP_COLUMNS
+
+            def cell(i, a, c):
+                if c in ("name", "kind", "share %"):
+                    return a.name if c == "name" else table.cell_text(i, c)
+                v = float(table._value(a, c))
+                return int(v) if v.is_integer() else round(v, 3)
+            header = [c + "/step" if table.per_step and c in PER_STEP_COLUMNS else c for c in cols]
+            rows = [[cell(i, a, c) for c in cols] for i, a in enumerate(table.rows_data)]
+            return f"{stem}-{view}", header, rows
         if view == "timeline":
             tl = self.timeline
             if tl.summary is not None:
                 from .timeline import range_rows
-                return f"{stem}-range", list(RangeTable.COLUMNS), [list(r) for r in range_rows(tl.summary, str)]
+                header = [c if c != "time" else "time µs" for c in RangeTable.COLUMNS]  # one unit, plain numbers
+                return f"{stem}-range", header, [list(r) for r in range_rows(tl.summary, str, lambda ns: round(ns / 1e3, 3))]
             lane = tl.lanes[tl.cur.lane]
             vis = (lane.ends > tl.lo) & (lane.starts < tl.hi)
             rows = [[lane.label, lane.name(tr, i), int(lane.starts[i]) - tl.full[0], int(lane.ends[i] - lane.starts[i])]
@@ -606,10 +619,11 @@ class ExplorerScreen(Screen):
         try:
             path = write(Path.cwd(), stem, fmt, header, rows)
         except OSError as e:
-            self.notify(Text(f"export failed: {visible(str(e))}"), severity="error")
+            self.notify(f"export failed: {visible(str(e))}", severity="error", markup=False)
             return
         self.last_export = path
-        self.notify(Text(f"{len(rows):,} rows written to {visible(str(path))}"), title="exported", timeout=8)
+        self.notify(f"{len(rows):,} rows written to {visible(str(path))}", title="exported", timeout=8,
+                    markup=False)
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:

@@ -238,6 +238,11 @@ def _step_section(tr, node: int, t: Text) -> None:
     pct = lambda ns: f"{100 * ns / win:.0f}%"  # noqa: E731
     t.append("step window (all threads and streams)\n", style="bold")
     _line(t, "window", f"{fmt_us(b['window_ns'])} (host {fmt_us(b['cpu_ns'])}, {b['threads']} thread{'s' if b['threads'] != 1 else ''})")
+    if not tr.has_gpu:  # a CPU-only trace: no "GPU idle 100%: host wait" for a GPU that is not there
+        _line(t, "GPU", "none in this trace (CPU only)")
+        _line(t, "verdict", b["verdict"], "bold yellow")
+        t.append("\n")
+        return
     _line(t, "GPU busy", f"{fmt_us(b['busy_ns'])} ({pct(b['busy_ns'])}), {b['kernels']} kernels")
     if b["other_steps_ns"]:
         _line(t, "other steps", f"{fmt_us(b['other_steps_ns'])} ({pct(b['other_steps_ns'])}): the GPU was behind")

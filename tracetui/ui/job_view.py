@@ -10,8 +10,8 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import Screen
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Label, ProgressBar, Static
 from textual.worker import get_current_worker
 
@@ -44,6 +44,28 @@ def heat(frac: float) -> Style:
     return Style(bgcolor=f"rgb({min(r, 255)},{g},60)", color="black")
 
 
+class JobDiagnosticsScreen(ModalScreen):
+    """The job's diagnostics (``ranks`` text's last section): files left out, ranks missing,
+    collectives the ranks disagree on. The header counts them; ``D`` shows them."""
+
+    BINDINGS = [Binding("escape,q,D", "app.pop_screen", "Close")]
+    DEFAULT_CSS = """
+    JobDiagnosticsScreen { align: center middle; }
+    #job-diag-box { width: 90%; height: 80%; border: round $warning; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, lines: list[str]):
+        super().__init__()
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="job-diag-box"):
+            t = Text(f"{len(self.lines)} diagnostics (Esc: back)\n", style="bold")
+            for line in self.lines:
+                t.append(f"• {visible(line)}\n")
+            yield Static(t, id="job-diag-text")
+
+
 class JobScreen(Screen):
     """Rank × step heatmap over the job's ``ranks`` document; Enter opens the rank in the explorer."""
 
@@ -51,6 +73,7 @@ class JobScreen(Screen):
     BINDINGS = [
         Binding("m", "metric", "Metric"),
         Binding("enter", "open_rank", "Open rank"),
+        Binding("D", "diagnostics", "Diagnostics"),
         Binding("escape", "cancel", "Cancel loading", show=False),
     ]
 
@@ -126,8 +149,10 @@ class JobScreen(Screen):
         self.query_one("#job-stage", Label).update(f"{done} of {total} ranks loaded")
 
     def _failed(self, msg: str) -> None:
+        if not self.app.traces:  # the job it was started on: quitting exits 2, as `tracetui ranks` does
+            self.app.failure = msg
         self.query_one("#job-stage", Label).update(Text(visible(msg), style="bold red"))
-        self.app.notify(visible(msg), severity="error", timeout=10)
+        self.app.notify(visible(msg), severity="error", timeout=10, markup=False)
 
     def action_cancel(self) -> None:
         if self.doc is None:
@@ -153,7 +178,7 @@ class JobScreen(Screen):
         t.append(f"straggler: rank {s['rank']}" if s["rank"] is not None else "no clear straggler",
                  style="bold red" if s["rank"] is not None else "bold")
         if d["diagnostics"]:
-            t.append(f" · {len(d['diagnostics'])} diagnostics", style="yellow")
+            t.append(f" · {len(d['diagnostics'])} diagnostics (D)", style="yellow")
         t.append("\n" + METRICS[self.metric][1] + " by rank × step (m: metric, Enter: open rank)", style="cyan")
         self.query_one("#job-head", Static).update(t)
 
@@ -242,6 +267,10 @@ class JobScreen(Screen):
         self._head()
         self._fill()
 
+    def action_diagnostics(self) -> None:
+        if self.doc is not None:
+            self.app.push_screen(JobDiagnosticsScreen(list(self.doc["diagnostics"])))
+
     def action_open_rank(self) -> None:
         """The selected rank in the explorer, at the selected step; Esc there comes back here."""
         if self.doc is None:
@@ -265,4 +294,5 @@ class JobScreen(Screen):
     def system_commands(self):
         """For the command palette: (title, help, callback)."""
         return [("Cycle heatmap metric", "step time / exposed comm / wait / comm (m)", self.action_metric),
-                ("Open rank in the explorer", "the selected rank at the selected step (Enter)", self.action_open_rank)]
+                ("Open rank in the explorer", "the selected rank at the selected step (Enter)", self.action_open_rank),
+                ("Job diagnostics", "files left out, ranks missing, collectives that disagree (D)", self.action_diagnostics)]

@@ -581,8 +581,9 @@ def _cut(name: str) -> str:
     return name if len(name) <= NAME_W else name[:NAME_W - 1] + "…"
 
 
-def range_rows(summary: dict, cut=_cut) -> list[tuple[str, str, str, str, str]]:
-    """The range summary as table rows: (what, name, count, time, % of the range)."""
+def range_rows(summary: dict, cut=_cut, fmt_time=fmt_time) -> list[tuple[str, str, str, str, str]]:
+    """The range summary as table rows: (what, name, count, time, % of the range); ``fmt_time``
+    writes a time in ns (the export writes µs as plain numbers)."""
     win = max(summary["window_ns"], 1)
     rows = []
     for st in summary["streams"]:
