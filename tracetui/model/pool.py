@@ -78,14 +78,34 @@ def run_map(fn, tasks: list, workers: int | None = None, progress=None, start_me
 
 
 def _end(ex: ProcessPoolExecutor) -> None:
-    """Stop a pool now: queued tasks dropped, running ones' processes terminated."""
+    """Stop a pool now: queued tasks dropped, running ones' processes terminated.
+
+    A worker killed while writing its result leaves half a message in the result pipe, and the
+    executor's manager thread blocks reading the rest: the pipe never reaches end-of-file while
+    this process holds its write end, and interpreter exit joins that thread (a hang in ~1 run
+    in 4 of an error mid-map). So once the workers are gone, the write end is closed too: the
+    read ends, the manager sees a broken pool and exits.
+    """
     procs = list((getattr(ex, "_processes", None) or {}).values())
+    manager = getattr(ex, "_executor_manager_thread", None)
+    writer = getattr(getattr(ex, "_result_queue", None), "_writer", None)  # shutdown drops the queue
     ex.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         if p.is_alive():
             p.terminate()
     for p in procs:
         p.join(timeout=1)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=1)
+    if writer is not None and manager is not None and manager.is_alive():
+        manager.join(timeout=0.2)  # a manager not stuck mid-message ends by itself
+        if manager.is_alive():
+            try:
+                writer.close()
+            except OSError:
+                pass
+            manager.join(timeout=2)
 
 
 def map_ranks(job, workers: int | None = None, load_opts: dict | None = None, progress=None) -> list[dict]:
