@@ -154,6 +154,11 @@ def test_job_diagnostics_name_what_was_left_out(gen_job, tmp_path, capsys):
     assert "1 of 6 ranks missing: 3" in diags
     assert "copy_of_two.pt.trace.json: duplicate of rank 2" in diags or "gen_rank-2.pt.trace.json: duplicate of rank 2" in diags
     assert "other_job_rank-1.pt.trace.json: from another job" in diags
+    other_info, job_info = raw(other["files"][1])["distributedInfo"], raw(files[0])["distributedInfo"]
+    line = next(ln for ln in out["diagnostics"] if ln.startswith("other_job_rank-1"))
+    assert f"(world size {other_info['world_size']}, backend {other_info['backend']}" in line
+    assert f"the job's: world size {job_info['world_size']}, backend {job_info['backend']}" in line
+    assert "None" not in line
     assert "mystery.pt.trace.json: no distributedInfo and no rank in its name" in diags
     assert [p["rank"] for p in out["per_rank"]] == [0, 1, 2, 4, 5]
 

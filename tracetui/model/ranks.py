@@ -204,6 +204,13 @@ def _spans(nums: list[int]) -> str:
     return ", ".join(out)
 
 
+def _job_desc(key: tuple) -> str:
+    """A job key in words: world size, backend, process groups ("not recorded" where absent)."""
+    world, backend, pgs = key
+    out = f"world size {world if world is not None else 'not recorded'}, backend {backend or 'not recorded'}"
+    return out + (f", {len(pgs)} process group(s)" if pgs else "")
+
+
 def place_ranks(files: list[RankFile]) -> Job:
     """Choose the job's ranks among ``files`` and name every file left out and every rank missing."""
     diags: list[str] = []
@@ -221,8 +228,8 @@ def place_ranks(files: list[RankFile]) -> Job:
     chosen: dict[int, RankFile] = {}
     for f in sorted(placed, key=lambda f: (f.rank, str(f.path))):
         if main_key is not None and f.rank_from == "distributedInfo" and f.job_key != main_key:
-            diags.append(f"{f.path.name}: from another job (world size {f.world}, backend {f.backend}, "
-                         f"not {main_key[0]}, {main_key[1]}): left out")
+            diags.append(f"{f.path.name}: from another job ({_job_desc(f.job_key)}; the job's: "
+                         f"{_job_desc(main_key)}): left out")
             continue
         if f.rank in chosen:
             diags.append(f"{f.path.name}: duplicate of rank {f.rank} ({chosen[f.rank].path.name}): left out")
