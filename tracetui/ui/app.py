@@ -248,6 +248,10 @@ class ExplorerScreen(Screen):
                 self.app.call_from_thread(self._args_ready)
             except RuntimeError:  # the app closed meanwhile
                 pass
+            if len(self.trace.store.memory):  # every page of the memory view, so that no key computes one
+                worker = get_current_worker()
+                self.memory_view.prepare(getattr(self, "current", 0), lambda: worker.is_cancelled)
+                keep_out_of_gc()
         self.timeline.prepare()  # its lanes: ~0.2 s on 270k events, before `4` asks
 
     def _args_ready(self) -> None:
@@ -333,8 +337,8 @@ class ExplorerScreen(Screen):
             self._show_view("tree")
             self.tree.reveal(int(node))
             self.show_if_new(int(node))  # moving the cursor usually showed it already
-            if focus:
-                self.tree.focus()
+            if focus:  # now, not after this frame (tree.focus() would restyle it in a second one)
+                self.set_focus(self.tree)
 
     def action_diagnostics(self) -> None:
         """The root row: its detail pane spells out the status line's diagnostics and repairs,

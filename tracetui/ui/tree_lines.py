@@ -75,6 +75,15 @@ class FastTreeLines:
     def watch_virtual_size(self, size: Size) -> None:
         self._scroll_update(size)
 
+    _resized_to: Size | None = None
+
+    def _on_resize(self, event) -> None:
+        """Tree._on_resize drops every line; a tree shown again at its size (back from another
+        view, Enter in the memory view) keeps them, which saves that key a second frame."""
+        if event.size == self._resized_to:
+            event.prevent_default()  # not Tree._on_resize
+        self._resized_to = event.size
+
     def _invalidate(self) -> None:
         self._clear_line_cache()
         self._updates += 1
