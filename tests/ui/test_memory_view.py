@@ -315,3 +315,50 @@ def test_memory_key_before_the_model(monkeypatch):
             assert "peak" in str(view.query_one("#mem-head").render())
             assert view._peak.live.size == len(live)
     asyncio.run(run())
+
+
+def test_first_layout_off_screen(monkeypatch):
+    """Once its pages are built, the hidden view is laid out once below the screen's edge (the
+    tree stays what is shown), then put back; the first 5 then shows it in the place and with
+    the figures of any later 5."""
+    from tracetui.ui.memory_view import MemoryView
+
+    seen = []  # (box region on screen, its size, view shown) at each round of the off-screen layout
+    real = MemoryView._warm_rounds
+
+    def rounds(self, left):
+        if self._warm is not None:
+            seen.append((self._warm.region, self._warm.size, self.screen.query_one("#views").current))
+        real(self, left)
+
+    monkeypatch.setattr(MemoryView, "_warm_rounds", rounds)
+
+    async def run():
+        app = TraceApp([MEM])
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not isinstance(app.screen, ExplorerScreen):
+                await pilot.pause(0.02)
+            screen, view = app.screen, app.screen.memory_view
+            await app.workers.wait_for_complete()
+            for _ in range(100):
+                if seen and view._warm is None:
+                    break
+                await pilot.pause(0.02)
+            assert seen and view._warm is None
+            switcher = screen.query_one("#views")
+            for region, size, current in seen:  # nothing of it on screen, at the size it will have
+                assert current == "tree" and (not region.area or region.y >= app.size.height)
+            assert seen[-1][1] == switcher.content_size
+            box = view.parent
+            assert not box.display and view.container_size.width > 0  # hidden again, but laid out
+            assert all(box.styles.inline.get_rule(r) is None for r in ("position", "offset", "width", "height"))
+            await pilot.press("5")
+            await pilot.pause()
+            assert box.region == switcher.content_region
+            assert view.region.y < app.size.height and view._shown
+            tr = screen.trace
+            lo, hi, peak, _ = _raw_view(Raw(MEM), tr.name(view.scope))
+            assert view._peak.allocated == peak
+            assert "peak" in str(view.query_one("#mem-head").render())
+    from tests.model.test_memory import Raw
+    asyncio.run(run())

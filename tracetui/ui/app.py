@@ -252,6 +252,10 @@ class ExplorerScreen(Screen):
                 worker = get_current_worker()
                 self.memory_view.prepare(getattr(self, "current", 0), lambda: worker.is_cancelled)
                 keep_out_of_gc()
+                try:  # and its first layout, off screen, so that the first 5 is like the next ones
+                    self.app.call_from_thread(lambda: self.memory_view.warm_layout(getattr(self, "current", 0)))
+                except RuntimeError:  # the app closed meanwhile
+                    pass
         self.timeline.prepare()  # its lanes: ~0.2 s on 270k events, before `4` asks
 
     def _args_ready(self) -> None:
