@@ -103,15 +103,14 @@ def main() -> None:
     print(f"model build (args worker, off the keys): {r.pop('build_s'):.2f} s after the first screen, "
           f"every page of the view {r.pop('pages_s'):.2f} s")
     base = cpu_median(r["baseline tree cursor"])
-    worst_key, worst_med = 0.0, 0.0
+    worst, worst_med = (0.0, 0.0, 0.0), 0.0
     for k, v in r.items():
         if not k.startswith("baseline"):
-            worst_key = max(worst_key, max(c for _, c in v))
+            worst = max(worst, *v, key=lambda s: s[1])
             worst_med = max(worst_med, cpu_median(v))
         print(line(k, v, base, width=34))
-    print(f"memory-view keys: worst median {worst_med:.1f} ms, worst single key {worst_key:.1f} ms CPU "
-          f"(target <= 50 ms)")
-
+    print(f"memory-view keys: worst median {worst_med:.1f} ms, worst single key {worst[1]:.1f} ms CPU "
+          f"({worst[2]:.1f} ms of it in the cyclic GC) (target <= 50 ms)")
 
 if __name__ == "__main__":
     main()

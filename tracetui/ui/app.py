@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
@@ -26,6 +26,7 @@ from tracetui.textsafe import visible
 from .details import describe
 from .detail_pane import DetailPane
 from .footer import StableFooter
+from .idle_gc import IdleCollector
 from .format import plain
 from .tab_bar import TabBar
 from .tables import AggTable
@@ -656,6 +657,7 @@ class TraceApp(App):
         self.early = early
         self.load_opts = load_opts or {}
         self.failure: str | None = None  # why the traces it was started on did not load
+        self.idle_gc = IdleCollector(self)  # full GC collections while the user pauses (idle_gc.py)
 
     def exit(self, result=None, return_code: int = 0, message=None) -> None:
         """Quit; once the traces it was started on failed to load, with the CLI's code for bad input."""
@@ -666,6 +668,7 @@ class TraceApp(App):
     def on_mount(self) -> None:
         # before any worker starts: quitting must not wait for a load that is still decoding
         asyncio.get_running_loop().set_default_executor(DaemonExecutor())
+        self.idle_gc.install()
         early, self.early = self.early, None
         if self.job:
             from .job_view import JobScreen
@@ -673,6 +676,14 @@ class TraceApp(App):
             return
         self.push_screen(LoadingScreen(self.paths if self.diff else self.paths[:1], self._loaded, early,
                                        self.load_opts))
+
+    def on_unmount(self) -> None:
+        self.idle_gc.remove()
+
+    async def on_event(self, event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown)) and not event.is_forwarded:
+            self.idle_gc.input()
+        await super().on_event(event)
 
     def _loaded(self, traces: list[Trace]) -> None:
         self.traces = traces

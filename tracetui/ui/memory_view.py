@@ -336,7 +336,7 @@ class MemoryView(Vertical):
         self._peak = page.peak
         self._shown = True
         self._key = (self.device, self.scope)
-        if self.size.width:  # never laid out yet: drawn by on_resize, at the size it gets
+        if self._laid_out_size().width:  # never laid out yet: drawn by on_resize, at the size it gets
             self._draw_plot()
         self._fill_live(page)
         self._fill_ops(page)
@@ -346,8 +346,9 @@ class MemoryView(Vertical):
         if not len(mem):
             return
         d = self.device
-        width = max(10, (self.size.width or 80) - AXIS_W - 2)
-        n_rows = int(np.clip((self.size.height or 20) // 4, *PLOT_ROWS))
+        size = self._laid_out_size()
+        width = max(10, (size.width or 80) - AXIS_W - 2)
+        n_rows = int(np.clip((size.height or 20) // 4, *PLOT_ROWS))
         key = (d, self.scope, width, n_rows)
         if self._plot_key == key:
             return  # on screen already: shown again at the same size (5 after a jump to the tree)
@@ -365,6 +366,11 @@ class MemoryView(Vertical):
         if plot.styles.height is None or plot.styles.height.value != height:
             plot.styles.height = height  # a new height lays the screen out once; same height: no layout
         plot.update(out, layout=False)
+
+    def _laid_out_size(self):
+        """The view's size, or while hidden the one it had when last laid out (what it gets
+        when shown again): a step chosen in the tree draws its plot in the key's own frame."""
+        return self.size if self.size.width else self.container_size
 
     def _render_plot(self, d: int, width: int, n_rows: int) -> tuple[Text, Text, int]:
         """(the view's first line, the plot with its axis and legend, its height) of device ``d``
