@@ -12,8 +12,8 @@ from tests.conftest import TRACES
 
 def test_full_collections_wait_for_a_pause():
     """While the app runs, Python's automatic full collections come DEFER times later; once no
-    key came for IDLE_S, one runs if Python would have run one by now; quitting restores the
-    thresholds."""
+    key came for IDLE_S, one runs if Python would have run one by now, and without a pause one
+    runs after a key's frame once SOON times overdue; quitting restores the thresholds."""
     before = gc.get_threshold()
     full = []  # (generation, when) of every collection that starts
 
@@ -49,6 +49,12 @@ def test_full_collections_wait_for_a_pause():
                 await pilot.press("up")
                 await pilot.pause(idle_gc.IDLE_S * 2)
                 assert 2 not in full
+                # no pause and SOON times overdue: right after the next key's frame
+                while gc.get_count()[2] < before[2] * idle_gc.SOON:
+                    gc.collect(1)
+                await pilot.press("down")
+                await pilot.pause(idle_gc.IDLE_S / 4)
+                assert 2 in full and gc.get_count()[2] < before[2]
             finally:
                 gc.callbacks.remove(cb)
     asyncio.run(run())
