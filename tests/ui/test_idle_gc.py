@@ -11,11 +11,11 @@ from tests.conftest import TRACES
 
 
 def test_full_collections_wait_for_a_pause():
-    """While the app runs, Python's automatic full collections come DEFER times later; once no
-    key came for IDLE_S, one runs if Python would have run one by now, and without a pause one
-    runs after a key's frame once SOON times overdue; quitting restores the thresholds."""
+    """While the app runs, Python's automatic full collections come DEFER times later; one runs
+    instead when Python would have wanted one, in the pause after a key or right after the frame
+    of the key that finds it due; quitting restores the thresholds."""
     before = gc.get_threshold()
-    full = []  # (generation, when) of every collection that starts
+    full = []  # the generation of every collection that starts
 
     def cb(phase, info):
         if phase == "start":
@@ -34,27 +34,20 @@ def test_full_collections_wait_for_a_pause():
             gc.collect()
             gc.callbacks.append(cb)
             try:
-                # make a full collection due: threshold2 young (gen 1) collections since the last
-                while gc.get_count()[2] < before[2]:
+                await pilot.press("down")  # none due: no full collection, nor after the pause
+                await pilot.pause(idle_gc.IDLE_S / 4)
+                assert 2 not in full
+                while gc.get_count()[2] < before[2]:  # due now: threshold2 young collections since
                     gc.collect(1)
                 full.clear()
-                for _ in range(3):  # keys faster than IDLE_S apart: no full collection from us
-                    await pilot.press("down")
-                    await pilot.pause(idle_gc.IDLE_S / 4)
-                assert 2 not in full
-                await pilot.pause(idle_gc.IDLE_S * 2)  # a pause: the due collection runs
-                assert 2 in full and gc.get_count()[2] < before[2]
-                # none due: a pause collects nothing in full
+                await pilot.pause(idle_gc.IDLE_S * 2)  # the pause after that key: collected then
+                assert full.count(2) == 1 and gc.get_count()[2] < before[2]
+                while gc.get_count()[2] < before[2]:  # due when a key comes: right after its frame
+                    gc.collect(1)
                 full.clear()
                 await pilot.press("up")
-                await pilot.pause(idle_gc.IDLE_S * 2)
-                assert 2 not in full
-                # no pause and SOON times overdue: right after the next key's frame
-                while gc.get_count()[2] < before[2] * idle_gc.SOON:
-                    gc.collect(1)
-                await pilot.press("down")
                 await pilot.pause(idle_gc.IDLE_S / 4)
-                assert 2 in full and gc.get_count()[2] < before[2]
+                assert full.count(2) == 1 and gc.get_count()[2] < before[2]
             finally:
                 gc.callbacks.remove(cb)
     asyncio.run(run())
