@@ -1,38 +1,106 @@
 """GPU benchmark of the GeGLU kernels: correctness first, then timings against the floors.
 
-Run on the GPU machine in one call: ``python -m tracetui.kernels.bench [--json OUT.json] [--quick]``.
-Every timing is the median of ``triton.testing.do_bench`` (CUDA events); the copy bandwidth and
-the bf16 matmul rate are measured in the same run and used as the floors.
+Run on the GPU machine in one call: ``python -m tracetui.kernels.bench [--json OUT.json] [--quick]``
+(the whole device session: ``bash kernels/h200_kernels_session.sh``). Every GPU timing is the
+median of ``triton.testing.do_bench`` (CUDA events, no CUDA graphs unless a column says so); the
+copy bandwidth and the bf16 matmul rate are measured in the same run and used as the floors.
+
+Next to each GPU time: the CPU launch cost, ``cpu_us`` = wall µs per call of a tight loop of
+calls with no synchronisation (what the host spends issuing one call), and ``wall_us`` = the same
+loop's time including one final synchronisation, divided by the count (max of host and GPU rate).
+
+Peers at every shape: eager, ``torch.compile`` in modes default, max-autotune-no-cudagraphs and
+max-autotune, cuBLAS + our pointwise kernel (``triton``), the fused path as shipped before issue
+26 (``fused_v5``: host descriptors per call) and the fused path through ``PackedGeGLU``
+(``fused``). Training (forward + backward, no optimizer) is compared the same way at the train
+shapes. ``--cpu-check`` runs the CPU-checkable parts (argument parsing, the sweep table, the
+dispatch choices, every table's code at a tiny shape, correctness) under TRITON_INTERPRET=1.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
 import triton
+import triton.language as tl
 
-from tracetui.kernels.geglu import geglu, geglu_reference
-from tracetui.kernels.geglu_gemm import TMA_CONFIG, _autotuned, _tma_ok, geglu_gemm, geglu_gemm_packed, geglu_gemm_reference, pack_gate_up
+from tracetui.kernels.fused import CUBLAS_MAX_M, PATHS, Case, PackedGeGLU, choose, fused_geglu
+from tracetui.kernels.geglu import geglu, geglu_interleaved_backward, geglu_reference
+from tracetui.kernels.geglu_gemm import (INTERPRETER_CONFIG, TMA_CONFIG, _autotuned, _tma_ok, geglu_gemm, geglu_gemm_packed,
+                                         geglu_gemm_reference, pack_gate_up)
 from tracetui.workloads.models import GeGLU
 
 torch._dynamo.config.cache_size_limit = 256
+
+SWEEP = [(8192, 768, 3072), (512, 768, 2048), (2048, 768, 3072), (16384, 768, 8192), (4096, 1024, 4096),
+         (8192, 768, 8192), (16384, 768, 3072), (16384, 1024, 2048), (1000, 768, 3000), (64, 768, 3072)]
+"""(batch·seq, dim, hidden). The first four are issue 26's table; m=64 calibrates the cuBLAS rule."""
+QUICK = SWEEP[:3]
+"""--quick: the default shape and the two small shapes issue 26 says the fused path lost."""
+TRAIN_SWEEP = [(8192, 768, 3072), (2048, 768, 3072), (512, 768, 2048)]
+"""Shapes of the fwd+bwd comparison (weights' gradients; x is data, as in the mlp --train step)."""
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "max-autotune")
+"""torch.compile modes timed as peers; max-autotune is the only one with CUDA graphs."""
+CPU_SHAPE = (37, 24, 40)
+"""--cpu-check runs every table once at this (awkward, tiny) shape under the interpreter."""
+
+DEV = "cuda"
+PTR_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)
+"""The pointer kernel's config when the bench forces that path on the GPU: the v5 tune's best
+pointer config, pinned so the check and the dispatch table do not pay the autotuner's compiles."""
+
+
+def packed(wg, wu, path=None):
+    """PackedGeGLU as the bench uses it: the pointer path pinned to PTR_CONFIG on the GPU."""
+    return PackedGeGLU(wg, wu, path=path, config=PTR_CONFIG if path == "pointer" and DEV == "cuda" else None)
 
 
 def log(*a):
     print(*a, flush=True)
 
 
+def sync():
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
+
 def bench(fn) -> float:
-    """Median µs of fn over ~200 ms of repeats."""
+    """Median µs of fn over ~200 ms of repeats (on the CPU check: the median of 3 calls)."""
+    if DEV != "cuda":
+        ts = []
+        for _ in range(3):
+            t = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t) * 1e6)
+        return sorted(ts)[1]
     return triton.testing.do_bench(fn, warmup=50, rep=200, return_mode="median") * 1e3
+
+
+def launch_cost(fn, calls: int = 200) -> dict:
+    """CPU µs per call of ``calls`` calls with no sync in between; wall µs including one sync."""
+    calls = calls if DEV == "cuda" else 2
+    fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    sync()
+    t2 = time.perf_counter()
+    return {"cpu_us": (t1 - t0) / calls * 1e6, "wall_us": (t2 - t0) / calls * 1e6}
 
 
 def rel_err(out, ref) -> float:
     return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def randn(*shape, dtype=torch.bfloat16):
+    return torch.randn(*shape, device=DEV, dtype=dtype)
 
 
 def floors() -> dict:
@@ -49,36 +117,104 @@ def floors() -> dict:
     return {"copy_TBps": copy_tbs, "matmul_bf16_TFLOPs": mm_tflops}
 
 
-def check_correctness() -> list[dict]:
+@triton.jit
+def _noop_kernel(a, b, c, M, N, K, s0, s1, s2, p, sp, BLOCK: tl.constexpr, FLAG: tl.constexpr):
+    pass
+
+
+def launch_floors() -> dict:
+    """Host µs per call of the launch machinery alone (tight loop, no sync): an empty Triton
+    kernel with the fused kernel's argument count (Triton's own binder + launcher: what the
+    fused path cannot go below without bypassing JITFunction.run), one small cuBLAS GEMM through
+    F.linear, and torch.empty. Read the fused path's cpu_us against these."""
+    x = randn(64, 64)
+    w = randn(64, 64)
+    grid = (1,)
+    return {
+        "triton_empty_kernel_cpu_us": launch_cost(
+            lambda: _noop_kernel[grid](x, w, x, 64, 64, 64, 64, 64, 64, x, 0, BLOCK=128, FLAG=True))["cpu_us"],
+        "linear_small_cpu_us": launch_cost(lambda: F.linear(x, w))["cpu_us"],
+        "torch_empty_cpu_us": launch_cost(lambda: torch.empty((64, 64), device=DEV))["cpu_us"],
+    }
+
+
+def gelu64(g):
+    return 0.5 * g * (1 + torch.tanh(0.7978845608028654 * (g + 0.044715 * g ** 3)))
+
+
+def dgelu64(g):
+    t = torch.tanh(0.7978845608028654 * (g + 0.044715 * g ** 3))
+    return 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * g * g)
+
+
+def check_correctness(small: bool = False) -> list[dict]:
+    """Every kernel and launch path against float64, inputs fresh, outputs poisoned with NaN.
+    On the GPU the v5 path, the rule table's own pick and the gradients are checked in bf16 only
+    (each of those would compile the pointer kernel's 11 autotune configs again per dtype)."""
     rows = []
     tol = {torch.bfloat16: 1e-2, torch.float16: 1e-2, torch.float32: 1e-5}
-    for dt in (torch.bfloat16, torch.float16, torch.float32):
-        for shape in [(8192, 3072), (1000, 3001), (7, 13), (3, 129, 771)]:
-            g = torch.randn(shape, device="cuda", dtype=dt)
-            u = torch.randn(shape, device="cuda", dtype=dt)
-            out = torch.full(shape, float("nan"), device="cuda", dtype=dt)
+    dtypes = (torch.bfloat16, torch.float32) if small else (torch.bfloat16, torch.float16, torch.float32)
+    pw_shapes = [(7, 13), (37, 40)] if small else [(8192, 3072), (1000, 3001), (7, 13), (3, 129, 771)]
+    mm_shapes = [(37, 24, 40), (1, 24, 40)] if small else [(8192, 768, 3072), (1000, 768, 3000), (129, 200, 77),
+                                                           (4096, 1024, 8192), (64, 768, 3072), (1, 768, 3072)]
+    for dt in dtypes:
+        for shape in pw_shapes:
+            g, u = randn(*shape, dtype=dt), randn(*shape, dtype=dt)
+            out = torch.full(shape, float("nan"), device=DEV, dtype=dt)
             geglu(g, u, out=out)
             e = rel_err(out, geglu_reference(g, u))
-            ok = not out.isnan().any().item() and e <= tol[dt]
-            rows.append({"kernel": "geglu", "dtype": str(dt), "shape": shape, "rel_err": e, "ok": ok})
-            big = torch.randn(shape[:-1] + (2 * shape[-1],), device="cuda", dtype=dt)  # strided halves
-            gs, us_ = big[..., : shape[-1]], big[..., shape[-1]:]
-            e2 = rel_err(geglu(gs, us_), geglu_reference(gs, us_))
-            rows.append({"kernel": "geglu(strided)", "dtype": str(dt), "shape": shape, "rel_err": e2, "ok": e2 <= tol[dt]})
-        for (m, k, n) in [(8192, 768, 3072), (1000, 768, 3000), (129, 200, 77), (4096, 1024, 8192)]:
-            x = torch.randn(m, k, device="cuda", dtype=dt)
-            wg = torch.randn(n, k, device="cuda", dtype=dt) / k ** 0.5
-            wu = torch.randn(n, k, device="cuda", dtype=dt) / k ** 0.5
-            out = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
-            geglu_gemm(x, wg, wu, out=out)
-            e = rel_err(out, geglu_gemm_reference(x, wg, wu))
+            rows.append({"kernel": "geglu", "dtype": str(dt), "shape": shape, "rel_err": e,
+                         "ok": not out.isnan().any().item() and e <= tol[dt]})
+            dh = randn(*shape, dtype=dt)
+            pre = torch.stack([g, u], dim=-1).reshape(*shape[:-1], 2 * shape[-1])
+            dpre = geglu_interleaved_backward(dh, pre)
+            g64, u64, dh64 = g.double(), u.double(), dh.double()
+            e1 = rel_err(dpre[..., 0::2], dh64 * u64 * dgelu64(g64))
+            e2 = rel_err(dpre[..., 1::2], dh64 * gelu64(g64))
+            rows.append({"kernel": "geglu backward (dgate, dup)", "dtype": str(dt), "shape": shape,
+                         "rel_err": max(e1, e2), "ok": max(e1, e2) <= tol[dt]})
+        for (m, k, n) in mm_shapes:
+            x = randn(m, k, dtype=dt)
+            wg, wu = randn(n, k, dtype=dt) / k ** 0.5, randn(n, k, dtype=dt) / k ** 0.5
+            ref = geglu_gemm_reference(x, wg, wu)
             # fp32 operands go through tf32 tensor cores in tl.dot: ~1e-3 is its floor, not 1e-5
-            t = 1e-2 if dt != torch.float32 else 5e-3
-            ok = not out.isnan().any().item() and e <= t
-            rows.append({"kernel": "geglu_gemm", "dtype": str(dt), "shape": (m, k, n), "rel_err": e, "ok": ok})
-            x3 = torch.randn(m, 2 * k, device="cuda", dtype=dt)[:, ::2]  # strided activations
-            e3 = rel_err(geglu_gemm(x3, wg, wu), geglu_gemm_reference(x3, wg, wu))
-            rows.append({"kernel": "geglu_gemm(strided x)", "dtype": str(dt), "shape": (m, k, n), "rel_err": e3, "ok": e3 <= t})
+            t = 1e-2 if dt != torch.float32 or DEV == "cuda" else 1e-5
+            every = DEV != "cuda" or dt == torch.bfloat16
+            if DEV == "cuda" and every:
+                out = torch.full((m, n), float("nan"), device=DEV, dtype=dt)
+                geglu_gemm(x, wg, wu, out=out)
+                e = rel_err(out, ref)
+                rows.append({"kernel": "geglu_gemm (v5 path)", "dtype": str(dt), "shape": (m, k, n), "rel_err": e,
+                             "ok": not out.isnan().any().item() and e <= t})
+            for path in ((None,) if every else ()) + PATHS:
+                if path == "tma" and DEV == "cuda" and (dt == torch.float32 or (k * 2) % 16 or (n * 2) % 16
+                                                        or torch.cuda.get_device_capability()[0] < 9):
+                    continue  # a layout TMA cannot take: the forced path refuses it
+                p = packed(wg, wu, path)
+                out = torch.full((m, n), float("nan"), device=DEV, dtype=dt)
+                pre = torch.full((m, 2 * n), float("nan"), device=DEV, dtype=dt)
+                p(x, out=out, pre=pre)
+                e = rel_err(out, ref)
+                x64 = x.double()
+                ep = max(rel_err(pre[:, 0::2], x64 @ wg.double().T), rel_err(pre[:, 1::2], x64 @ wu.double().T))
+                chosen = next(iter(p.plans.values())).path
+                rows.append({"kernel": f"PackedGeGLU {path or 'dispatch'}->{chosen}", "dtype": str(dt),
+                             "shape": (m, k, n), "rel_err": max(e, ep),
+                             "ok": not out.isnan().any().item() and max(e, ep) <= t})
+            if not every:
+                continue
+            # training: gradients of the fused autograd Function against the float64 formulas
+            wgr, wur = wg.clone().requires_grad_(), wu.clone().requires_grad_()
+            xr = x.clone().requires_grad_()
+            h = fused_geglu(xr, wgr, wur, PackedGeGLU(wgr, wur))
+            dh = randn(m, n, dtype=dt)
+            h.backward(dh)
+            x64, g64, u64, dh64 = x.double(), x.double() @ wg.double().T, x.double() @ wu.double().T, dh.double()
+            dg, du = dh64 * u64 * dgelu64(g64), dh64 * gelu64(g64)
+            errs = [rel_err(xr.grad, dg @ wg.double() + du @ wu.double()), rel_err(wgr.grad, dg.T @ x64),
+                    rel_err(wur.grad, du.T @ x64)]
+            rows.append({"kernel": "fused autograd dx,dWg,dWu", "dtype": str(dt), "shape": (m, k, n),
+                         "rel_err": max(errs), "ok": max(errs) <= 2 * t})
     return rows
 
 
@@ -106,103 +242,392 @@ def pointwise_table(fl: dict, blocks: bool) -> list[dict]:
     return rows
 
 
-def mlp_table(shapes) -> list[dict]:
+def backward_pointwise(m: int, h: int) -> dict:
+    """The fused backward's pointwise kernel alone (reads dout + interleaved pre, writes dpre)
+    against eager's and Inductor's kernels for the same dgate/dup, and a copy of the same bytes."""
+    dt = torch.bfloat16
+    g, u, dh = randn(m, h, dtype=dt), randn(m, h, dtype=dt), randn(m, h, dtype=dt)
+    pre = torch.stack([g, u], dim=-1).reshape(m, 2 * h)
+
+    def formula(g, u, dh):
+        gf = g.float()
+        t = torch.tanh(0.7978845608028654 * (gf + 0.044715 * gf ** 3))
+        dgelu = 0.5 * (1 + t) + 0.5 * gf * (1 - t * t) * 0.7978845608028654 * (1 + 0.134145 * gf * gf)
+        return (dh * u * dgelu).to(dt), (dh * 0.5 * gf * (1 + t)).to(dt)
+    res = {"shape": (m, h), "bytes": 5 * m * h * 2,
+           "fused_bwd_us": bench(lambda: geglu_interleaved_backward(dh, pre)),
+           "eager_bwd_us": bench(lambda: formula(g, u, dh))}
+    if DEV == "cuda":
+        comp = torch.compile(formula, dynamic=False)
+        comp(g, u, dh)
+        res["inductor_bwd_us"] = bench(lambda: comp(g, u, dh))
+        src = torch.randn(5 * m * h // 2, device="cuda", dtype=dt)
+        dst = torch.empty_like(src)
+        res["copy_same_bytes_us"] = bench(lambda: dst.copy_(src))
+    return res
+
+
+def _timed(res: dict, name: str, fn, errors: dict) -> None:
+    """GPU µs and launch cost of fn into res; a variant that fails is a result, not a crash."""
+    try:
+        res[f"{name}_us"] = bench(fn)
+        lc = launch_cost(fn)
+        res[f"{name}_cpu_us"], res[f"{name}_wall_us"] = lc["cpu_us"], lc["wall_us"]
+    except Exception as e:  # noqa: BLE001
+        errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        log(f"  {name}: FAILED {errors[name]}")
+
+
+def modules(d: int, h: int, dtype: torch.dtype, train: bool) -> dict:
+    """eager / triton / fused GeGLU sharing one set of weights."""
+    torch.manual_seed(0)
+    base = GeGLU(d, h).to(DEV, dtype)
+    out = {"eager": base}
+    for act in ("triton", "fused"):
+        mod = GeGLU(d, h, act=act).to(DEV, dtype)
+        mod.load_state_dict(base.state_dict())
+        out[act] = mod
+    for mod in out.values():
+        mod.train(train)
+        mod.requires_grad_(train)
+    return out
+
+
+def compiled(base, mode: str):
+    return torch.compile(base, dynamic=False, **({} if mode == "default" else {"mode": mode}))
+
+
+def mlp_table(shapes, modes, graphs: bool) -> list[dict]:
     rows = []
     for (m, d, h) in shapes:
-        torch.manual_seed(0)
-        base = GeGLU(d, h).cuda().to(torch.bfloat16).eval()
-        x = torch.randn(m, d, device="cuda", dtype=torch.bfloat16)
-        wg, wu = base.gate_proj.weight, base.up_proj.weight
+        t_shape = time.time()
+        dt = torch.bfloat16
+        mods = modules(d, h, dt, train=False)
+        base = mods["eager"]
+        x = randn(m, d, dtype=dt)
+        wg, wu, wd = base.gate_proj.weight, base.up_proj.weight, base.down_proj.weight
         wp = pack_gate_up(wg, wu)
-        wd = base.down_proj.weight
-        h_in = torch.randn(m, h, device="cuda", dtype=torch.bfloat16)
-        comp = torch.compile(base, dynamic=False)
+        v5_cfg = None if DEV == "cuda" else INTERPRETER_CONFIG  # v5's autotuner needs a GPU
+        h_in = randn(m, h, dtype=dt)
+        res = {"shape": (m, d, h), "flop": 6 * m * d * h, "errors": {}}
+        ref_mod = GeGLU(d, h).to(DEV, torch.float64)
+        ref_mod.load_state_dict({k: v.double() for k, v in base.state_dict().items()})
         with torch.no_grad():
-            ref = base(x)
-            comp(x)
-            fns = {
-                "eager": lambda: base(x),
-                "compile": lambda: comp(x),
-                "triton": lambda: F.linear(geglu(F.linear(x, wg), F.linear(x, wu)), wd),
-                "fused": lambda: F.linear(geglu_gemm_packed(x, wp), wd),
-                "dual_gemm_only": lambda: geglu_gemm_packed(x, wp),
-                "dual_gemm_ptr_kernel": lambda: geglu_gemm_packed(x, wp, tma=False),
-                "gate_up_cublas": lambda: (F.linear(x, wg), F.linear(x, wu)),
-                "down_only": lambda: F.linear(h_in, wd),
-            }
-            errs = {k: rel_err(fns[k](), ref.double()) for k in ("compile", "triton", "fused")}
-            # launch overhead removed for everyone: CUDA graphs (compile: its own reduce-overhead mode)
-            graphs = {}
-            for k in ("eager", "triton", "fused"):
-                fns[k]()
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    fns[k]()
-                graphs[k] = g
-            comp_ro = torch.compile(base, mode="reduce-overhead", dynamic=False)
-            for _ in range(3):
-                comp_ro(x)
-            res = {"shape": (m, d, h), "flop": 6 * m * d * h}
+            ref = ref_mod(x.double())
+            fns = {"eager": lambda: base(x),
+                   "triton": lambda: mods["triton"](x),
+                   "fused": lambda: mods["fused"](x),
+                   "fused_v5": lambda: F.linear(geglu_gemm_packed(x, wp, config=v5_cfg), wd)}
+            for mode in modes:
+                t0 = time.time()
+                try:
+                    comp = compiled(base, mode)
+                    for _ in range(3):
+                        comp(x)
+                    fns[f"compile_{mode}"] = (lambda comp=comp: comp(x))
+                    res[f"compile_{mode}_compile_s"] = time.time() - t0
+                except Exception as e:  # noqa: BLE001
+                    res["errors"][f"compile_{mode}"] = f"{type(e).__name__}: {str(e)[:200]}"
+            res["rel_err"] = {}
             for k, fn in fns.items():
-                res[f"{k}_us"] = bench(fn)
-            for k, g in graphs.items():
-                res[f"{k}_graph_us"] = bench(g.replay)
-            res["compile_graph_us"] = bench(lambda: comp_ro(x))
-            res["errs"] = errs
-            res["best_config"] = ("TMA " + str(TMA_CONFIG) if _tma_ok(x, wp, h_in)
-                                  else str(getattr(_autotuned, "best_config", None)))
+                try:
+                    res["rel_err"][k] = rel_err(fn().float(), ref)
+                except Exception as e:  # noqa: BLE001
+                    res["errors"][k] = f"{type(e).__name__}: {str(e)[:200]}"
+            for k, fn in fns.items():
+                if k not in res["errors"]:
+                    _timed(res, k, fn, res["errors"])
+            # the dual GEMM alone by each path (dispatch check) and its cuBLAS pieces
+            for path in PATHS:
+                p = packed(wg, wu, path)
+                _timed(res, f"dual_{path}", lambda p=p: p(x), res["errors"])
+            auto = PackedGeGLU(wg, wu)
+            auto(x)
+            plan = next(iter(auto.plans.values()))
+            res["dispatch"] = plan.path
+            res["dispatch_rule"] = plan.rule.when if plan.rule else None
+            res["dispatch_fallback"] = plan.fallback
+            _timed(res, "dual_v5", lambda: geglu_gemm_packed(x, wp, config=v5_cfg), res["errors"])
+            _timed(res, "gate_up_cublas", lambda: (F.linear(x, wg), F.linear(x, wu)), res["errors"])
+            _timed(res, "down_only", lambda: F.linear(h_in, wd), res["errors"])
+            if graphs and DEV == "cuda":  # launch overhead removed for everyone
+                for k in ("eager", "triton", "fused"):
+                    try:
+                        fns[k]()
+                        g = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(g):
+                            fns[k]()
+                        res[f"{k}_graph_us"] = bench(g.replay)
+                    except Exception as e:  # noqa: BLE001
+                        res["errors"][f"{k}_graph"] = f"{type(e).__name__}: {str(e)[:200]}"
+            res["tma_config"] = str(TMA_CONFIG)
+            res["pointer_best_config"] = str(getattr(_autotuned, "best_config", None))
+        res["seconds"] = time.time() - t_shape
         rows.append(res)
-        log(f"mlp {(m, d, h)}: " + ", ".join(f"{k}={v:.1f}" for k, v in res.items() if k.endswith("_us"))
-            + f" errs={ {k: round(v, 5) for k, v in errs.items()} } cfg={res['best_config']}")
+        log(f"mlp {(m, d, h)} ({res['seconds']:.0f}s): " + ", ".join(
+            f"{k[:-3]}={v:.1f}" for k, v in res.items() if k.endswith("_us") and not k.endswith(("_cpu_us", "_wall_us")))
+            + f" dispatch={res['dispatch']} errors={res['errors'] or 'none'}")
     return rows
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--quick", action="store_true", help="default shape only")
-    args = ap.parse_args()
+def train_table(shapes, modes) -> list[dict]:
+    """Forward + backward (weights' gradients; x is data), no optimizer: eager, compile modes,
+    cuBLAS + our pointwise fwd/bwd (``triton``) and the fused path with its fused backward."""
+    rows = []
+    for (m, d, h) in shapes:
+        t_shape = time.time()
+        dt = torch.bfloat16
+        mods = modules(d, h, dt, train=True)
+        x = randn(m, d, dtype=dt)
+        dy = randn(m, d, dtype=dt) / (m * d) ** 0.5
+        res = {"shape": (m, d, h), "flop": 18 * m * d * h, "errors": {}}
+        fns = {}
+        for k in ("eager", "triton", "fused"):
+            mod = mods[k]
+            fns[k] = (lambda mod=mod: torch.autograd.grad(mod(x), list(mod.parameters()), dy))
+        for mode in modes:
+            t0 = time.time()
+            try:
+                comp = compiled(mods["eager"], mode)
+                params = list(mods["eager"].parameters())
+                fn = (lambda comp=comp, params=params: torch.autograd.grad(comp(x), params, dy))
+                for _ in range(3):
+                    fn()
+                fns[f"compile_{mode}"] = fn
+                res[f"compile_{mode}_compile_s"] = time.time() - t0
+            except Exception as e:  # noqa: BLE001
+                res["errors"][f"compile_{mode}"] = f"{type(e).__name__}: {str(e)[:200]}"
+        # gradients against float64 (eager module in float64, same weights)
+        ref_mod = GeGLU(d, h).to(DEV, torch.float64)
+        ref_mod.load_state_dict({k: v.double() for k, v in mods["eager"].state_dict().items()})
+        ref = torch.autograd.grad(ref_mod(x.double()), list(ref_mod.parameters()), dy.double())
+        res["grad_rel_err"] = {}
+        for k, fn in fns.items():
+            try:
+                res["grad_rel_err"][k] = max(rel_err(g.float(), r) for g, r in zip(fn(), ref))
+            except Exception as e:  # noqa: BLE001
+                res["errors"][k] = f"{type(e).__name__}: {str(e)[:200]}"
+        for k, fn in fns.items():
+            if k not in res["errors"]:
+                _timed(res, k, fn, res["errors"])
+        res["bwd_pointwise"] = backward_pointwise(m, h)
+        res["seconds"] = time.time() - t_shape
+        rows.append(res)
+        log(f"train {(m, d, h)} ({res['seconds']:.0f}s): " + ", ".join(
+            f"{k[:-3]}={v:.1f}" for k, v in res.items() if k.endswith("_us") and not k.endswith(("_cpu_us", "_wall_us")))
+            + f" grad_errs={ {k: round(v, 5) for k, v in res['grad_rel_err'].items()} } errors={res['errors'] or 'none'}")
+    return rows
+
+
+def peers(modes) -> list[str]:
+    return ["eager"] + [f"compile_{m}" for m in modes]
+
+
+def summary(out: dict, modes) -> list[str]:
+    """The tables, and issue 26's done-when checks, as text lines."""
+    lines = []
+    names = peers(modes) + ["triton", "fused_v5", "fused"]
+    short = {"compile_default": "comp", "compile_max-autotune-no-cudagraphs": "mat-nocg",
+             "compile_max-autotune": "mat"}
+    fl = out.get("floors", {})
+    if "triton_empty_kernel_cpu_us" in fl:
+        lines.append(f"\nlaunch floors, host µs per call: empty Triton kernel {fl['triton_empty_kernel_cpu_us']:.1f}, "
+                     f"small F.linear {fl['linear_small_cpu_us']:.1f}, torch.empty {fl['torch_empty_cpu_us']:.1f}")
+    lines.append("\n== MLP forward: GPU µs (median, no CUDA graphs) / CPU issue µs per call ==")
+    lines.append(f"{'shape':>20s} " + " ".join(f"{short.get(n, n):>15s}" for n in names) + "  fused vs best peer")
+    checks = []
+    mm = out.get("floors", {}).get("matmul_bf16_TFLOPs")
+    for r in out["mlp"]:
+        cells = []
+        for n in names:
+            us, cpu = r.get(f"{n}_us"), r.get(f"{n}_cpu_us")
+            cells.append(f"{us:7.1f}/{cpu:6.1f}" if us is not None else f"{'n/a':>15s}")
+        best_peer = min((r[f"{n}_us"] for n in peers(modes) if f"{n}_us" in r), default=None)
+        ratio = best_peer / r["fused_us"] if best_peer and r.get("fused_us") else float("nan")
+        lines.append(f"{str(tuple(r['shape'])):>20s} " + " ".join(f"{c:>15s}" for c in cells) + f"  {ratio:6.3f}x")
+        if r.get("fused_us") and all(f"{n}_us" in r for n in peers(modes)):
+            checks.append((f"{tuple(r['shape'])}: fused faster than eager and every compile mode", ratio > 1.0))
+        else:
+            checks.append((f"{tuple(r['shape'])}: fused faster than eager and every compile mode (a peer failed)", False))
+    default = next((r for r in out["mlp"] if tuple(r["shape"]) == SWEEP[0]), None)
+    if default and default.get("fused_us"):
+        comps = [default[f"compile_{m}_us"] for m in modes if f"compile_{m}_us" in default]
+        tflops = default["flop"] / default["fused_us"] / 1e6
+        if comps:
+            checks.append((f"default shape: fused >= 1.3x best compile ({min(comps) / default['fused_us']:.3f}x)",
+                           min(comps) / default["fused_us"] >= 1.3))
+        if mm:
+            checks.append((f"default shape: fused >= 85% of matmul rate ({tflops:.0f} of {mm:.0f} TFLOP/s = "
+                           f"{100 * tflops / mm:.1f}%)", tflops >= 0.85 * mm))
+    lines.append("\n== Dispatch check: dual GEMM alone by path (GPU µs / CPU issue µs); table's pick vs fastest ==")
+    for r in out["mlp"]:
+        got = {p: r.get(f"dual_{p}_us") for p in PATHS if r.get(f"dual_{p}_us") is not None}
+        fastest = min(got, key=got.get) if got else None
+        lines.append(f"{str(tuple(r['shape'])):>20s} " + " ".join(
+            f"{p}={r.get(f'dual_{p}_us', float('nan')):7.1f}/{r.get(f'dual_{p}_cpu_us', float('nan')):5.1f}"
+            for p in PATHS) + f"  v5={r.get('dual_v5_us', float('nan')):7.1f}/{r.get('dual_v5_cpu_us', float('nan')):5.1f}"
+            f"  table: {r['dispatch']}  fastest: {fastest}  {'agree' if fastest == r['dispatch'] else 'RE-CALIBRATE'}")
+    if any("eager_graph_us" in r for r in out["mlp"]):
+        lines.append("\n== MLP forward under CUDA graphs (GPU work only, µs) ==")
+        for r in out["mlp"]:
+            lines.append(f"{str(tuple(r['shape'])):>20s} " + " ".join(
+                f"{k}={r.get(f'{k}_graph_us', float('nan')):7.1f}" for k in ("eager", "triton", "fused")))
+    if out.get("train"):
+        tnames = peers(modes) + ["triton", "fused"]
+        lines.append("\n== Train step fwd+bwd (no optimizer): GPU µs / CPU issue µs per call ==")
+        lines.append(f"{'shape':>20s} " + " ".join(f"{short.get(n, n):>15s}" for n in tnames) + "  fused vs best peer")
+        for r in out["train"]:
+            cells = [f"{r[f'{n}_us']:7.1f}/{r[f'{n}_cpu_us']:6.1f}" if f"{n}_us" in r else "n/a" for n in tnames]
+            best_peer = min((r[f"{n}_us"] for n in peers(modes) if f"{n}_us" in r), default=None)
+            ratio = best_peer / r["fused_us"] if best_peer and r.get("fused_us") else float("nan")
+            lines.append(f"{str(tuple(r['shape'])):>20s} " + " ".join(f"{c:>15s}" for c in cells) + f"  {ratio:6.3f}x")
+            bp = r["bwd_pointwise"]
+            lines.append(f"{'':>20s} backward pointwise {tuple(bp['shape'])}: fused {bp['fused_bwd_us']:.1f} eager "
+                         f"{bp['eager_bwd_us']:.1f} inductor {bp.get('inductor_bwd_us', float('nan')):.1f} "
+                         f"copy-of-same-bytes {bp.get('copy_same_bytes_us', float('nan')):.1f} µs")
+    lines.append("\n== Issue 26 done-when ==")
+    for text, ok in checks:
+        lines.append(f"  {'PASS' if ok else 'FAIL'}  {text}")
+    return lines
+
+
+def sweep_plan(args) -> list[str]:
+    """What this invocation will run, and the path the rule table picks per shape on an H200."""
+    lines = [f"forward shapes: {args.shapes}", f"train shapes: {args.train_shapes}", f"compile modes: {args.modes}"]
+    for (m, d, h) in args.shapes:
+        path, rule = choose(Case(m, h, d, torch.bfloat16, True))
+        lines.append(f"  {(m, d, h)} bf16 on Hopper -> {path} (rule: {rule.when})")
+    return lines
+
+
+def parse_shapes(text: str) -> list[tuple]:
+    try:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in text.split(",") if s]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shapes are MxDxH,MxDxH...: {text!r}") from None
+    if not shapes or any(len(s) != 3 or min(s) < 1 for s in shapes):
+        raise argparse.ArgumentTypeError(f"shapes are MxDxH,MxDxH... with positive sizes: {text!r}")
+    return shapes
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m tracetui.kernels.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--json", default=None, help="write every number here (rewritten after each table)")
+    ap.add_argument("--quick", action="store_true", help=f"forward shapes {QUICK}, train at the default shape, "
+                    "no pointwise block sweep")
+    ap.add_argument("--shapes", type=parse_shapes, default=None, help="forward shapes MxDxH,... (default: SWEEP)")
+    ap.add_argument("--train-shapes", type=parse_shapes, default=None, help="train shapes MxDxH,...")
+    ap.add_argument("--modes", default=",".join(COMPILE_MODES), help="torch.compile modes, comma-separated")
+    ap.add_argument("--no-train", action="store_true")
+    ap.add_argument("--no-pointwise", action="store_true")
+    ap.add_argument("--no-graphs", action="store_true")
+    ap.add_argument("--cpu-check", action="store_true",
+                    help="no GPU: the CPU-checkable parts under TRITON_INTERPRET=1 at a tiny shape")
+    ap.add_argument("--cpu-compile", action="store_true", help="with --cpu-check: also the compile peers (slow)")
+    ap.add_argument("--summary-from", default=None, metavar="JSON",
+                    help="print the tables and done-when checks of an earlier run's --json (e.g. one cut by a timeout)")
+    args = ap.parse_args(argv)
+    args.modes = tuple(m for m in args.modes.split(",") if m)
+    bad = [m for m in args.modes if m not in COMPILE_MODES + ("reduce-overhead",)]
+    if bad:
+        ap.error(f"unknown compile mode(s) {bad}; choose from {', '.join(COMPILE_MODES)}")
+    if args.shapes is None:
+        args.shapes = QUICK if args.quick else SWEEP
+    if args.train_shapes is None:
+        args.train_shapes = TRAIN_SWEEP[:1] if args.quick else TRAIN_SWEEP
+    if args.no_train:
+        args.train_shapes = []
+    return args
+
+
+def cpu_check(args) -> int:
+    """Runs on the CPU: the sweep plan, correctness against float64, and every table's code at
+    CPU_SHAPE (timings there are meaningless, the point is that a GPU session finds no bug)."""
+    global DEV
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        print("bench: --cpu-check needs TRITON_INTERPRET=1 set before Python starts", file=sys.stderr)
+        return 2
+    DEV = "cpu"
+    log("CPU check under the interpreter: the timings below only show the code runs, they measure nothing")
+    for line in sweep_plan(args):
+        log(line)
+    log("launch floors (CPU, interpreter):", launch_floors())
+    corr = check_correctness(small=True)
+    for r in corr:
+        log(f"check {r['kernel']:34s} {r['dtype']:15s} {str(tuple(r['shape'])):14s} rel_err={r['rel_err']:.2e} "
+            f"{'ok' if r['ok'] else 'FAIL'}")
+    modes = args.modes if args.cpu_compile else ()
+    out = {"device": "cpu (interpreter)", "modes": modes, "correctness": corr, "mlp": mlp_table([CPU_SHAPE], modes, graphs=False),
+           "train": train_table([CPU_SHAPE], modes)}
+    for line in summary(out, modes):
+        log(line)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+    errors = [e for t in ("mlp", "train") for r in out[t] for e in r["errors"].values()]
+    bad = [r for r in corr if not r["ok"]]
+    log(f"cpu check: {len(corr)} correctness cases, {len(bad)} failed; {len(errors)} table errors")
+    return 1 if bad or errors else 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.summary_from:
+        with open(args.summary_from) as f:
+            doc = json.load(f)
+        doc.setdefault("mlp", []), doc.setdefault("train", [])
+        for line in summary(doc, tuple(doc.get("modes", args.modes))):
+            log(line)
+        return 0
+    if args.cpu_check:
+        return cpu_check(args)
     if not torch.cuda.is_available():
-        print("bench: needs a CUDA GPU", file=sys.stderr)
+        print("bench: needs a CUDA GPU (or --cpu-check with TRITON_INTERPRET=1)", file=sys.stderr)
         return 2
     t0 = time.time()
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "cuda": torch.version.cuda}
+           "cuda": torch.version.cuda, "argv": sys.argv[1:], "cublas_max_m": CUBLAS_MAX_M, "modes": args.modes}
+
+    def save():
+        out["seconds"] = time.time() - t0
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1, default=str)
     log(out)
+    for line in sweep_plan(args):
+        log(line)
     out["floors"] = fl = floors()
+    fl.update(launch_floors())
     log("floors", fl)
     out["correctness"] = corr = check_correctness()
     bad = [r for r in corr if not r["ok"]]
     for r in corr:
-        log(f"check {r['kernel']:18s} {r['dtype']:15s} {str(r['shape']):18s} rel_err={r['rel_err']:.2e} {'ok' if r['ok'] else 'FAIL'}")
+        log(f"check {r['kernel']:34s} {r['dtype']:15s} {str(tuple(r['shape'])):18s} rel_err={r['rel_err']:.2e} "
+            f"{'ok' if r['ok'] else 'FAIL'}")
     if bad:
         log(f"CORRECTNESS FAILED: {len(bad)} cases")
-    out["pointwise"] = pointwise_table(fl, blocks=not args.quick)
-    shapes = [(8192, 768, 3072)]
-    if not args.quick:
-        shapes += [(512, 768, 2048), (2048, 768, 3072), (4096, 1024, 4096), (8192, 768, 8192),
-                   (16384, 768, 3072), (16384, 1024, 2048), (16384, 768, 8192), (1000, 768, 3000)]
-    out["mlp"] = mlp_table(shapes)
-    out["seconds"] = time.time() - t0
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-    log("\n== MLP forward (µs, median) ==")
-    log(f"{'shape':>20s} {'eager':>8s} {'compile':>8s} {'triton':>8s} {'fused':>8s} {'TFLOP/s':>8s} {'x vs comp':>9s}")
-    for r in out["mlp"]:
-        log(f"{str(r['shape']):>20s} {r['eager_us']:8.1f} {r['compile_us']:8.1f} {r['triton_us']:8.1f} "
-            f"{r['fused_us']:8.1f} {r['flop'] / r['fused_us'] / 1e6:8.1f} {r['compile_us'] / r['fused_us']:9.3f}")
-    log("\n== MLP forward under CUDA graphs (µs, median; compile = mode='reduce-overhead') ==")
-    for r in out["mlp"]:
-        log(f"{str(r['shape']):>20s} eager {r['eager_graph_us']:8.1f} compile {r['compile_graph_us']:8.1f} "
-            f"triton {r['triton_graph_us']:8.1f} fused {r['fused_graph_us']:8.1f} "
-            f"x vs comp {r['compile_graph_us'] / r['fused_graph_us']:6.3f}")
-    log(f"\n== GeGLU pointwise bf16 (µs, median) ==")
-    log(f"{'shape':>14s} {'eager':>7s} {'inductor':>8s} {'triton':>7s} {'copy=B':>7s} {'% floor':>7s} {'TB/s':>6s}")
-    for r in out["pointwise"]:
-        log(f"{str(r['shape']):>14s} {r['eager_us']:7.1f} {r['inductor_us']:8.1f} {r['triton_us']:7.1f} "
-            f"{r['copy_same_bytes_us']:7.1f} {100 * r['copy_same_bytes_us'] / r['triton_us']:7.1f} "
-            f"{r['bytes'] / r['triton_us'] / 1e6:6.2f}")
+    save()
+    out["mlp"] = []
+    for shape in args.shapes:  # one shape at a time, saved after each: a timeout keeps what ran
+        out["mlp"] += mlp_table([shape], args.modes, graphs=not args.no_graphs)
+        save()
+    out["train"] = []
+    for shape in args.train_shapes:
+        out["train"] += train_table([shape], args.modes)
+        save()
+    if not args.no_pointwise:
+        out["pointwise"] = pointwise_table(fl, blocks=not args.quick)
+        save()
+    for line in summary(out, args.modes):
+        log(line)
+    if out.get("pointwise"):
+        log("\n== GeGLU pointwise bf16 (µs, median) ==")
+        log(f"{'shape':>14s} {'eager':>7s} {'inductor':>8s} {'triton':>7s} {'copy=B':>7s} {'% floor':>7s} {'TB/s':>6s}")
+        for r in out["pointwise"]:
+            log(f"{str(tuple(r['shape'])):>14s} {r['eager_us']:7.1f} {r['inductor_us']:8.1f} {r['triton_us']:7.1f} "
+                f"{r['copy_same_bytes_us']:7.1f} {100 * r['copy_same_bytes_us'] / r['triton_us']:7.1f} "
+                f"{r['bytes'] / r['triton_us'] / 1e6:6.2f}")
+    save()
     log(f"done in {out['seconds']:.0f}s; correctness {'FAILED' if bad else 'ok'}")
     return 1 if bad else 0
 

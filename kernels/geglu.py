@@ -102,3 +102,137 @@ def geglu(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None,
 def geglu_reference(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """float64 reference of the same function."""
     return torch.nn.functional.gelu(gate.double(), approximate="tanh") * up.double()
+
+
+# --- Backward and the interleaved (packed) layout -------------------------------------------
+# The fused MLP keeps gate and up pre-activations as one [M, 2N] tensor whose columns alternate
+# gate/up (the dual GEMM's raw accumulator, see geglu_gemm.pack_gate_up): flat element i of the
+# [M, N] result reads gate at 2i and up at 2i+1, so one contiguous 2*BLOCK load feeds BLOCK outputs.
+
+@triton.jit
+def gelu_tanh_and_grad_f32(x):
+    """(gelu_tanh(x), d gelu_tanh / dx) in float32, sharing one exp:
+    gelu = 0.5x(1+t), gelu' = 0.5(1+t) + 0.5x(1-t^2) * c(1 + 3a x^2), t = tanh(c(x + a x^3))."""
+    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = 2.0 / (1.0 + tl.exp(-2.0 * z)) - 1.0
+    gelu = 0.5 * x * (1.0 + t)
+    dgelu = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (0.7978845608028654 * (1.0 + 0.134145 * x * x))
+    return gelu, dgelu
+
+
+@triton.jit
+def _geglu_bwd_block(dh, g, u):
+    gelu, dgelu = gelu_tanh_and_grad_f32(g)
+    return dh * u * dgelu, dh * gelu
+
+
+@triton.jit
+def geglu_bwd_kernel(dout_ptr, gate_ptr, up_ptr, dgate_ptr, dup_ptr, n, n_full, BLOCK: tl.constexpr):
+    """dgate = dout * up * gelu'(gate), dup = dout * gelu(gate): 3 reads + 2 writes, one pass."""
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    if pid < n_full:
+        dh = tl.load(dout_ptr + offs).to(tl.float32)
+        g = tl.load(gate_ptr + offs).to(tl.float32)
+        u = tl.load(up_ptr + offs).to(tl.float32)
+        dg, du = _geglu_bwd_block(dh, g, u)
+        tl.store(dgate_ptr + offs, dg.to(dgate_ptr.dtype.element_ty))
+        tl.store(dup_ptr + offs, du.to(dup_ptr.dtype.element_ty))
+    else:
+        mask = offs < n
+        dh = tl.load(dout_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        g = tl.load(gate_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        u = tl.load(up_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        dg, du = _geglu_bwd_block(dh, g, u)
+        tl.store(dgate_ptr + offs, dg.to(dgate_ptr.dtype.element_ty), mask=mask)
+        tl.store(dup_ptr + offs, du.to(dup_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def geglu_interleaved_kernel(pre_ptr, out_ptr, n, n_full, BLOCK: tl.constexpr):
+    """out[i] = gelu_tanh(pre[2i]) * pre[2i+1]: the pointwise half of the cuBLAS path."""
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs2 = pid.to(tl.int64) * (2 * BLOCK) + tl.arange(0, 2 * BLOCK)
+    if pid < n_full:
+        p = tl.load(pre_ptr + offs2).to(tl.float32)
+        g, u = tl.split(tl.reshape(p, (BLOCK, 2)))
+        tl.store(out_ptr + offs, (gelu_tanh_f32(g) * u).to(out_ptr.dtype.element_ty))
+    else:
+        p = tl.load(pre_ptr + offs2, mask=offs2 < 2 * n, other=0.0).to(tl.float32)
+        g, u = tl.split(tl.reshape(p, (BLOCK, 2)))
+        tl.store(out_ptr + offs, (gelu_tanh_f32(g) * u).to(out_ptr.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit
+def geglu_interleaved_bwd_kernel(dout_ptr, pre_ptr, dpre_ptr, n, n_full, BLOCK: tl.constexpr):
+    """dpre[2i], dpre[2i+1] = dgate, dup of element i: reads dout and the saved pre-activations
+    once, writes the [M, 2N] gradient the backward GEMMs take whole (dx = dpre @ Wp.T, one GEMM)."""
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs2 = pid.to(tl.int64) * (2 * BLOCK) + tl.arange(0, 2 * BLOCK)
+    if pid < n_full:
+        dh = tl.load(dout_ptr + offs).to(tl.float32)
+        g, u = tl.split(tl.reshape(tl.load(pre_ptr + offs2).to(tl.float32), (BLOCK, 2)))
+        dg, du = _geglu_bwd_block(dh, g, u)
+        tl.store(dpre_ptr + offs2, tl.reshape(tl.join(dg, du), (2 * BLOCK,)).to(dpre_ptr.dtype.element_ty))
+    else:
+        mask2 = offs2 < 2 * n
+        dh = tl.load(dout_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+        g, u = tl.split(tl.reshape(tl.load(pre_ptr + offs2, mask=mask2, other=0.0).to(tl.float32), (BLOCK, 2)))
+        dg, du = _geglu_bwd_block(dh, g, u)
+        tl.store(dpre_ptr + offs2, tl.reshape(tl.join(dg, du), (2 * BLOCK,)).to(dpre_ptr.dtype.element_ty),
+                 mask=mask2)
+
+
+def _contig(t: torch.Tensor) -> torch.Tensor:
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def geglu_backward(dout: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
+                   block: int = 1024, num_warps: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dgate, dup) of ``gelu_tanh(gate) * up`` given its output gradient, in one kernel."""
+    _check(gate, up)
+    if dout.shape != gate.shape or dout.dtype != gate.dtype or dout.device != gate.device:
+        raise ValueError(f"geglu: dout {tuple(dout.shape)} {dout.dtype} must match gate {tuple(gate.shape)} "
+                         f"{gate.dtype} on {gate.device}")
+    dout, gate, up = _contig(dout), _contig(gate), _contig(up)
+    dgate, dup = torch.empty_like(gate), torch.empty_like(up)
+    n = gate.numel()
+    if n:
+        geglu_bwd_kernel[(triton.cdiv(n, block),)](dout, gate, up, dgate, dup, n, n // block,
+                                                   BLOCK=block, num_warps=num_warps)
+    return dgate, dup
+
+
+def _check_interleaved(pre: torch.Tensor, other: torch.Tensor, what: str) -> None:
+    if pre.dtype not in SUPPORTED_DTYPES or other.dtype != pre.dtype:
+        raise ValueError(f"geglu: pre-activations {pre.dtype} and {what} {other.dtype} must share a "
+                         "float32/float16/bfloat16 dtype")
+    if pre.dim() == 0 or pre.shape[-1] != 2 * other.shape[-1] or pre.shape[:-1] != other.shape[:-1]:
+        raise ValueError(f"geglu: pre-activations {tuple(pre.shape)} must be {what} {tuple(other.shape)} "
+                         "with the last dimension doubled")
+    if not (pre.is_contiguous() and other.is_contiguous()):
+        raise ValueError("geglu: interleaved tensors must be contiguous")
+
+
+def geglu_interleaved(pre: torch.Tensor, out: torch.Tensor, block: int = 1024, num_warps: int = 4) -> torch.Tensor:
+    """``out = gelu_tanh(pre[..., 0::2]) * pre[..., 1::2]`` for contiguous ``pre`` [..., 2N] -> ``out`` [..., N]."""
+    _check_interleaved(pre, out, "out")
+    n = out.numel()
+    if n:
+        geglu_interleaved_kernel[(triton.cdiv(n, block),)](pre, out, n, n // block, BLOCK=block, num_warps=num_warps)
+    return out
+
+
+def geglu_interleaved_backward(dout: torch.Tensor, pre: torch.Tensor, block: int = 1024,
+                               num_warps: int = 4) -> torch.Tensor:
+    """The gradient of ``geglu_interleaved`` w.r.t. ``pre``: [..., 2N], columns alternating dgate/dup."""
+    dout = _contig(dout)
+    _check_interleaved(pre, dout, "dout")
+    dpre = torch.empty_like(pre)
+    n = dout.numel()
+    if n:
+        geglu_interleaved_bwd_kernel[(triton.cdiv(n, block),)](dout, pre, dpre, n, n // block,
+                                                               BLOCK=block, num_warps=num_warps)
+    return dpre

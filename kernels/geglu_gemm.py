@@ -37,10 +37,12 @@ INTERPRETER_CONFIG = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2)
 
 @triton.jit
 def geglu_dual_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, K,
-                           sxm, sxk, swk, swn, som,
-                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                           GROUP_M: tl.constexpr, UPCAST: tl.constexpr = False,
-                           FAST_TANH: tl.constexpr = False):
+                           sxm, sxk, swk, swn, som, pre_ptr=None, spm=0,
+                           BLOCK_M: tl.constexpr = 16, BLOCK_N: tl.constexpr = 16, BLOCK_K: tl.constexpr = 16,
+                           GROUP_M: tl.constexpr = 2, UPCAST: tl.constexpr = False,
+                           FAST_TANH: tl.constexpr = False, SAVE_PRE: tl.constexpr = False):
+    """Pointer-based dual GEMM. ``SAVE_PRE`` (training) also writes the raw accumulator, gate/up
+    pre-activations interleaved, to ``pre_ptr`` [M, 2N] for the backward."""
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -66,6 +68,9 @@ def geglu_dual_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, K,
         acc = tl.dot(a, b, acc)
         x_ptrs += BLOCK_K * sxk
         w_ptrs += BLOCK_K * swk
+    if SAVE_PRE:
+        p_ptrs = pre_ptr + offs_m[:, None].to(tl.int64) * spm + offs_w[None, :]
+        tl.store(p_ptrs, acc.to(pre_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_w[None, :] < 2 * N))
     gate, up = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
     if FAST_TANH:
         h = gelu_tanh_fast_f32(gate) * up
@@ -77,14 +82,28 @@ def geglu_dual_gemm_kernel(x_ptr, w_ptr, out_ptr, M, N, K,
 
 
 @triton.jit
-def geglu_dual_gemm_tma_kernel(x_desc, w_desc, o_desc, M, N, K,
-                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                               GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, FAST_TANH: tl.constexpr,
-                               FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr, UPCAST: tl.constexpr = False):
+def geglu_dual_gemm_tma_kernel(x_desc, w_desc, o_desc, M, N, K, sxm=0, swk=0, som=0, pre_ptr=None, spm=0,
+                               BLOCK_M: tl.constexpr = 128, BLOCK_N: tl.constexpr = 128,
+                               BLOCK_K: tl.constexpr = 64, GROUP_M: tl.constexpr = 8,
+                               NUM_SMS: tl.constexpr = 132, FAST_TANH: tl.constexpr = True,
+                               FLATTEN: tl.constexpr = True, WARP_SPEC: tl.constexpr = False,
+                               UPCAST: tl.constexpr = False, DEVICE_DESC: tl.constexpr = False,
+                               SAVE_PRE: tl.constexpr = False):
     """Hopper variant: persistent (one program per SM walks the tiles), operands and result moved
     by TMA descriptors (out-of-bounds rows/columns zero-filled on load, clipped on store), and the
     tile loop flattened with the k loop so the next tile's loads are in flight during the epilogue.
-    At K=768 a tile has only 12 k-steps, so the per-tile prologue/epilogue is a large share."""
+    At K=768 a tile has only 12 k-steps, so the per-tile prologue/epilogue is a large share.
+
+    ``DEVICE_DESC``: ``x_desc``/``w_desc``/``o_desc`` are plain tensors (row strides ``sxm``,
+    ``swk``, ``som``) and each program builds its descriptors on the device, so the host builds
+    and encodes nothing per call (Triton then needs a scratch allocator: see ``fused.py``).
+    ``SAVE_PRE`` (training): also store the raw [BM, 2BN] accumulator, the interleaved gate/up
+    pre-activations, to ``pre_ptr`` [M, 2N] with plain stores (no extra shared-memory staging)."""
+    if DEVICE_DESC:
+        x_desc = tl.make_tensor_descriptor(x_desc, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
+        w_desc = tl.make_tensor_descriptor(w_desc, shape=[K, 2 * N], strides=[swk, 1],
+                                           block_shape=[BLOCK_K, 2 * BLOCK_N])
+        o_desc = tl.make_tensor_descriptor(o_desc, shape=[M, N], strides=[som, 1], block_shape=[BLOCK_M, BLOCK_N])
     start = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -105,6 +124,11 @@ def geglu_dual_gemm_tma_kernel(x_desc, w_desc, o_desc, M, N, K,
             if UPCAST:
                 a, b = a.to(tl.float32), b.to(tl.float32)
             acc = tl.dot(a, b, acc)
+        if SAVE_PRE:
+            offs_m = off_m + tl.arange(0, BLOCK_M)
+            offs_p = 2 * off_n + tl.arange(0, 2 * BLOCK_N)
+            tl.store(pre_ptr + offs_m[:, None].to(tl.int64) * spm + offs_p[None, :], acc.to(pre_ptr.dtype.element_ty),
+                     mask=(offs_m[:, None] < M) & (offs_p[None, :] < 2 * N))
         gate, up = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
         if FAST_TANH:
             h = gelu_tanh_fast_f32(gate) * up

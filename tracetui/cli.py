@@ -86,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--memory", action="store_true", help="profile_memory=True: [memory] alloc/free events")
     gen.add_argument("--backward-thread", action="store_true",
                      help="CPU: run backward on a torch thread, as CUDA autograd does (transformer)")
+    gen.add_argument("--train", action="store_true",
+                     help="mlp: a training step (forward, loss, backward, AdamW); --impl fused uses its fused backward")
     for name in ("batch", "seq", "dim", "hidden", "in-features", "out-features", "heads", "layers", "vocab"):
         gen.add_argument(f"--{name}", type=int, default=None)
     gen.add_argument("-o", "--output", type=Path, default=None, help="file (or folder with --all)")
@@ -405,7 +407,9 @@ def _gen(args) -> int:
                                            "heads", "layers", "vocab")}
     dtype = getattr(torch, args.dtype) if args.dtype else None
     device = args.device or default_device()
-    ws = workloads(device=device, **sizes)
+    if args.train and (args.all or args.workload != "mlp"):
+        raise CliError("gen: --train is for the mlp workload (transformer always trains)")
+    ws = workloads(device=device, train_mlp=args.train, **sizes)
     options = dict(mode=args.mode, step_marker=args.step_marker, memory=args.memory,
                    backward_thread=args.backward_thread)
     jobs = []
@@ -419,7 +423,8 @@ def _gen(args) -> int:
     else:
         if not args.workload:
             raise CliError("gen: name a workload (linear, mlp, transformer) or pass --all")
-        out = args.output or Path(ladder_filename(args.workload, args.impl, args.with_stack))
+        name = f"{args.workload}_train" if args.train and args.workload == "mlp" else args.workload
+        out = args.output or Path(ladder_filename(name, args.impl, args.with_stack))
         jobs.append((ws[args.workload], args.impl, args.with_stack, out))
     failed = []
     for i, (w, impl, stack, out) in enumerate(jobs):

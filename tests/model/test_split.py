@@ -294,3 +294,26 @@ def test_progress_after_each_piece_can_stop_the_load_and_the_helper(tmp_path, mo
     fracs = [f for s, f in seen if s == "decoding"]
     assert len(fracs) >= 3 and fracs == sorted(fracs)  # the bar moves piece by piece
     assert not forked._LIVE  # the helper was killed and reaped, not left to finish
+
+
+@pytest.mark.parametrize("path", ["one process", "two processes", "one event at a time", "times as text"])
+def test_header_fields_survive_every_decode_path(tmp_path, monkeypatch, path):
+    """host_name and baseTimeNanoseconds (what a rank's tables need) are kept in ``Trace.meta``
+    exactly as the file writes them, whichever way it was decoded."""
+    evs = _ops(400)
+    if path == "one event at a time":
+        evs[7]["pid"] = [1]  # a field of the wrong type: decoded event by event
+    if path == "times as text":
+        evs[3]["ts"] = 1_700_000_000_123_456.789  # past a float's ns: times read from their digits
+    base = 1_733_000_000_123_456_789  # more digits than a float holds
+    doc = {"schemaVersion": 1, "distributedInfo": {"rank": 5, "world_size": 8, "backend": "nccl"},
+           "traceEvents": evs, "host_name": "node-7", "baseTimeNanoseconds": base}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    monkeypatch.setenv("TRACETUI_PARALLEL", "1" if path == "two processes" else "0")
+    if path == "two processes":
+        monkeypatch.setattr(split, "MIN_BYTES", 0)
+    t = load_trace(p)
+    assert ("decode+index (2 processes)" in t.timings) == (path == "two processes")
+    assert (t.meta["host_name"], t.meta["baseTimeNanoseconds"]) == ("node-7", base)
+    assert t.meta["distributedInfo"] == doc["distributedInfo"]

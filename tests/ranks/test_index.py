@@ -81,7 +81,8 @@ def test_index_is_replaced_atomically(gen_job, tmp_path, capsys):
     assert main(["index", *files, "-o", str(out), "--workers", "1"]) == 0
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     bad = tmp_path / "broken_rank-3.pt.trace.json"
-    bad.write_text('{"distributedInfo": {"rank": 3, "world_size": 6, "backend": "gloo"}, "traceEvents": [')
+    info = dict(json.loads(gen_job["files"][0].read_text())["distributedInfo"], rank=3)  # a rank of this job
+    bad.write_text('{"distributedInfo": ' + json.dumps(info) + ', "traceEvents": [')
     capsys.readouterr()
     for workers in ("1", "2"):  # in this process, and from a pool worker
         assert main(["index", *files, str(bad), "-o", str(out), "--workers", workers]) == 2
@@ -168,3 +169,25 @@ def test_ray_places_node_local_files_on_their_node():
     assert ix.placement(["A"], [[True, False]]) == [None, None]           # one node: anywhere
     local = [[True, True, True, False], [False, False, False, True]]
     assert ix.placement(["A", "B"], local) == ["A", "A", "A", "B"]
+
+
+def _may_fork(_):
+    from tracetui.model import forked
+    return forked.available()
+
+
+def test_one_worker_means_one_process(gen_job, tmp_path, monkeypatch):
+    """Asked for one worker, a map loads in this process and forks no decode helper per rank (a
+    large rank's two-process decode would be a hidden second worker); asked for none, it may."""
+    from tracetui.model import forked, index as ixm
+    from tracetui.model.pool import run_map
+    monkeypatch.setenv("TRACETUI_PARALLEL", "1")
+    if not forked.available():
+        pytest.skip("no fork-based parallelism on this platform")
+    assert run_map(_may_fork, [(1,), (2,)], workers=1) == [False, False]
+    assert run_map(_may_fork, [(1,)], workers=None) == [True]
+    seen = []
+    real = ixm.rank_parquet
+    monkeypatch.setattr(ixm, "rank_parquet", lambda *a: seen.append(forked.available()) or real(*a))
+    ixm.build_index([str(f) for f in gen_job["files"][:2]], tmp_path / "idx", workers=1)
+    assert seen == [False, False] and forked.available()

@@ -299,22 +299,34 @@ def test_text_report_of_a_large_job_lists_the_straggler_and_the_most_waiting(gen
     assert "of 6; --json lists every rank" in out
 
 
-def test_large_rank_files_are_placed_from_their_ends(gloo_job, tmp_path, monkeypatch):
-    """A large uncompressed rank is placed from its first and last MiB, with the same result as
-    decoding it whole; a file whose fields are not there is decoded whole."""
+def test_rank_files_are_placed_from_their_heads(gloo_job, tmp_path, monkeypatch):
+    """A rank is placed from the first MiB of its JSON (gunzipped only that far), with the rank,
+    world and backend the whole file gives; host and base time come from the rank's own load; a
+    file whose distributedInfo follows its events is decoded whole and placed the same."""
+    import gzip
     from tracetui.model import ranks as R
-    monkeypatch.setattr(R, "HEAD_TAIL_BYTES", 64 << 10)
+    monkeypatch.setattr(R, "HEAD_BYTES", 64 << 10)
     doc = raw(gloo_job[2])
     doc["traceEvents"] = doc["traceEvents"] * 4
-    big = tmp_path / "big_rank-2.pt.trace.json"
-    big.write_text(json.dumps(doc))
-    assert big.stat().st_size > 2 * R.HEAD_TAIL_BYTES
-    h = R._header_ends(big)
-    assert h is not None and h.distributedInfo == doc["distributedInfo"]
-    assert h.host_name == doc["host_name"] and h.baseTimeNanoseconds == doc["baseTimeNanoseconds"]
-    rf = R.read_rank_file(big)
-    assert (rf.rank, rf.world, rf.host, rf.base_ns) == (2, doc["distributedInfo"]["world_size"], doc["host_name"],
-                                                         doc["baseTimeNanoseconds"])
-    del doc["host_name"]
-    big.write_text(json.dumps(doc))
-    assert R._header_ends(big) is None and R.read_rank_file(big).host is None
+    plain = tmp_path / "big_rank-2.pt.trace.json"
+    plain.write_text(json.dumps(doc))
+    packed = tmp_path / "big_rank-2.pt.trace.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert plain.stat().st_size > 4 * R.HEAD_BYTES
+    whole = R.header_of
+    monkeypatch.setattr(R, "header_of", lambda data: pytest.fail("decoded whole"))
+    di = doc["distributedInfo"]
+    for f in (plain, packed):
+        rf = R.read_rank_file(f)
+        assert (rf.rank, rf.world, rf.backend, rf.rank_from) == (2, di["world_size"], di["backend"], "distributedInfo")
+    monkeypatch.setattr(R, "header_of", whole)
+    tables = R.load_rank(R.read_rank_file(packed), di["world_size"])
+    assert tables["info"]["host"] == [doc["host_name"]] and tables["info"]["base_ns"] == [doc["baseTimeNanoseconds"]]
+    late = {k: v for k, v in doc.items() if k != "distributedInfo"}
+    late["distributedInfo"] = di  # after traceEvents: the head cannot tell, so the file is decoded whole
+    plain.write_text(json.dumps(late))
+    seen = []
+    monkeypatch.setattr(R, "header_of", lambda data: seen.append(1) or whole(data))
+    rf = R.read_rank_file(plain)
+    assert seen and (rf.rank, rf.world, rf.host, rf.base_ns) == (2, di["world_size"], doc["host_name"],
+                                                                 doc["baseTimeNanoseconds"])

@@ -38,10 +38,28 @@ def _kill_live() -> None:
         _LIVE.discard(pid)
 
 
+_SERIAL = 0
+"""Depth of ``serial()`` blocks in this process."""
+
+
+class serial:
+    """``with serial():`` loads in this process use one core (a map asked for one worker must
+    not fork a helper per rank: one worker means one process)."""
+
+    def __enter__(self):
+        global _SERIAL
+        _SERIAL += 1
+
+    def __exit__(self, *exc):
+        global _SERIAL
+        _SERIAL -= 1
+
+
 def available() -> bool:
-    """Fork-based parallelism is on (Linux, more than one core, TRACETUI_PARALLEL not 0)."""
+    """Fork-based parallelism is on (Linux, more than one core, TRACETUI_PARALLEL not 0, not
+    inside ``serial()``)."""
     return (hasattr(os, "fork") and sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1
-            and os.environ.get("TRACETUI_PARALLEL", "1") != "0")
+            and os.environ.get("TRACETUI_PARALLEL", "1") != "0" and not _SERIAL)
 
 
 def beside(child: Callable[[], T], parent: Callable[[], U], retry: bool = True) -> tuple[T | None, U]:

@@ -213,10 +213,14 @@ def _map_local(job, write, workers, load_opts, progress) -> int:
     from .pool import _context, _init_worker, default_workers
     n = default_workers(len(job.ranks)) if workers is None else max(1, workers)
     if n == 1:
-        for k, rf in enumerate(job.ranks, 1):
-            write(*rank_parquet(rf, job.world, load_opts))
-            if progress:
-                progress(k, len(job.ranks))
+        import contextlib
+        from . import forked
+        one = forked.serial() if workers == 1 else contextlib.nullcontext()
+        with one:  # one worker asked for means one process: no helper forked per rank either
+            for k, rf in enumerate(job.ranks, 1):
+                write(*rank_parquet(rf, job.world, load_opts))
+                if progress:
+                    progress(k, len(job.ranks))
         return 1
     with ProcessPoolExecutor(max_workers=n, mp_context=_context(), initializer=_init_worker) as ex:
         futs = [ex.submit(rank_parquet, rf, job.world, load_opts) for rf in job.ranks]

@@ -106,6 +106,7 @@ class Document(msgspec.Struct):
     tracetui: object = None
     schemaVersion: object = None
     baseTimeNanoseconds: object = None
+    host_name: object = None
 
 
 class LenientDocument(Document):
@@ -132,6 +133,7 @@ class EachDocument(msgspec.Struct):
     tracetui: object = None
     schemaVersion: object = None
     baseTimeNanoseconds: object = None
+    host_name: object = None
 
 
 class RawTimes(msgspec.Struct, gc=False):
@@ -548,7 +550,8 @@ def _decode_each(path: Path, data: bytes, bare: bool, report: LoadReport) -> Doc
         report.repairs.append(f"left out {bad:,} event(s) with a field of the wrong type")
     return Document(traceEvents=events, deviceProperties=each.deviceProperties,
                     distributedInfo=each.distributedInfo, tracetui=each.tracetui,
-                    schemaVersion=each.schemaVersion, baseTimeNanoseconds=each.baseTimeNanoseconds)
+                    schemaVersion=each.schemaVersion, baseTimeNanoseconds=each.baseTimeNanoseconds,
+                    host_name=each.host_name)
 
 
 _PROVENANCE_TEXT = ("workload", "impl", "dtype", "device", "device_type", "torch", "triton", "cuda",
@@ -585,7 +588,24 @@ def clean_meta(doc: Document) -> dict:
     return {"deviceProperties": _plain(doc.deviceProperties) if isinstance(doc.deviceProperties, list) else None,
             "distributedInfo": _plain(doc.distributedInfo) if isinstance(doc.distributedInfo, dict) else None,
             "tracetui": prov,
-            "schemaVersion": schema if isinstance(schema, str) or (type(schema) is int and abs(schema) < 1 << 63) else None}
+            "schemaVersion": schema if isinstance(schema, str) or (type(schema) is int and abs(schema) < 1 << 63) else None,
+            "host_name": doc.host_name if isinstance(doc.host_name, str) else None,
+            "baseTimeNanoseconds": _base_ns(doc.baseTimeNanoseconds)}
+
+
+def _base_ns(v) -> int | None:
+    """``baseTimeNanoseconds`` as an int (a float or, decoded with ``float_hook=str``, a text
+    number is read from its digits), else None."""
+    if type(v) is int:
+        return v if abs(v) < 1 << 63 else None
+    if isinstance(v, (float, str)):
+        try:
+            from decimal import Decimal
+            d = Decimal(str(v))
+            return int(d) if d.is_finite() and abs(d) < 1 << 63 else None
+        except ArithmeticError:
+            return None
+    return None
 
 
 def _short(e: Exception) -> str:

@@ -5,6 +5,7 @@ fork again (``TRACETUI_PARALLEL=0``): the pool already keeps the cores busy.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 import multiprocessing as mp
@@ -42,15 +43,18 @@ def run_map(fn, tasks: list, workers: int | None = None, progress=None, start_me
     ``progress(done, total)`` is called after each task finishes; ``should_stop()``, polled,
     ends the pool's processes at once and raises ``Stopped``.
     """
+    from . import forked
+    asked = workers
     workers = default_workers(len(tasks)) if workers is None else max(1, workers)
     out = [None] * len(tasks)
     if workers == 1 or len(tasks) <= 1:
-        for i, t in enumerate(tasks):
-            if should_stop is not None and should_stop():
-                raise Stopped()
-            out[i] = fn(*t)
-            if progress:
-                progress(i + 1, len(tasks))
+        with forked.serial() if asked == 1 else contextlib.nullcontext():  # one worker: one process
+            for i, t in enumerate(tasks):
+                if should_stop is not None and should_stop():
+                    raise Stopped()
+                out[i] = fn(*t)
+                if progress:
+                    progress(i + 1, len(tasks))
         return out
     ex = ProcessPoolExecutor(max_workers=workers, mp_context=_context(start_method), initializer=_init_worker)
     try:

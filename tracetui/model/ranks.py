@@ -75,57 +75,62 @@ def header_of(data) -> RankHeader:
         return RankHeader()
 
 
-HEAD_TAIL_BYTES = 1 << 20
-"""An uncompressed rank file's placing fields are looked for in its first and last MiB (Kineto
-writes distributedInfo before traceEvents and host_name, baseTimeNanoseconds after it), so
-placing 1,000 ranks of 100 MB does not parse 100 GB; files smaller than twice this, gzipped
-ones, and any file where a field is not found there are decoded whole."""
+HEAD_BYTES = 1 << 20
+"""A rank file is placed from its first MiB (of what it gunzips to, for a gzipped one): Kineto
+writes ``distributedInfo`` before ``traceEvents``, and placing needs nothing else. Placing 1,000
+ranks of 100 MB so reads 1 GB, not 100 GB, and gunzips nothing past each head; the worker that
+loads a rank reads ``host_name`` and ``baseTimeNanoseconds`` from its own decode. A file whose
+head has no ``distributedInfo`` before its events is decoded whole (the key may come later)."""
 
-_HEADER_KEYS = (b"distributedInfo", b"host_name", b"baseTimeNanoseconds")
 
-
-def _header_ends(path: Path) -> RankHeader | None:
-    """The header from the head and tail of a large uncompressed file, or None (decode it whole)."""
-    import json as _json
+def _head(path: Path) -> bytes | None:
+    """The first ``HEAD_BYTES`` of the file's JSON text (gunzipped as far as that), or None."""
+    import zlib
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(HEAD_TAIL_BYTES)
-            if head[:2] == b"\x1f\x8b" or size < 2 * HEAD_TAIL_BYTES:
+            if os.fstat(f.fileno()).st_size == 0:
                 return None
-            f.seek(size - HEAD_TAIL_BYTES)
-            tail = f.read()
-    except OSError:
+            first = f.read(2)
+            f.seek(0)
+            if first != b"\x1f\x8b":
+                return f.read(HEAD_BYTES)
+            z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out = bytearray()
+            while len(out) < HEAD_BYTES and not z.eof:
+                chunk = f.read(1 << 16)
+                if not chunk:
+                    break
+                out += z.decompress(chunk, HEAD_BYTES - len(out))
+                while z.unconsumed_tail and len(out) < HEAD_BYTES:
+                    out += z.decompress(z.unconsumed_tail, HEAD_BYTES - len(out))
+            return bytes(out)
+    except (OSError, zlib.error):
         return None
-    events_at = head.find(b'"traceEvents"')
-    found = {}
-    for key in _HEADER_KEYS:
-        at = head.find(b'"' + key + b'"')
-        chunk = head
-        if at < 0 or (0 <= events_at < at):  # after traceEvents in the head: inside an event
-            chunk, at = tail, tail.rfind(b'"' + key + b'"')
-        if at < 0:
-            return None
-        colon = chunk.find(b":", at + len(key) + 2)
-        text = chunk[colon + 1:colon + 1 + 65536].decode("utf-8", "replace").lstrip()
-        try:
-            found[key.decode()], _ = _json.JSONDecoder().raw_decode(text)
-        except ValueError:
-            return None
+
+
+def _info_in_head(path: Path) -> dict | None:
+    """``distributedInfo`` when it stands before ``traceEvents`` in the file's head, else None."""
+    import json as _json
+    head = _head(path)
+    if not head:
+        return None
+    at, events_at = head.find(b'"distributedInfo"'), head.find(b'"traceEvents"')
+    if at < 0 or (0 <= events_at < at):
+        return None
+    colon = head.find(b":", at + len(b'"distributedInfo"'))
+    text = head[colon + 1:].decode("utf-8", "replace").lstrip()
     try:
-        return msgspec.convert(found, RankHeader)
-    except msgspec.ValidationError:
+        value, _ = _json.JSONDecoder().raw_decode(text)
+    except ValueError:
         return None
+    return value if isinstance(value, dict) else None
 
 
-def read_rank_file(path: Path, data=None) -> RankFile:
-    """Where ``path`` sits in its job: rank and world from distributedInfo, else the file name."""
-    h = _header_ends(Path(path)) if data is None else None
-    if h is None:
-        h = header_of(data if data is not None else read_bytes(path, LoadReport()))
-    rf = RankFile(path=Path(path).absolute(), host=h.host_name,
-                  base_ns=int(h.baseTimeNanoseconds) if isinstance(h.baseTimeNanoseconds, (int, float)) else 0)
-    di = h.distributedInfo if isinstance(h.distributedInfo, dict) else None
+def _rank_file(path: Path, di, host=None, base_ns=None) -> RankFile:
+    """A RankFile from a header's fields: rank and world from distributedInfo, else the file name."""
+    rf = RankFile(path=Path(path).absolute(), host=host if isinstance(host, str) else None,
+                  base_ns=int(base_ns) if isinstance(base_ns, (int, float)) else 0)
+    di = di if isinstance(di, dict) else None
     if di is not None and isinstance(di.get("rank"), int):
         rf.rank, rf.rank_from = di["rank"], "distributedInfo"
         rf.world = di.get("world_size") if isinstance(di.get("world_size"), int) else None
@@ -136,6 +141,16 @@ def read_rank_file(path: Path, data=None) -> RankFile:
         if m:
             rf.rank, rf.rank_from = int(m.group(1)), "file name"
     return rf
+
+
+def read_rank_file(path: Path, data=None) -> RankFile:
+    """Where ``path`` sits in its job (``HEAD_BYTES`` says what is read). ``host`` and ``base_ns``
+    are filled only when the file was decoded whole; ``load_rank`` fills them from its load."""
+    di = _info_in_head(Path(path)) if data is None else None
+    if di is not None:
+        return _rank_file(path, di)
+    h = header_of(data if data is not None else read_bytes(path, LoadReport()))
+    return _rank_file(path, h.distributedInfo, h.host_name, h.baseTimeNanoseconds)
 
 
 def expand_inputs(items) -> list[Path]:
@@ -415,9 +430,9 @@ def load_rank(rf: RankFile, world: int | None = None, load_opts: dict | None = N
     """Load one rank's trace and return its tables (what a worker of the local pool or Ray runs)."""
     from .trace import load_trace
     trace = load_trace(rf.path, **(load_opts or {}))
-    if trace.store.source is not None and rf.host is None:  # header fields the loader does not keep
-        h = header_of(trace.store.source)
-        rf.host = h.host_name
+    if rf.host is None:  # placed from the file's head: the rest of its header comes from this load
+        rf.host = trace.meta.get("host_name")
+        rf.base_ns = trace.meta.get("baseTimeNanoseconds") or 0
     return rank_tables(trace, rf, world)
 
 

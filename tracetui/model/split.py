@@ -32,6 +32,7 @@ class _Envelope(msgspec.Struct):
     tracetui: object = None
     schemaVersion: object = None
     baseTimeNanoseconds: object = None
+    host_name: object = None
 
 
 _envelope = msgspec.json.Decoder(_Envelope)
@@ -271,7 +272,7 @@ def _joined(env: _Envelope, mine: tuple, got: tuple | None, t0: float) -> tuple[
     TIMES.update({**parent_t, **child_t, "both": time.perf_counter() - t0})
     doc = Document(traceEvents=[], deviceProperties=env.deviceProperties, distributedInfo=env.distributedInfo,
                    tracetui=env.tracetui, schemaVersion=env.schemaVersion,
-                   baseTimeNanoseconds=env.baseTimeNanoseconds)
+                   baseTimeNanoseconds=env.baseTimeNanoseconds, host_name=env.host_name)
     return doc, concat_stores([store1, store2], [0, offset]), lenient1 or lenient2
 
 

@@ -22,27 +22,18 @@ class GeGLU(nn.Module):
         self.up_proj = nn.Linear(dim, hidden, bias=False)
         self.down_proj = nn.Linear(hidden, dim, bias=False)
         self.act = act
-        self._packed = None
-        self._packed_key = None
-
-    def packed_gate_up(self) -> torch.Tensor:
-        """Gate/up weights packed for the fused kernel, re-packed only when a weight changes."""
-        from tracetui.kernels.geglu_gemm import pack_gate_up
-        wg, wu = self.gate_proj.weight, self.up_proj.weight
-        key = (wg.data_ptr(), wg._version, wu.data_ptr(), wu._version, wg.dtype)
-        if self._packed_key != key:
-            with torch.no_grad():
-                self._packed = pack_gate_up(wg, wu)
-            self._packed_key = key
-        return self._packed
+        self._fused = None  # tracetui.kernels.fused.PackedGeGLU, made on the first fused call
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.act == "triton":
-            from tracetui.kernels.geglu import geglu
-            return self.down_proj(geglu(self.gate_proj(x), self.up_proj(x)))
+            from tracetui.kernels.fused import geglu_autograd
+            return self.down_proj(geglu_autograd(self.gate_proj(x), self.up_proj(x)))
         if self.act == "fused":
-            from tracetui.kernels.geglu_gemm import geglu_gemm_packed
-            return self.down_proj(geglu_gemm_packed(x, self.packed_gate_up()))
+            from tracetui.kernels.fused import PackedGeGLU, fused_geglu
+            wg, wu = self.gate_proj.weight, self.up_proj.weight
+            if self._fused is None:  # packs once; re-packs only when a weight changes
+                self._fused = PackedGeGLU(wg, wu)
+            return self.down_proj(fused_geglu(x, wg, wu, self._fused))
         return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
 
 
@@ -189,11 +180,15 @@ class Workload:
         model, inputs = self.build(impl, device, dtype, mode)
         if not self.train:
             return lambda: model(*inputs)
+        if self.name == "mlp":  # the MLP returns activations: a scalar loss to train on
+            net, loss_of = model, (lambda *a: net(*a).float().square().mean())
+        else:
+            loss_of = model
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
         backward = backward_on_thread if backward_thread else (lambda loss: loss.backward())
 
         def train_step() -> None:
-            loss = model(*inputs)
+            loss = loss_of(*inputs)
             backward(loss)
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -209,8 +204,11 @@ TRANSFORMER_SIZES = {
 """Default transformer sizes per device type (``--layers``, ``--dim``, ... override them)."""
 
 
-def workloads(device: str | None = None, **overrides) -> dict[str, Workload]:
+def workloads(device: str | None = None, train_mlp: bool = False, **overrides) -> dict[str, Workload]:
     """The ladder with default sizes; ``overrides`` replace sizes of the workloads that have them.
+
+    ``train_mlp``: the MLP runs a training step (forward, mean-square loss, backward, AdamW) in
+    every impl, ``fused`` through its fused backward (``tracetui.kernels.fused``).
 
     ``device`` picks the transformer's defaults (``TRANSFORMER_SIZES``; CPU sizes unless "cuda").
     """
@@ -221,6 +219,7 @@ def workloads(device: str | None = None, **overrides) -> dict[str, Workload]:
         d.update({k: v for k, v in overrides.items() if k in d and v is not None})
     return {
         "linear": Workload("linear", lin, ("eager", "compile"), "linear_fwd"),
-        "mlp": Workload("mlp", mlp, IMPLS, "mlp_fwd"),
+        "mlp": (Workload("mlp", mlp, IMPLS, "mlp_train", train=True) if train_mlp
+                else Workload("mlp", mlp, IMPLS, "mlp_fwd")),
         "transformer": Workload("transformer", tfm, ("eager", "compile"), "", train=True),
     }

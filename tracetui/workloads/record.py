@@ -99,7 +99,7 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
     if impl in ("triton", "fused") and device != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError(f"impl {impl!r} needs a CUDA device (or TRITON_INTERPRET=1 for the CPU interpreter)")
     if backward_thread and not w.train:
-        raise ValueError(f"workload {w.name!r} runs no backward (only transformer trains)")
+        raise ValueError(f"workload {w.name!r} runs no backward (transformer trains, and mlp with --train)")
     if backward_thread and device == "cuda":
         raise ValueError("backward on its own thread is for the CPU: on CUDA autograd's thread already runs it")
     dtype = dtype or (torch.bfloat16 if device == "cuda" else torch.float32)
