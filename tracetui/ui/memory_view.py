@@ -251,6 +251,7 @@ class MemoryView(Vertical):
         box = self.parent
         switcher = box.parent if box is not None else None
         if (self._warm is not None or self._shown or not self.is_mounted or switcher is None
+                or self.screen is not self.app.screen  # another screen on top: its frames are not ours
                 or getattr(switcher, "current", None) == box.id or not self.trace.memory_ready
                 or not len(self.memory)):
             return
