@@ -3,10 +3,10 @@ timeline keys (on a step, and on the whole trace from the root row).
 
     python benchmarks/bench_ui.py [--events 270000] [--src RECORDING] [--input TRACE]
 
-Each key is timed two ways: wall time from press until Pilot finds the app idle again (an upper
-bound: Pilot polls for idleness in 20 ms sleeps), and the CPU time the process spent on the key
-(handler + layout + render: what a user waits for, since the app is otherwise idle). The input is
-a replicated real recording generated here. Reported as median and worst case.
+Each key is timed two ways (benchmarks/keytiming.py): wall time from press until Pilot finds the
+app idle again, and the CPU time the process spent on the key. The input is a replicated real
+recording generated here. Reported as median and worst case, and the median as a ratio to the
+tree's cursor key measured in the same run.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.keytiming import cpu_median, key_timer, line  # noqa: E402
 
 
 async def run(path: Path) -> dict:
@@ -34,15 +35,7 @@ async def run(path: Path) -> dict:
         await pilot.pause()
         out["first_screen_s"] = time.perf_counter() - t0
 
-        async def timed(*keys) -> list[float]:
-            res = []
-            for k in keys:
-                a, c = time.perf_counter(), time.process_time()
-                await pilot.press(k)
-                await pilot.pause()
-                res.append(((time.perf_counter() - a) * 1e3, (time.process_time() - c) * 1e3))
-            return res
-
+        timed = key_timer(pilot)
         out["cursor_ms"] = await timed(*(["down"] * 30 + ["up"] * 10))
         out["expand_ms"] = []
         for _ in range(10):
@@ -55,7 +48,7 @@ async def run(path: Path) -> dict:
         a, c = time.perf_counter(), time.process_time()
         await pilot.pause(SEARCH_SETTLE_S + 0.05)
         await pilot.pause()
-        out["search_settle_ms"] = [((time.perf_counter() - a) * 1e3, (time.process_time() - c) * 1e3)]
+        out["search_settle_ms"] = [((time.perf_counter() - a) * 1e3, (time.process_time() - c) * 1e3, 0.0)]
         out["search_close_ms"] = await timed("enter")  # back to the tree
         out["next_match_ms"] = await timed(*(["n"] * 10))
         for _ in range(4):  # open and close a few more times for a median
@@ -100,15 +93,14 @@ def main() -> None:
             r = asyncio.run(run(p))
         print(f"input: {args.events:,} events, {size:.1f} MB (replicated from {args.src.name})")
     if args.v:
-        print({k: [round(c, 1) for _, c in v] for k, v in r.items() if k.endswith("_ms")})
+        print({k: [round(s[1], 1) for s in v] for k, v in r.items() if k.endswith("_ms")})
     print(f"first screen (app start -> explorer shown): {r['first_screen_s']:.2f} s")
+    base = cpu_median(r["cursor_ms"])  # the baseline: the tree's cursor key, in the same run
     for k in ("cursor_ms", "expand_ms", "search_open_ms", "search_ms", "search_settle_ms", "search_close_ms",
               "next_match_ms", "timeline_step_ms", "timeline_all_ms", "tl_step_ms", "tl_deep_ms", "tl_whole_ms",
               "tl_range_ms"):
-        wall = [w for w, _ in r[k]]
-        cpu = [c for _, c in r[k]]
-        print(f"{k[:-3]:14s} CPU per key: median {statistics.median(cpu):6.1f} ms, worst {max(cpu):6.1f} ms | "
-              f"Pilot wall: median {statistics.median(wall):6.1f} ms, worst {max(wall):6.1f} ms  (n={len(cpu)})"
+        cpu = [s[1] for s in r[k]]
+        print(line(k[:-3], r[k], base)
               + (f"  {'meets' if statistics.median(cpu) <= 50 and max(cpu) <= 150 else 'MISSES'} "
                  "the 50/150 ms target" if k.startswith("tl_") else ""))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+from decimal import Decimal
 
 import numpy as np
 
@@ -175,4 +176,189 @@ def test_memory_view_two_devices_on_hta_trace(peer_dir):
             assert "GPU1" in str(view.query_one("#mem-head").render())
             assert view.query_one("#mem-ops").row_count == len(
                 [s for s in screen.trace.memory.op_stats() if s.device == "GPU1"])
+    asyncio.run(run())
+
+
+# ---- off the keys: the model built in a worker, Enter landing on the op the raw JSON names
+
+def _raw_view(raw, scope_name: str) -> tuple[int, int, int, list]:
+    """From the raw JSON alone, for the step named ``scope_name`` on a CPU recording: its
+    window (ns), the peak's Total Allocated in it (the level carried in counts) and the
+    allocations live there, as (instant index in ``raw.mem``, thread, ts) ."""
+    ns = lambda v: int(Decimal(v) * 1000)  # noqa: E731
+    with gzip.open(MEM, "rt") as f:
+        ev = json.load(f, parse_float=Decimal)["traceEvents"]
+    step = [e for e in ev if e.get("ph") == "X" and e.get("name") == scope_name]
+    assert len(step) == 1
+    lo, hi = ns(step[0]["ts"]), ns(step[0]["ts"]) + ns(step[0]["dur"])
+    cpu = [j for j, m in enumerate(raw.mem) if raw.device(m[3]) == "CPU"]
+    before = [j for j in cpu if raw.mem[j][0] < lo][-1:]
+    cand = before + [j for j in cpu if lo <= raw.mem[j][0] < hi]
+    k = max(cand, key=lambda j: (raw.mem[j][3]["Total Allocated"], -j))  # the first highest
+    freed_at = {}  # allocation -> position of its free, walking (device, address) in time order
+    open_at = {}
+    for j, (_, _, _, a) in enumerate(raw.mem):
+        key = (raw.device(a), a["Addr"])
+        if a["Bytes"] > 0:
+            open_at[key] = j
+        elif key in open_at:
+            freed_at[open_at.pop(key)] = j
+    live = [(j, raw.mem[j][2], raw.mem[j][0]) for j in cpu
+            if j <= k and raw.mem[j][3]["Bytes"] > 0 and freed_at.get(j, len(raw.mem)) > k]
+    return lo, hi, raw.mem[k][3]["Total Allocated"], live
+
+
+def test_enter_lands_on_the_raw_op():
+    """Enter on a peak-holder row lands on the innermost cpu_op (from the raw JSON) holding one
+    of the allocations live at the step's peak, named as the row; Enter on a per-op row lands on
+    the earliest raw cpu_op of that name holding a [memory] instant of the step, and n walks as
+    many calls as the raw JSON has."""
+    from tests.model.test_memory import Raw
+    raw = Raw(MEM)
+
+    async def run():
+        app = TraceApp([MEM])
+        async with app.run_test(size=(160, 48)) as pilot:
+            screen, view = await _open_memory(pilot)
+            tr = screen.trace
+            lo, hi, peak, live = _raw_view(raw, tr.name(view.scope))
+            assert view._peak.allocated == peak
+            innermost = {}  # (name, start ns) of the innermost op of each live allocation
+            for _, key, t in live:
+                ops = raw.containing(key, t)
+                if ops:
+                    innermost[(ops[-1][3], ops[-1][0])] = True
+            live_table = view.query_one("#mem-live")
+            for row in range(min(2, len(view._holders))):
+                name = view._holders[row]["key"][0]
+                assert f"  {name}" in live_table.row_text(row)
+                live_table.focus()
+                live_table.cursor = row
+                await pilot.press("enter")
+                await pilot.pause()
+                assert screen.query_one("#views").current == "tree"
+                node = screen.current
+                assert (tr.name(node), int(tr.tree.start[node])) in innermost
+                assert tr.name(node) == name
+                await pilot.press("5")
+                await pilot.pause()
+            ops_table = view.query_one("#mem-ops")
+            for row in (0, 2):
+                name = view._stats[row].name
+                assert ops_table.row_text(row).rstrip().endswith(name)
+                calls = sorted({o[0] for key, ops in raw.ops.items() for o in ops if o[3] == name
+                                and any(o[0] <= t < o[1] and k == key and lo <= t < hi
+                                        and raw.device(a) == "CPU" for t, _, k, a in raw.mem)})
+                ops_table.focus()
+                ops_table.cursor = row
+                await pilot.press("enter")
+                await pilot.pause()
+                node = screen.current
+                assert (tr.name(node), int(tr.tree.start[node])) == (name, calls[0])
+                assert screen.matches.size == len(calls)
+                await pilot.press("n")
+                await pilot.pause()
+                if len(calls) > 1:
+                    assert int(tr.tree.start[screen.current]) == calls[1]
+                await pilot.press("5")
+                await pilot.pause()
+    asyncio.run(run())
+
+
+def test_memory_key_before_the_model(monkeypatch):
+    """5 pressed while the model is still being built answers at once with a placeholder, keys
+    keep answering, and the view fills in once the worker is done (the peak the raw JSON has)."""
+    import threading
+    import time
+
+    from tracetui.model import memory as memory_model
+
+    gate = threading.Event()
+    real = memory_model.build_memory
+
+    def gated(trace):
+        gate.wait(30)  # held until the test lets it go (30 s: a broken test must not hang)
+        return real(trace)
+
+    monkeypatch.setattr(memory_model, "build_memory", gated)
+    from tests.model.test_memory import Raw
+    raw = Raw(MEM)
+
+    async def run():
+        app = TraceApp([MEM])
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not isinstance(app.screen, ExplorerScreen):
+                await pilot.pause(0.02)
+            screen = app.screen
+            view = screen.memory_view
+            t0 = time.monotonic()
+            await pilot.press("5")
+            await pilot.pause()
+            await pilot.press("full_stop")  # a step key, before anything is built
+            await pilot.pause()
+            assert time.monotonic() - t0 < 10 and not gate.is_set()
+            assert screen.query_one("#views").current == "memory"
+            assert not screen.trace.memory_ready and not view._shown
+            assert "reading memory events" in str(view.query_one("#mem-head").render())
+            assert view.query_one("#mem-live").row_count == 0 and view.query_one("#mem-ops").row_count == 0
+            gate.set()
+            for _ in range(500):
+                if view._shown:
+                    break
+                await pilot.pause(0.02)
+            await pilot.pause()
+            tr = screen.trace
+            assert tr.steps.index(view.scope) == 1  # the step key was kept: the second step
+            _, _, peak, live = _raw_view(raw, tr.name(view.scope))
+            assert view._peak.allocated == peak
+            assert view.query_one("#mem-live").row_count >= 1 and view.query_one("#mem-ops").row_count >= 1
+            assert "peak" in str(view.query_one("#mem-head").render())
+            assert view._peak.live.size == len(live)
+    asyncio.run(run())
+
+
+def test_first_layout_off_screen(monkeypatch):
+    """Once its pages are built, the hidden view is laid out once below the screen's edge (the
+    tree stays what is shown), then put back; the first 5 then shows it in the place and with
+    the figures of any later 5."""
+    from tracetui.ui.memory_view import MemoryView
+
+    seen = []  # (box region on screen, its size, view shown) at each round of the off-screen layout
+    real = MemoryView._warm_rounds
+
+    def rounds(self, left):
+        if self._warm is not None:
+            seen.append((self._warm.region, self._warm.size, self.screen.query_one("#views").current))
+        real(self, left)
+
+    monkeypatch.setattr(MemoryView, "_warm_rounds", rounds)
+
+    async def run():
+        app = TraceApp([MEM])
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not isinstance(app.screen, ExplorerScreen):
+                await pilot.pause(0.02)
+            screen, view = app.screen, app.screen.memory_view
+            await app.workers.wait_for_complete()
+            for _ in range(100):
+                if seen and view._warm is None:
+                    break
+                await pilot.pause(0.02)
+            assert seen and view._warm is None
+            switcher = screen.query_one("#views")
+            for region, size, current in seen:  # nothing of it on screen, at the size it will have
+                assert current == "tree" and (not region.area or region.y >= app.size.height)
+            assert seen[-1][1] == switcher.content_size
+            box = view.parent
+            assert not box.display and view.container_size.width > 0  # hidden again, but laid out
+            assert all(box.styles.inline.get_rule(r) is None for r in ("position", "offset", "width", "height"))
+            await pilot.press("5")
+            await pilot.pause()
+            assert box.region == switcher.content_region
+            assert view.region.y < app.size.height and view._shown
+            tr = screen.trace
+            lo, hi, peak, _ = _raw_view(Raw(MEM), tr.name(view.scope))
+            assert view._peak.allocated == peak
+            assert "peak" in str(view.query_one("#mem-head").render())
+    from tests.model.test_memory import Raw
     asyncio.run(run())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
@@ -26,6 +26,7 @@ from tracetui.textsafe import visible
 from .details import describe
 from .detail_pane import DetailPane
 from .footer import StableFooter
+from .idle_gc import IdleCollector
 from .format import plain
 from .tab_bar import TabBar
 from .tables import AggTable
@@ -248,6 +249,14 @@ class ExplorerScreen(Screen):
                 self.app.call_from_thread(self._args_ready)
             except RuntimeError:  # the app closed meanwhile
                 pass
+            if len(self.trace.store.memory):  # every page of the memory view, so that no key computes one
+                worker = get_current_worker()
+                self.memory_view.prepare(getattr(self, "current", 0), lambda: worker.is_cancelled)
+                keep_out_of_gc()
+                try:  # and its first layout, off screen, so that the first 5 is like the next ones
+                    self.app.call_from_thread(lambda: self.memory_view.warm_layout(getattr(self, "current", 0)))
+                except RuntimeError:  # the app closed meanwhile
+                    pass
         self.timeline.prepare()  # its lanes: ~0.2 s on 270k events, before `4` asks
 
     def _args_ready(self) -> None:
@@ -333,8 +342,8 @@ class ExplorerScreen(Screen):
             self._show_view("tree")
             self.tree.reveal(int(node))
             self.show_if_new(int(node))  # moving the cursor usually showed it already
-            if focus:
-                self.tree.focus()
+            if focus:  # now, not after this frame (tree.focus() would restyle it in a second one)
+                self.set_focus(self.tree)
 
     def action_diagnostics(self) -> None:
         """The root row: its detail pane spells out the status line's diagnostics and repairs,
@@ -662,6 +671,7 @@ class TraceApp(App):
         self.early = early
         self.load_opts = load_opts or {}
         self.failure: str | None = None  # why the traces it was started on did not load
+        self.idle_gc = IdleCollector(self)  # full GC collections while the user pauses (idle_gc.py)
 
     def exit(self, result=None, return_code: int = 0, message=None) -> None:
         """Quit; once the traces it was started on failed to load, with the CLI's code for bad input."""
@@ -672,6 +682,7 @@ class TraceApp(App):
     def on_mount(self) -> None:
         # before any worker starts: quitting must not wait for a load that is still decoding
         asyncio.get_running_loop().set_default_executor(DaemonExecutor())
+        self.idle_gc.install()
         early, self.early = self.early, None
         if self.job:
             from .job_view import JobScreen
@@ -679,6 +690,14 @@ class TraceApp(App):
             return
         self.push_screen(LoadingScreen(self.paths if self.diff else self.paths[:1], self._loaded, early,
                                        self.load_opts))
+
+    def on_unmount(self) -> None:
+        self.idle_gc.remove()
+
+    async def on_event(self, event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown)) and not event.is_forwarded:
+            self.idle_gc.input()
+        await super().on_event(event)
 
     def _loaded(self, traces: list[Trace]) -> None:
         self.traces = traces

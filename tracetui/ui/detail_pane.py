@@ -46,14 +46,25 @@ class DetailPane(ScrollView, can_focus=True):
                 return
 
     def _wrap(self) -> None:
-        width = self.scrollable_content_region.width or self.size.width
-        if width <= 0:  # hidden (`d`): wrap when it is shown again, at its width then
-            self._strips = []
-            self.virtual_size = Size(0, 0)
-            return
         console = self.app.console
+        width = self.scrollable_content_region.width
+        if width > 0:
+            lines = console.render_lines(self.text, console.options.update_width(width), pad=False)
+        else:  # hidden (another view is shown, or `d`): at the width it will have when shown, so
+            # showing it again (Enter in the memory view) lays the screen out once, not twice
+            full, bar = self.container_size.width, self.styles.scrollbar_size_vertical
+            if full <= bar:  # never laid out: wrap when it is shown, at its width then
+                self._strips = []
+                self.virtual_size = Size(0, 0)
+                return
+            with_bar = self.show_vertical_scrollbar
+            for _ in range(2):  # a text that takes the scrollbar (or gives it back) wraps twice
+                width = full - (bar if with_bar else 0)
+                lines = console.render_lines(self.text, console.options.update_width(width), pad=False)
+                if (len(lines) > self.container_size.height) == with_bar:
+                    break
+                with_bar = not with_bar
         style = self.rich_style
-        lines = console.render_lines(self.text, console.options.update_width(width), pad=False)
         self._strips = [Strip(line).extend_cell_length(width, style).apply_style(style) for line in lines]
         self.virtual_size = Size(width, len(self._strips))
         self.refresh()

@@ -7,6 +7,8 @@ whose two tables are refilled on every step key, that was most of a key's time (
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
@@ -21,6 +23,34 @@ from tracetui.textsafe import visible
 HEADER = Style(bold=True)
 CURSOR = Style(reverse=True)
 CURSOR_BLURRED = Style(underline=True)
+
+
+class Lines(NamedTuple):
+    """A table's rows as the lines it draws: the header, one str per row, the column widths."""
+    header: str
+    lines: list[str]
+    widths: list[int]
+
+
+def format_rows(columns: list[tuple[str, bool]], rows: list[tuple], max_widths: list[int] | None = None) -> Lines:
+    """Rows (cells are str; names from a trace are made visible here) as padded lines under
+    ``columns`` ((header, right-justified)); plain Python, so a worker can format a table
+    before it is shown."""
+    cells = [[visible(str(c)) for c in r] for r in rows]
+    widths = [len(h) for h, _ in columns]
+    for r in cells:
+        for j, c in enumerate(r):
+            widths[j] = max(widths[j], len(c))
+    if max_widths:
+        widths = [min(w, m) for w, m in zip(widths, max_widths)]
+
+    def line(r: list[str]) -> str:
+        out = []
+        for (_, right), w, c in zip(columns, widths, r):
+            c = c[:w]
+            out.append(c.rjust(w) if right else c.ljust(w))
+        return " " + "  ".join(out) + " "
+    return Lines(line([h for h, _ in columns]), [line(r) for r in cells], widths)
 
 
 class LineTable(ScrollView, can_focus=True):
@@ -62,23 +92,13 @@ class LineTable(ScrollView, can_focus=True):
 
     def set_rows(self, rows: list[tuple], max_widths: list[int] | None = None) -> None:
         """Replace every row (cells are str; names from a trace are made visible here)."""
-        cells = [[visible(str(c)) for c in r] for r in rows]
-        widths = [len(h) for h, _ in self.columns]
-        for r in cells:
-            for j, c in enumerate(r):
-                widths[j] = max(widths[j], len(c))
-        if max_widths:
-            widths = [min(w, m) for w, m in zip(widths, max_widths)]
-        self._widths = widths
+        self.set_lines(format_rows(self.columns, rows, max_widths))
 
-        def line(r: list[str]) -> str:
-            out = []
-            for (_, right), w, c in zip(self.columns, widths, r):
-                c = c[:w]
-                out.append(c.rjust(w) if right else c.ljust(w))
-            return " " + "  ".join(out) + " "
-        self._header = line([h for h, _ in self.columns])
-        self._lines = [line(r) for r in cells]
+    def set_lines(self, lines: "Lines") -> None:
+        """Replace every row with rows formatted already (``format_rows``, e.g. in a worker)."""
+        if lines.lines is self._lines and lines.header == self._header:
+            return  # on screen already (a view shown again)
+        self._header, self._lines, self._widths = lines.header, lines.lines, lines.widths
         self.virtual_size = Size(len(self._header), len(self._lines) + 1)
         self.cursor = min(self.cursor, max(len(self._lines) - 1, 0))
         self.refresh()

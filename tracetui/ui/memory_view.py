@@ -6,6 +6,11 @@ can change apart. The model (tracetui/model/memory.py) is built in a worker, nev
 """
 from __future__ import annotations
 
+import gc
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
 import numpy as np
 from rich.text import Text
 from textual import on, work
@@ -13,11 +18,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from tracetui.model.memory import Memory, fmt_bytes
+from tracetui.model.memory import Memory, OpStat, Peak, fmt_bytes
 from tracetui.model.trace import Trace
 
 from .format import fmt_us, plain
-from .line_table import LineTable
+from .line_table import LineTable, Lines, format_rows
 
 AXIS_W = 10
 """Columns of the plot's left axis (the byte labels)."""
@@ -29,6 +34,78 @@ BRAILLE_BITS = np.array([[0x01, 0x08], [0x02, 0x10], [0x04, 0x20], [0x40, 0x80]]
 """The braille bit of dot (row, column) inside one cell (Unicode's dot numbering)."""
 HOLDER_ROWS = 200
 """Rows of the live-at-peak table (grouped by op, module and step); the rest are summed in one row."""
+PLOT_CACHE = 64
+"""Plots kept drawn, per (device, step, width, rows): a view shown again, or a step visited again,
+draws nothing."""
+LIVE_COLUMNS = [("bytes", True), ("count", True), ("op", False), ("module", False), ("step", False)]
+LIVE_WIDTHS = [12, 9, 32, 28, 20]
+OPS_COLUMNS = [("self Δ", True), ("Δ", True), ("allocs", True), ("alloc size", True),
+               ("self allocs", True), ("calls", True), ("op", False)]
+OPS_WIDTHS = [12, 12, 9, 12, 11, 9, 200]
+
+
+@dataclass
+class Page:
+    """Everything the view shows for one device and step (0: the whole trace) but the plot,
+    which depends on the view's size: computed once, by the prefetch worker after the model is
+    built (``MemoryView.prepare``) or, for a page it has not reached yet, by the key that needs it."""
+    lo: int                    # the time axis (ns)
+    hi: int
+    peak: Peak | None
+    holders: list[dict]        # the live table's rows that jump (groups of op, module, step)
+    live: Lines
+    live_count: int            # allocations live at the peak
+    stats: list[OpStat]        # the per-op table's rows
+    ops: Lines
+    never: int                 # allocations of the device never freed, and their bytes
+    never_bytes: int
+
+
+def trace_span(trace: Trace, mem: Memory) -> tuple[int, int]:
+    """The whole trace's time axis: the events' own span and the memory instants' (a synthetic
+    node can hold the root's start at 0)."""
+    store = trace.store
+    ends = [int(store.ts.min()), int((store.ts + store.dur).max())] if len(store) else [0, 1]
+    if len(mem):
+        ends += [int(mem.ts[0]), int(mem.ts[-1]) + 1]
+    return min(ends), max(max(ends), min(ends) + 1)
+
+
+def step_span(trace: Trace, step: int) -> tuple[int, int]:
+    """A step's time axis: its host interval, stretched to the end of its GPU work."""
+    t = trace.tree
+    s0, s1 = int(t.start[step]), int(t.start[step] + t.dur[step])
+    gpu = trace.step_window(step).gpu
+    if gpu.size:
+        s1 = max(s1, int((t.start[gpu] + t.dur[gpu]).max()))
+    return s0, max(s1, s0 + 1)
+
+
+def build_page(trace: Trace, mem: Memory, device: int, scope: int, span: tuple[int, int] | None = None) -> Page:
+    """The page of ``device`` over step ``scope`` (0: the whole trace, whose ``span`` can be given)."""
+    lo, hi = (span or trace_span(trace, mem)) if not scope else step_span(trace, scope)
+    peak = mem.peak(device, lo, hi) if scope else mem.peak(device)
+    holders, rows = [], []
+    if peak is not None:
+        groups = mem.holders(peak.live, "op,module,step")
+        for g in groups[:HOLDER_ROWS]:
+            op, module, step = g["key"]
+            rows.append((fmt_bytes(g["bytes"]), f"{g['count']:,}", op, module, step))
+            holders.append(g)
+        rest = groups[HOLDER_ROWS:]
+        if rest:
+            rows.append((fmt_bytes(sum(g["bytes"] for g in rest)), f"{sum(g['count'] for g in rest):,}",
+                         f"… {len(rest)} more groups", "", ""))
+        if peak.held_before:
+            rows.append((fmt_bytes(peak.held_before), "", "(allocated before the trace)", "", ""))
+    label = mem.devices[device]
+    stats = [s for s in mem.op_stats(*((lo, hi) if scope else (None, None))) if s.device == label]
+    ops = format_rows(OPS_COLUMNS, [(fmt_bytes(s.self_increase), fmt_bytes(s.increase), f"{s.alloc_count:,}",
+                                     fmt_bytes(s.alloc_bytes), f"{s.self_alloc_count:,}", f"{s.calls:,}", s.name)
+                                    for s in stats], OPS_WIDTHS)
+    never = mem.never_freed(device)
+    return Page(lo, hi, peak, holders, format_rows(LIVE_COLUMNS, rows, LIVE_WIDTHS),
+                peak.live.size if peak is not None else 0, stats, ops, int(never.size), int(mem.nbytes[never].sum()))
 
 
 def braille_plot(ts: np.ndarray, alloc: np.ndarray, reserved: np.ndarray, lo: int, hi: int,
@@ -103,15 +180,21 @@ class MemoryView(Vertical):
         self._peak = None          # the shown window's peak, once refresh_all ran
         self._shown = False
         self._key: tuple = ()
+        self._pages: dict[tuple[int, int], Page] = {}  # (device, step) -> Page; filled by prepare()
+        self._pages_lock = threading.Lock()
+        self._span: tuple[int, int] | None = None      # the whole trace's time axis
+        self._series: dict[int, tuple] = {}            # device -> (ts, allocated, reserved)
+        self._plots: OrderedDict = OrderedDict()       # (device, step, width, rows) -> (head, plot, height)
+        self._plot_key: tuple = ()                     # the one on screen
+        self.pages_ready = False                       # prepare() built every page
+        self._warm = None                              # the box laid out off screen (warm_layout)
 
     def compose(self):
         yield Static(id="mem-head")
         yield MemoryPlot(id="mem-plot")
         with Horizontal(id="mem-tables"):
-            yield LineTable([("bytes", True), ("count", True), ("op", False), ("module", False), ("step", False)],
-                            id="mem-live")
-            yield LineTable([("self Δ", True), ("Δ", True), ("allocs", True), ("alloc size", True),
-                             ("self allocs", True), ("calls", True), ("op", False)], id="mem-ops")
+            yield LineTable(LIVE_COLUMNS, id="mem-live")
+            yield LineTable(OPS_COLUMNS, id="mem-ops")
 
     def on_mount(self) -> None:
         live, ops = self.query_one("#mem-live", LineTable), self.query_one("#mem-ops", LineTable)
@@ -123,9 +206,97 @@ class MemoryView(Vertical):
         if self._shown:
             self._draw_plot()
 
+    # ---- the pages, off the keys
+    def page(self, device: int, scope: int) -> Page:
+        """The page of (device, step), built now if the prefetch has not reached it yet."""
+        page = self._pages.get((device, scope))
+        if page is None:
+            with self._pages_lock:  # the worker may be building this very page
+                page = self._pages.get((device, scope))
+                if page is None:
+                    page = self._pages[(device, scope)] = self._build_page(device, scope)
+        return page
+
+    def _build_page(self, device: int, scope: int) -> Page:
+        mem = self.memory
+        if not scope and self._span is None:
+            self._span = trace_span(self.trace, mem)
+        return build_page(self.trace, mem, device, scope, self._span)
+
+    def prepare(self, node: int = 0, cancelled=lambda: False) -> None:
+        """Build the model and every page (each device, the whole trace and every step; the
+        step around ``node`` first): in a worker, so that no key computes them. ~0.1 s on a
+        270k-event trace with 60k memory instants, after the model's own build."""
+        mem = self.memory
+        if not len(mem):
+            self.pages_ready = True
+            return
+        step = int(self.trace.roll.step_of[node]) if node > 0 else -1
+        first = [max(step, 0), 0]
+        order = first + [s for s in self.trace.steps if s not in first]
+        for d in range(len(mem.devices)):
+            for scope in order:
+                if cancelled():
+                    return
+                self.page(d, scope)
+        self.pages_ready = True
+
+    # ---- the first layout, before the first 5
+    def warm_layout(self, node: int) -> None:
+        """Lay the hidden view out once, below the screen's bottom edge, showing the step
+        around ``node``. Textual lays newly shown widgets out twice more (each gets its first
+        size, then their scrollbars theirs): the first 5 cost two extra full-screen frames
+        (62 ms against 31 for the next ones on a 270k-event trace). Run once, when the
+        prefetch has built the pages; a 5 meanwhile (show) ends it at once."""
+        box = self.parent
+        switcher = box.parent if box is not None else None
+        if (self._warm is not None or self._shown or not self.is_mounted or switcher is None
+                or self.screen is not self.app.screen  # another screen on top: its frames are not ours
+                or getattr(switcher, "current", None) == box.id or not self.trace.memory_ready
+                or not len(self.memory)):
+            return
+        size = switcher.content_size  # what the box gets as the current view (height: 1fr)
+        if not size.width or not size.height:
+            return
+        self._warm = box
+        styles = box.styles
+        styles.position = "absolute"
+        styles.offset = (0, self.app.size.height + size.height)  # wholly below the screen: never drawn
+        styles.width, styles.height = size.width, size.height
+        step = int(self.trace.roll.step_of[node]) if node > 0 else -1
+        self.scope = step if step >= 0 else 0
+        self.refresh_all()
+        box.display = True
+        self._warm_rounds(3)
+
+    def _warm_rounds(self, left: int) -> None:
+        """Wait for the layouts the first size sets off (one frame each), then put the box back."""
+        if self._warm is None:
+            return
+        if left:
+            self.call_after_refresh(self._warm_rounds, left - 1)
+        else:
+            self._end_warm()
+            # the widgets, caches and lines of this first layout will live as long as the view:
+            # out of the cyclic GC's scans (the loaded trace went there after loading), after
+            # one collection of the garbage so far. Full collections in keys went from 11-17
+            # to 5-7 ms on a 270k-event trace (gc.callbacks), and the first 5 lost one.
+            gc.collect()
+            gc.freeze()
+
+    def _end_warm(self) -> None:
+        box, self._warm = self._warm, None
+        if box is None:
+            return
+        for rule in ("position", "offset", "width", "height"):
+            box.styles.clear_rule(rule)
+        box.display = box.parent.current == box.id
+        box.refresh(layout=True)
+
     # ---- what is shown
     def show(self, node: int) -> None:
         """Show the step around ``node`` (the whole trace outside any step)."""
+        self._end_warm()
         step = int(self.trace.roll.step_of[node]) if node > 0 else -1
         self.scope = step if step >= 0 else 0
         if self._shown and self._key == (self.device, self.scope):
@@ -138,7 +309,10 @@ class MemoryView(Vertical):
 
     @work(thread=True, exclusive=True, group="memory")
     def _build(self) -> None:
+        """The model (and the page to show) when ``5`` came before the prefetch built them."""
         self.trace.memory  # noqa: B018 - builds it (reads every [memory] instant's args)
+        if len(self.memory):
+            self.page(self.device % len(self.memory.devices), self.scope)
         try:
             self.app.call_from_thread(self.refresh_all)
         except RuntimeError:  # the app closed meanwhile
@@ -147,22 +321,6 @@ class MemoryView(Vertical):
     @property
     def memory(self) -> Memory:
         return self.trace.memory
-
-    def window(self) -> tuple[int, int]:
-        """The shown time axis: the step's window (host interval, stretched to its GPU work) or
-        the whole trace."""
-        t, store = self.trace.tree, self.trace.store
-        if not self.scope:  # the events' own span (a synthetic node can hold the root's start at 0)
-            ends = [int(store.ts.min()), int((store.ts + store.dur).max())] if len(store) else [0, 1]
-            if len(self.memory):
-                ends += [int(self.memory.ts[0]), int(self.memory.ts[-1]) + 1]
-            return min(ends), max(max(ends), min(ends) + 1)
-        s0, s1 = int(t.start[self.scope]), int(t.start[self.scope] + t.dur[self.scope])
-        if self.scope:
-            gpu = self.trace.step_window(self.scope).gpu
-            if gpu.size:
-                s1 = max(s1, int((t.start[gpu] + t.dur[gpu]).max()))
-        return s0, max(s1, s0 + 1)
 
     def refresh_all(self) -> None:
         mem = self.memory
@@ -175,24 +333,55 @@ class MemoryView(Vertical):
                 self.query_one(tid, LineTable).set_rows([])
             return
         self.device %= len(mem.devices)
-        lo, hi = self.window()
-        self._peak = mem.peak(self.device, lo, hi) if self.scope else mem.peak(self.device)
+        page = self.page(self.device, self.scope)
+        self._peak = page.peak
         self._shown = True
         self._key = (self.device, self.scope)
-        self._draw_plot()
-        self._fill_live()
-        self._fill_ops(lo, hi)
+        if self._laid_out_size().width:  # never laid out yet: drawn by on_resize, at the size it gets
+            self._draw_plot()
+        self._fill_live(page)
+        self._fill_ops(page)
 
     def _draw_plot(self) -> None:
         mem, tr = self.memory, self.trace
         if not len(mem):
             return
-        lo, hi = self.window()
         d = self.device
-        ts, alloc, res = mem.series(d)
-        width = max(10, (self.size.width or 80) - AXIS_W - 2)
-        peak = self._peak
-        n_rows = int(np.clip((self.size.height or 20) // 4, *PLOT_ROWS))
+        size = self._laid_out_size()
+        width = max(10, (size.width or 80) - AXIS_W - 2)
+        n_rows = int(np.clip((size.height or 20) // 4, *PLOT_ROWS))
+        key = (d, self.scope, width, n_rows)
+        if self._plot_key == key:
+            return  # on screen already: shown again at the same size (5 after a jump to the tree)
+        drawn = self._plots.get(key)
+        if drawn is None:
+            drawn = self._plots[key] = self._render_plot(d, width, n_rows)
+            if len(self._plots) > PLOT_CACHE:
+                self._plots.popitem(last=False)
+        else:
+            self._plots.move_to_end(key)
+        self._plot_key = key
+        head, out, height = drawn
+        self.query_one("#mem-head", Static).update(head, layout=False)  # one line, always
+        plot = self.query_one("#mem-plot", Static)
+        if plot.styles.height is None or plot.styles.height.value != height:
+            plot.styles.height = height  # a new height lays the screen out once; same height: no layout
+        plot.update(out, layout=False)
+
+    def _laid_out_size(self):
+        """The view's size, or while hidden the one it had when last laid out (what it gets
+        when shown again): a step chosen in the tree draws its plot in the key's own frame."""
+        return self.size if self.size.width else self.container_size
+
+    def _render_plot(self, d: int, width: int, n_rows: int) -> tuple[Text, Text, int]:
+        """(the view's first line, the plot with its axis and legend, its height) of device ``d``
+        over the shown step, ``width`` cells by ``n_rows``."""
+        mem, tr = self.memory, self.trace
+        page = self.page(d, self.scope)
+        lo, hi, peak = page.lo, page.hi, page.peak
+        if d not in self._series:
+            self._series[d] = mem.series(d)
+        ts, alloc, res = self._series[d]
         rows, styles, top = braille_plot(ts, alloc, res, lo, hi, width, n_rows,
                                          peak.ts if peak is not None else None)
         head = Text()
@@ -207,10 +396,8 @@ class MemoryView(Vertical):
             head.append(f" at +{fmt_us(peak.ts - lo) if peak.ts > lo else '0'}")
             if peak.reserved > 0:
                 head.append(f" · reserved {fmt_bytes(peak.reserved)}")
-        never = mem.never_freed(d)
-        if never.size:
-            head.append(f" · never freed {never.size} ({fmt_bytes(int(mem.nbytes[never].sum()))})", style="yellow")
-        self.query_one("#mem-head", Static).update(head, layout=False)  # one line, always
+        if page.never:
+            head.append(f" · never freed {page.never} ({fmt_bytes(page.never_bytes)})", style="yellow")
         out = Text()
         for y, (row, st) in enumerate(zip(rows, styles)):  # styles: a code per cell
             label = fmt_bytes(top) if y == 0 else ("0" if y == len(rows) - 1 else "")
@@ -223,40 +410,18 @@ class MemoryView(Vertical):
         out.append("⣿ allocated ", style="green")
         out.append("⠉ reserved ", style="yellow")
         out.append("⣿ at the peak", style="bold red")
-        plot = self.query_one("#mem-plot", Static)
-        height = n_rows + 2
-        if plot.styles.height is None or plot.styles.height.value != height:
-            plot.styles.height = height  # a new height lays the screen out once; same height: no layout
-        plot.update(out, layout=False)
+        return head, out, n_rows + 2
 
-    def _fill_live(self) -> None:
-        mem, table = self.memory, self.query_one("#mem-live", LineTable)
-        self._holders = []
-        peak = self._peak
-        rows = []
-        if peak is not None:
-            groups = mem.holders(peak.live, "op,module,step")
-            for g in groups[:HOLDER_ROWS]:
-                op, module, step = g["key"]
-                rows.append((fmt_bytes(g["bytes"]), f"{g['count']:,}", op, module, step))
-                self._holders.append(g)
-            rest = groups[HOLDER_ROWS:]
-            if rest:
-                rows.append((fmt_bytes(sum(g["bytes"] for g in rest)), f"{sum(g['count'] for g in rest):,}",
-                             f"… {len(rest)} more groups", "", ""))
-            if peak.held_before:
-                rows.append((fmt_bytes(peak.held_before), "", "(allocated before the trace)", "", ""))
-        table.set_rows(rows, max_widths=[12, 9, 32, 28, 20])
-        table.border_subtitle = f"{peak.live.size:,} allocations" if peak is not None else ""
+    def _fill_live(self, page: Page) -> None:
+        table = self.query_one("#mem-live", LineTable)
+        self._holders = page.holders
+        table.set_lines(page.live)
+        table.border_subtitle = f"{page.live_count:,} allocations" if page.peak is not None else ""
 
-    def _fill_ops(self, lo: int, hi: int) -> None:
-        mem, table = self.memory, self.query_one("#mem-ops", LineTable)
-        label = mem.devices[self.device]
-        stats = [s for s in mem.op_stats(*((lo, hi) if self.scope else (None, None))) if s.device == label]
-        self._stats = stats
-        table.set_rows([(fmt_bytes(s.self_increase), fmt_bytes(s.increase), f"{s.alloc_count:,}", fmt_bytes(s.alloc_bytes),
-                         f"{s.self_alloc_count:,}", f"{s.calls:,}", s.name) for s in stats],
-                       max_widths=[12, 12, 9, 12, 11, 9, 200])
+    def _fill_ops(self, page: Page) -> None:
+        table = self.query_one("#mem-ops", LineTable)
+        self._stats = page.stats
+        table.set_lines(page.ops)
         table.border_subtitle = "sorted by self Δ (size increase)"
 
     # ---- keys

@@ -140,6 +140,10 @@ class TraceTree(FastTreeLines, Tree[Row]):
         self._add_children(tnode, row.node, 0)
 
     def _add_children(self, tnode: TreeNode, parent: int, offset: int, count: int = CHILD_CAP) -> None:
+        with self.held_invalidation():
+            self._add_rows(tnode, parent, offset, count)
+
+    def _add_rows(self, tnode: TreeNode, parent: int, offset: int, count: int) -> None:
         kids = self.visible_children(parent)
         for c in kids[offset:offset + count]:
             chain: list[int] = []
