@@ -154,12 +154,15 @@ def test_braille_plot_against_columns():
 
 
 def test_memory_view_two_devices_on_hta_trace(peer_dir):
-    """HTA's GPU trace: CPU and GPU1; `v` switches the plot and tables to the GPU, whose peak in
-    the whole-trace scope (the cursor on the root) is the file's highest GPU Total Allocated."""
+    """HTA's GPU trace: CPU and GPU1. The view opens on the device whose Total Allocated reaches
+    highest in the file (the GPU: its CPU allocations are bytes), with the file's highest GPU
+    Total Allocated as the whole-trace peak (the cursor on the root); `v` goes to the other."""
     path = peer_dir / "df_index_resolver_df_index_resolver.json.gz"
     with gzip.open(path, "rt") as f:
         raw = [e["args"] for e in json.load(f)["traceEvents"] if e.get("ph") == "i" and e.get("name") == "[memory]"]
     gpu_max = max(a["Total Allocated"] for a in raw if a["Device Type"] == 1)
+    cpu_max = max(a["Total Allocated"] for a in raw if a["Device Type"] == 0)
+    assert gpu_max > cpu_max
 
     async def run():
         app = TraceApp([path])
@@ -170,12 +173,34 @@ def test_memory_view_two_devices_on_hta_trace(peer_dir):
             await pilot.pause()
             screen, view = await _open_memory(pilot)
             assert view.scope == 0 and screen.trace.memory.devices == ["CPU", "GPU1"]
-            await pilot.press("v")
-            await pilot.pause()
             assert view.device == 1 and view._peak.allocated == gpu_max
             assert "GPU1" in str(view.query_one("#mem-head").render())
             assert view.query_one("#mem-ops").row_count == len(
                 [s for s in screen.trace.memory.op_stats() if s.device == "GPU1"])
+            await pilot.press("v")
+            await pilot.pause()
+            assert view.device == 0 and view._peak.allocated == cpu_max
+            assert str(view.query_one("#mem-head").render()).startswith("CPU")
+    asyncio.run(run())
+
+
+def test_memory_view_head_fits_80_columns(peer_dir):
+    """At 80x24 the first line keeps every figure (device, peak, reserved, never freed) whole:
+    the key hints give way first (the newcomer run saw it cut at 'reserved 11.9')."""
+    path = peer_dir / "df_index_resolver_df_index_resolver.json.gz"
+
+    async def run():
+        app = TraceApp([path])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("g")
+            screen, view = await _open_memory(pilot)
+            head = view.query_one("#mem-head")
+            text = str(head.render())
+            assert len(text) <= head.size.width, text
+            assert "peak " in text and "reserved " in text and "(v)" not in text
+            page = view.page(view.device, view.scope)
+            if page.never:
+                assert f"never freed {page.never}" in text
     asyncio.run(run())
 
 

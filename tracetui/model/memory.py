@@ -188,6 +188,15 @@ class Memory:
     def device_of(self, label: str) -> int:
         return self.devices.index(label)
 
+    def largest_device(self) -> int:
+        """The device whose Total Allocated reaches highest (the first on a tie): where an OOM
+        hunt starts, so the memory view opens on it (a GPU trace's CPU allocations are bytes)."""
+        if not len(self.devices) or not self.total.size:
+            return 0
+        top = np.full(len(self.devices), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(top, self.dev, self.total.astype(np.int64))
+        return int(np.argmax(top))
+
     # ---- curves and peaks
     def series(self, device: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ts, allocated, reserved) of one device at each of its instants, in time order."""

@@ -173,7 +173,7 @@ class MemoryView(Vertical):
     def __init__(self, trace: Trace, **kw):
         super().__init__(**kw)
         self.trace = trace
-        self.device = 0
+        self.device: int | None = None  # None until the model is built: then its largest device
         self.scope = 0            # the step shown (0: the whole trace)
         self._holders: list = []  # rows of the live-at-peak table: (group, its allocations)
         self._stats: list = []
@@ -231,6 +231,8 @@ class MemoryView(Vertical):
         if not len(mem):
             self.pages_ready = True
             return
+        if self.device is None:
+            self.device = mem.largest_device()
         step = int(self.trace.roll.step_of[node]) if node > 0 else -1
         first = [max(step, 0), 0]
         order = first + [s for s in self.trace.steps if s not in first]
@@ -312,7 +314,9 @@ class MemoryView(Vertical):
         """The model (and the page to show) when ``5`` came before the prefetch built them."""
         self.trace.memory  # noqa: B018 - builds it (reads every [memory] instant's args)
         if len(self.memory):
-            self.page(self.device % len(self.memory.devices), self.scope)
+            if self.device is None:
+                self.device = self.memory.largest_device()
+            self.page(self.device, self.scope)
         try:
             self.app.call_from_thread(self.refresh_all)
         except RuntimeError:  # the app closed meanwhile
@@ -326,13 +330,12 @@ class MemoryView(Vertical):
         mem = self.memory
         head = self.query_one("#mem-head", Static)
         if not len(mem):
-            head.update(Text("no [memory] events in this trace: record with "
-                             "torch.profiler.profile(profile_memory=True)", style="yellow"))
+            head.update(Text("no [memory] events: record with profile_memory=True", style="yellow"))
             self.query_one("#mem-plot", Static).update("")
             for tid in ("#mem-live", "#mem-ops"):
                 self.query_one(tid, LineTable).set_rows([])
             return
-        self.device %= len(mem.devices)
+        self.device = mem.largest_device() if self.device is None else self.device % len(mem.devices)
         page = self.page(self.device, self.scope)
         self._peak = page.peak
         self._shown = True
@@ -384,20 +387,9 @@ class MemoryView(Vertical):
         ts, alloc, res = self._series[d]
         rows, styles, top = braille_plot(ts, alloc, res, lo, hi, width, n_rows,
                                          peak.ts if peak is not None else None)
-        head = Text()
-        scope_name = tr.name(self.scope) if self.scope else "whole trace"
-        head.append(f"{mem.devices[d]}", style="bold")
-        head.append(f" {d + 1}/{len(mem.devices)} (v)" if len(mem.devices) > 1 else "")
-        head.append(" · ")
-        head.append(plain(scope_name[:40], "bold"))
-        head.append(" (, .) · ")
-        if peak is not None:
-            head.append(f"peak {fmt_bytes(peak.allocated)}", style="bold red")
-            head.append(f" at +{fmt_us(peak.ts - lo) if peak.ts > lo else '0'}")
-            if peak.reserved > 0:
-                head.append(f" · reserved {fmt_bytes(peak.reserved)}")
-        if page.never:
-            head.append(f" · never freed {page.never} ({fmt_bytes(page.never_bytes)})", style="yellow")
+        head = self._head(d, page, lo, width + AXIS_W, hints=True)
+        if head.cell_len > width + AXIS_W:  # narrow: the key hints give way to the figures
+            head = self._head(d, page, lo, width + AXIS_W, hints=False)
         out = Text()
         for y, (row, st) in enumerate(zip(rows, styles)):  # styles: a code per cell
             label = fmt_bytes(top) if y == 0 else ("0" if y == len(rows) - 1 else "")
@@ -411,6 +403,28 @@ class MemoryView(Vertical):
         out.append("⠉ reserved ", style="yellow")
         out.append("⣿ at the peak", style="bold red")
         return head, out, n_rows + 2
+
+    def _head(self, d: int, page: Page, lo: int, cols: int, hints: bool) -> Text:
+        """The view's first line: device, step, peak, reserved, never freed; the keys that change
+        device and step only when ``hints`` (they are in the help and the footer's palette)."""
+        mem, peak = self.memory, page.peak
+        scope_name = self.trace.name(self.scope) if self.scope else "whole trace"
+        head = Text()
+        head.append(f"{mem.devices[d]}", style="bold")
+        if len(mem.devices) > 1:
+            head.append(f" {d + 1}/{len(mem.devices)}" + (" (v)" if hints else ""))
+        head.append(" · ")
+        head.append(plain(scope_name[:40 if hints else 24], "bold"))
+        head.append(" (, .) · " if hints else " · ")
+        if peak is not None:
+            head.append(f"peak {fmt_bytes(peak.allocated)}", style="bold red")
+            head.append(f" at +{fmt_us(peak.ts - lo) if peak.ts > lo else '0'}")
+            if peak.reserved > 0:
+                head.append(f" · reserved {fmt_bytes(peak.reserved)}")
+        if page.never:
+            head.append(f" · never freed {page.never}" + (f" ({fmt_bytes(page.never_bytes)})" if hints else ""),
+                        style="yellow")
+        return head
 
     def _fill_live(self, page: Page) -> None:
         table = self.query_one("#mem-live", LineTable)
