@@ -138,16 +138,14 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
     merged = _Merged(tmp, [rf.rank for rf in job.ranks])
 
     def write(rank: int, parts: dict) -> None:  # inside the folder being built: no reader sees it yet
-        for name in TABLES:
-            if name not in JOB_TABLES and parts[name] is not None:
-                (tmp / name / f"rank-{rank:06d}.parquet").write_bytes(parts[name])
+        _write_rank_files(tmp, rank, parts)  # none left when a local worker wrote them itself
         merged.add(rank, {name: parts[name] for name in JOB_TABLES})
 
     try:
         if engine == "ray":
             used = _map_ray(job, write, workers, address, load_opts, progress)
         else:
-            used = _map_local(job, write, workers, load_opts, progress)
+            used = _map_local(job, write, workers, load_opts, progress, tmp)
         merged.close()
         manifest = {"version": INDEX_VERSION, "world_size": job.world, "backend": job.backend,
                     "ranks": [{"rank": rf.rank, "file": str(rf.path), "rank_from": rf.rank_from} for rf in job.ranks],
@@ -207,8 +205,24 @@ class _Merged:
         self.writers = {}
 
 
-def _map_local(job, write, workers, load_opts, progress) -> int:
-    """The local process pool (``pool.py``); results are written as they come."""
+def _write_rank_files(folder: Path, rank: int, parts: dict) -> None:
+    """A rank's own tables (kernels, ops, memory), each one Parquet file; taken out of ``parts``."""
+    for name in TABLES:
+        if name not in JOB_TABLES and parts.get(name) is not None:
+            (folder / name / f"rank-{rank:06d}.parquet").write_bytes(parts.pop(name))
+
+
+def _rank_into(folder: Path, rf, world, load_opts) -> tuple[int, dict]:
+    """A local worker's task: the rank's own tables written into the folder being built (the same
+    bytes the driver would write, without sending them to it), its job tables returned."""
+    rank, parts = rank_parquet(rf, world, load_opts)
+    _write_rank_files(folder, rank, parts)
+    return rank, parts
+
+
+def _map_local(job, write, workers, load_opts, progress, folder: Path) -> int:
+    """The local process pool (``pool.py``): each worker writes its rank's own files into
+    ``folder``; the driver only merges the job tables as they come."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from .pool import _context, _init_worker, default_workers
     n = default_workers(len(job.ranks)) if workers is None else max(1, workers)
@@ -218,12 +232,12 @@ def _map_local(job, write, workers, load_opts, progress) -> int:
         one = forked.serial() if workers == 1 else contextlib.nullcontext()
         with one:  # one worker asked for means one process: no helper forked per rank either
             for k, rf in enumerate(job.ranks, 1):
-                write(*rank_parquet(rf, job.world, load_opts))
+                write(*_rank_into(folder, rf, job.world, load_opts))
                 if progress:
                     progress(k, len(job.ranks))
         return 1
     with ProcessPoolExecutor(max_workers=n, mp_context=_context(), initializer=_init_worker) as ex:
-        futs = [ex.submit(rank_parquet, rf, job.world, load_opts) for rf in job.ranks]
+        futs = [ex.submit(_rank_into, folder, rf, job.world, load_opts) for rf in job.ranks]
         for k, f in enumerate(as_completed(futs), 1):
             write(*f.result())
             if progress:
