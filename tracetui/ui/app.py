@@ -26,7 +26,7 @@ from tracetui.textsafe import visible
 from .details import describe
 from .detail_pane import DetailPane
 from .footer import StableFooter
-from .idle_gc import IdleCollector
+from .idle_gc import IdleCollector, release_frozen
 from .format import plain
 from .tab_bar import TabBar
 from .tables import AggTable
@@ -215,6 +215,9 @@ class ExplorerScreen(Screen):
         yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
         yield Static(id="status")
         yield StableFooter()
+
+    def on_unmount(self) -> None:
+        release_frozen()
 
     def on_mount(self) -> None:
         tree = self.tree

@@ -23,6 +23,7 @@ from tracetui.model.trace import Trace
 from tracetui.textsafe import visible
 
 from .footer import StableFooter
+from .idle_gc import release_frozen
 
 STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta"}
 STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕"}
@@ -92,6 +93,9 @@ class DiffScreen(Screen):
             yield Static(id="fusion-text")
         yield Input(placeholder="search kernel names (Enter keeps, Esc clears)", id="diffsearch")
         yield StableFooter()
+
+    def on_unmount(self) -> None:
+        release_frozen()
 
     def on_mount(self) -> None:
         for pane, tr in ((self.query_one("#pane-a", DiffPane), self.a), (self.query_one("#pane-b", DiffPane), self.b)):
@@ -377,6 +381,9 @@ class LadderScreen(Screen):
         with VerticalScroll(id="ladder-why"):
             yield Static(id="ladder-text")
         yield StableFooter()
+
+    def on_unmount(self) -> None:
+        release_frozen()
 
     def on_mount(self) -> None:
         t = self.query_one("#ladder", DataTable)

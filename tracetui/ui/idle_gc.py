@@ -63,3 +63,11 @@ class IdleCollector:
     def _collect(self) -> None:
         if self._is_due():
             gc.collect()
+
+
+def release_frozen() -> None:
+    """A screen holding a trace closed: everything frozen goes back under the cyclic GC, whose
+    next full collection frees the closed screen's widget cycles and with them its trace (frozen,
+    they were never freed: a rank opened from the job view and closed leaked its whole trace).
+    What is still alive is frozen again after the next load."""
+    gc.unfreeze()
