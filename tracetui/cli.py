@@ -41,6 +41,14 @@ def count(text: str) -> int:
     return n
 
 
+def positive(text: str) -> int:
+    """An argparse type: an int >= 1 (``--workers 0`` ran one worker, silently)."""
+    n = count(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text}: 1 or more")
+    return n
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tracetui", description="Read PyTorch profiler traces in the terminal.")
     sub = p.add_subparsers(dest="cmd")

@@ -9,13 +9,13 @@ def add_parsers(sub, lo, fo=None) -> None:
                                                    "clock offsets, waits, stragglers, per-step figures")
     r.add_argument("paths", nargs="+", help="rank files, a folder of them, a glob, or an index (tracetui index)")
     r.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
-    from tracetui.cli import count
+    from tracetui.cli import count, positive
     r.add_argument("--top", type=count, default=10, help="collectives listed in the text report (0: all)")
-    r.add_argument("--workers", type=int, default=None, help="processes loading ranks (default: one per core)")
+    r.add_argument("--workers", type=positive, default=None, help="processes loading ranks (default: one per core)")
     i = sub.add_parser("index", parents=[lo], help="write each rank's tables as Parquet (needs tracetui[dist])")
     i.add_argument("paths", nargs="+", help="rank files, a folder of them, or a glob")
     i.add_argument("-o", "--output", type=Path, required=True, help="index folder to write (replaced atomically)")
-    i.add_argument("--workers", type=int, default=None, help="local processes (default: one per core)")
+    i.add_argument("--workers", type=positive, default=None, help="local processes (default: one per core)")
     i.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local process pool (default) or a Ray cluster")
     i.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray instance)")

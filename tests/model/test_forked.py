@@ -48,3 +48,27 @@ def test_beside_runs_both_and_retries_a_failed_child_here():
     parent = os.getpid()
     assert forked.beside(child, lambda: 2) == (1, 2) and calls == ["here"]
     assert forked.beside(child, lambda: 2, retry=False) == (None, 2)
+
+
+def test_serial_is_per_thread():
+    """A one-worker map in one thread (``serial()``) leaves another thread's loads free to fork."""
+    import threading
+    from tracetui.model import forked
+    if not forked.available():
+        pytest.skip("no fork-based parallelism here")
+    inside, seen = threading.Event(), []
+    release = threading.Event()
+
+    def one_worker_map():
+        with forked.serial():
+            seen.append(forked.available())
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=one_worker_map)
+    t.start()
+    inside.wait(5)
+    seen.append(forked.available())
+    release.set()
+    t.join()
+    assert seen == [False, True] and forked.available()

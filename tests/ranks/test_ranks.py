@@ -335,3 +335,36 @@ def test_rank_files_are_placed_from_their_heads(gloo_job, tmp_path, monkeypatch)
     rf = R.read_rank_file(plain)
     assert seen and (rf.rank, rf.world, rf.host, rf.base_ns) == (2, di["world_size"], doc["host_name"],
                                                                  doc["baseTimeNanoseconds"])
+
+@pytest.mark.parametrize("base", [1_733_000_000_123_456_789, "1733000000123456789", 1.7330000001234568e18, True, None])
+@pytest.mark.parametrize("host", ["node-3", 7, ["node-3"]])
+def test_odd_header_fields_never_unplace_a_rank(gloo_job, tmp_path, base, host):
+    """Where distributedInfo follows the events (the file is decoded whole to place it), a
+    host_name or baseTimeNanoseconds of an odd type is left out, not the rank; and the base time
+    is read as the loader reads it, so both placings give one clock (a float's digits, not its
+    binary value)."""
+    from decimal import Decimal
+    from tracetui.model import ranks as R
+    doc = raw(gloo_job[1])
+    di = doc.pop("distributedInfo")
+    doc.update(host_name=host, baseTimeNanoseconds=base, distributedInfo=di)  # after traceEvents
+    f = tmp_path / "odd.pt.trace.json"
+    f.write_text(json.dumps(doc))
+    rf = R.read_rank_file(f)
+    assert (rf.rank, rf.world, rf.rank_from) == (di["rank"], di["world_size"], "distributedInfo")
+    assert rf.host == (host if isinstance(host, str) else None)
+    text = base if isinstance(base, str) else json.dumps(base)  # the number's digits as the file holds them
+    want = int(Decimal(text)) if isinstance(base, (int, float, str)) and not isinstance(base, bool) else 0
+    assert rf.base_ns == want
+    head_first = {"distributedInfo": di, **{k: v for k, v in doc.items() if k != "distributedInfo"}}
+    g = tmp_path / "head.pt.trace.json"
+    g.write_text(json.dumps(head_first))
+    tables = R.load_rank(R.read_rank_file(g), di["world_size"])
+    assert tables["info"]["base_ns"] == [want]
+
+
+def test_workers_must_be_one_or_more(gloo_job, capsys):
+    for cmd in (["ranks", str(gloo_job[0])], ["index", str(gloo_job[0]), "-o", "/tmp/never-written"]):
+        with pytest.raises(SystemExit) as e:
+            main([*cmd, "--workers", "0"])
+        assert e.value.code == 2 and "1 or more" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import pickle
 import select
 import signal
 import sys
+import threading
 import time
 from typing import Callable, TypeVar
 
@@ -38,28 +39,27 @@ def _kill_live() -> None:
         _LIVE.discard(pid)
 
 
-_SERIAL = 0
-"""Depth of ``serial()`` blocks in this process."""
+_SERIAL = threading.local()
+"""Depth of ``serial()`` blocks, per thread: a one-worker map in one of the app's threads must not
+turn off the two-process decode of a trace another thread loads meanwhile."""
 
 
 class serial:
-    """``with serial():`` loads in this process use one core (a map asked for one worker must
-    not fork a helper per rank: one worker means one process)."""
+    """``with serial():`` loads in this thread use one core (a map asked for one worker must not
+    fork a helper per rank: one worker means one process)."""
 
     def __enter__(self):
-        global _SERIAL
-        _SERIAL += 1
+        _SERIAL.depth = getattr(_SERIAL, "depth", 0) + 1
 
     def __exit__(self, *exc):
-        global _SERIAL
-        _SERIAL -= 1
+        _SERIAL.depth -= 1
 
 
 def available() -> bool:
     """Fork-based parallelism is on (Linux, more than one core, TRACETUI_PARALLEL not 0, not
-    inside ``serial()``)."""
+    inside ``serial()`` in this thread)."""
     return (hasattr(os, "fork") and sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1
-            and os.environ.get("TRACETUI_PARALLEL", "1") != "0" and not _SERIAL)
+            and os.environ.get("TRACETUI_PARALLEL", "1") != "0" and not getattr(_SERIAL, "depth", 0))
 
 
 def beside(child: Callable[[], T], parent: Callable[[], U], retry: bool = True) -> tuple[T | None, U]:

@@ -590,10 +590,10 @@ def clean_meta(doc: Document) -> dict:
             "tracetui": prov,
             "schemaVersion": schema if isinstance(schema, str) or (type(schema) is int and abs(schema) < 1 << 63) else None,
             "host_name": doc.host_name if isinstance(doc.host_name, str) else None,
-            "baseTimeNanoseconds": _base_ns(doc.baseTimeNanoseconds)}
+            "baseTimeNanoseconds": base_time_ns(doc.baseTimeNanoseconds)}
 
 
-def _base_ns(v) -> int | None:
+def base_time_ns(v) -> int | None:
     """``baseTimeNanoseconds`` as an int (a float or, decoded with ``float_hook=str``, a text
     number is read from its digits), else None."""
     if type(v) is int:

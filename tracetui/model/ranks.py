@@ -23,7 +23,7 @@ import numpy as np
 from .collectives import busbw_factor, rank_collectives
 from .errors import TraceError
 from .events import K
-from .load import LoadReport, read_bytes
+from .load import LoadReport, base_time_ns, read_bytes
 
 RANK_IN_NAME = re.compile(r"(?i)(?:^|[^a-z])rank[-_]?(\d+)(?!\d)")
 """A rank in a file name: tensorboard_trace_handler's ``rank-3``, ``rank_3``, ``rank3``."""
@@ -39,10 +39,12 @@ least this share of all waits caused in the job; otherwise no single rank is to 
 
 
 class RankHeader(msgspec.Struct):
-    """The top-level fields that place a file in a job; traceEvents is skipped, not decoded."""
-    distributedInfo: dict | None = None
-    host_name: str | None = None
-    baseTimeNanoseconds: int | float | None = None
+    """The top-level fields that place a file in a job; traceEvents is skipped, not decoded.
+    Any JSON value is taken (``_rank_file`` keeps what is usable): one odd field must not throw
+    away ``distributedInfo`` with it."""
+    distributedInfo: object = None
+    host_name: object = None
+    baseTimeNanoseconds: object = None
 
 
 _header = msgspec.json.Decoder(RankHeader)
@@ -129,7 +131,7 @@ def _info_in_head(path: Path) -> dict | None:
 def _rank_file(path: Path, di, host=None, base_ns=None) -> RankFile:
     """A RankFile from a header's fields: rank and world from distributedInfo, else the file name."""
     rf = RankFile(path=Path(path).absolute(), host=host if isinstance(host, str) else None,
-                  base_ns=int(base_ns) if isinstance(base_ns, (int, float)) else 0)
+                  base_ns=base_time_ns(base_ns) or 0)  # the loader's reading, so both placings agree
     di = di if isinstance(di, dict) else None
     if di is not None and isinstance(di.get("rank"), int):
         rf.rank, rf.rank_from = di["rank"], "distributedInfo"

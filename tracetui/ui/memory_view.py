@@ -441,7 +441,7 @@ class MemoryView(Vertical):
     # ---- keys
     def action_next_device(self) -> None:
         if self.trace.memory_ready and len(self.memory.devices) > 1:
-            self.device = (self.device + 1) % len(self.memory.devices)
+            self.device = ((self.device or 0) + 1) % len(self.memory.devices)
             self.refresh_all()
 
     def action_step(self, delta: int) -> None:
