@@ -221,28 +221,15 @@ def _rank_into(folder: Path, rf, world, load_opts) -> tuple[int, dict]:
 
 
 def _map_local(job, write, workers, load_opts, progress, folder: Path) -> int:
-    """The local process pool (``pool.py``): each worker writes its rank's own files into
-    ``folder``; the driver only merges the job tables as they come."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from .pool import _context, _init_worker, default_workers
-    n = default_workers(len(job.ranks)) if workers is None else max(1, workers)
-    if n == 1:
-        import contextlib
-        from . import forked
-        one = forked.serial() if workers == 1 else contextlib.nullcontext()
-        with one:  # one worker asked for means one process: no helper forked per rank either
-            for k, rf in enumerate(job.ranks, 1):
-                write(*_rank_into(folder, rf, job.world, load_opts))
-                if progress:
-                    progress(k, len(job.ranks))
-        return 1
-    with ProcessPoolExecutor(max_workers=n, mp_context=_context(), initializer=_init_worker) as ex:
-        futs = [ex.submit(_rank_into, folder, rf, job.world, load_opts) for rf in job.ranks]
-        for k, f in enumerate(as_completed(futs), 1):
-            write(*f.result())
-            if progress:
-                progress(k, len(job.ranks))
-    return n
+    """The local process pool (``pool.as_done``): each worker writes its rank's own files into
+    ``folder``; the driver merges the job tables as they come. A rank's error stops the rest."""
+    from .pool import as_done, workers_for
+    tasks = [(folder, rf, job.world, load_opts) for rf in job.ranks]
+    for k, (_, got) in enumerate(as_done(_rank_into, tasks, workers), 1):
+        write(*got)
+        if progress:
+            progress(k, len(job.ranks))
+    return workers_for(len(tasks), workers)
 
 
 def _map_ray(job, write, workers, address, load_opts, progress) -> int:

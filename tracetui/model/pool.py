@@ -36,44 +36,49 @@ STOP_POLL_S = 0.1
 rank that takes minutes)."""
 
 
-def run_map(fn, tasks: list, workers: int | None = None, progress=None, start_method: str | None = None,
-            should_stop=None) -> list:
-    """``[fn(*t) for t in tasks]``, on ``workers`` local processes (1: in this process), in order.
+def workers_for(n_tasks: int, workers: int | None) -> int:
+    """How many processes a map of ``n_tasks`` uses (``None``: one per core)."""
+    return default_workers(n_tasks) if workers is None else max(1, workers)
 
-    ``progress(done, total)`` is called after each task finishes; ``should_stop()``, polled,
-    ends the pool's processes at once and raises ``Stopped``.
-    """
+
+def as_done(fn, tasks: list, workers: int | None = None, start_method: str | None = None, should_stop=None):
+    """Yield ``(i, fn(*tasks[i]))`` as each task finishes, on ``workers`` local processes (1: in
+    this process, in order). A task's error, or ``should_stop()`` (polled: it raises
+    ``Stopped``), ends the pool's processes at once instead of running the rest."""
     from . import forked
-    asked = workers
-    workers = default_workers(len(tasks)) if workers is None else max(1, workers)
-    out = [None] * len(tasks)
-    if workers == 1 or len(tasks) <= 1:
-        with forked.serial() if asked == 1 else contextlib.nullcontext():  # one worker: one process
+    n = workers_for(len(tasks), workers)
+    if n == 1 or len(tasks) <= 1:
+        with forked.serial() if workers == 1 else contextlib.nullcontext():  # one worker asked: one process
             for i, t in enumerate(tasks):
                 if should_stop is not None and should_stop():
                     raise Stopped()
-                out[i] = fn(*t)
-                if progress:
-                    progress(i + 1, len(tasks))
-        return out
-    ex = ProcessPoolExecutor(max_workers=workers, mp_context=_context(start_method), initializer=_init_worker)
+                yield i, fn(*t)
+        return
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=_context(start_method), initializer=_init_worker)
     try:
         futs = {ex.submit(fn, *t): i for i, t in enumerate(tasks)}
-        left, done = set(futs), 0
+        left = set(futs)
         while left:
             finished, left = wait(left, timeout=STOP_POLL_S, return_when=FIRST_COMPLETED)
             for f in finished:
-                out[futs[f]] = f.result()
-                done += 1
-                if progress:
-                    progress(done, len(tasks))
+                yield futs[f], f.result()
             if left and should_stop is not None and should_stop():
-                _end(ex)
                 raise Stopped()
-    except BaseException:
+    except BaseException:  # a task's error, Stopped, or the consumer gave up (GeneratorExit)
         _end(ex)
         raise
     ex.shutdown()
+
+
+def run_map(fn, tasks: list, workers: int | None = None, progress=None, start_method: str | None = None,
+            should_stop=None) -> list:
+    """``[fn(*t) for t in tasks]`` on ``as_done``'s processes, in order. ``progress(done,
+    total)`` is called after each task finishes."""
+    out = [None] * len(tasks)
+    for done, (i, r) in enumerate(as_done(fn, tasks, workers, start_method, should_stop), 1):
+        out[i] = r
+        if progress:
+            progress(done, len(tasks))
     return out
 
 
