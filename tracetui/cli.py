@@ -49,8 +49,19 @@ def positive(text: str) -> int:
     return n
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's one-line errors: a bad argument gets ``tracetui: error: ...`` and
+    exit 2 like a bad file, not a usage block (``--help`` still prints it)."""
+
+    def error(self, message: str):
+        from tracetui.textsafe import visible
+        print(f"tracetui: error: {visible(self.prog)}: {visible(message)} (see {visible(self.prog)} --help)",
+              file=sys.stderr)
+        raise SystemExit(2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tracetui", description="Read PyTorch profiler traces in the terminal.")
+    p = _Parser(prog="tracetui", description="Read PyTorch profiler traces in the terminal.")
     sub = p.add_subparsers(dest="cmd")
     lo = argparse.ArgumentParser(add_help=False)  # how a trace is read: every reading subcommand
     lo.add_argument("--steps", metavar="REGEX", default=None,

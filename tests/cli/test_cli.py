@@ -195,3 +195,16 @@ def test_tree_depth_counts_what_is_shown_and_a_filter_never_cuts_its_match(capsy
         below = [l for l in lines[i + 1:i + 4] if len(l) - len(l.lstrip()) == indent + 2]
         assert below and not any("[kernel]" in l for l in below)  # one level: the launches, not their GEMMs
     assert set(gemms)  # (the GEMMs are there, one level further down)
+
+
+@pytest.mark.parametrize("argv", [["summary", "--top", "-5", "t.json"], ["ranks", "--workers", "0", "x"],
+                                  ["summary"], ["--bogus", "t.json"], ["diff", "--format", "xml", "a", "b"],
+                                  ["tree", "--depth", "many", "t.json"]])
+def test_bad_arguments_get_one_line(argv, capsys):
+    """A bad argument is bad input like a bad file: one `tracetui: error:` line naming the
+    command and where its help is, exit 2, no usage block."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("tracetui: error: tracetui") and err[0].endswith("--help)"), err
