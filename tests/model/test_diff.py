@@ -137,3 +137,9 @@ def test_transformer_block_eager_vs_compiled_on_cpu(tmp_path):
         assert matched <= set(ops), (f.kernel.name, matched, ops)
         assert matched <= eager_ops
     assert any(o["name"].startswith(COMPILE_PREOPS) for o in diff_dict(res)["added_ops"])
+
+
+def test_changed_kind_rules_have_reasons_and_a_catch_all():
+    from tracetui.model.changes import CHANGED_KINDS
+    assert all(kind in ("timing", "implementation") and len(why) > 20 for kind, why, _ in CHANGED_KINDS)
+    assert CHANGED_KINDS[-1][2](object()) is True  # every changed row gets a kind

@@ -51,6 +51,19 @@ class Change:
         return f"{self.count}× per step" + (f", {self.fold}" if self.fold else "")
 
 
+CHANGED_KINDS: tuple[tuple[str, str, object], ...] = (
+    ("timing", "the same kernel on both sides, nothing absorbed: only its time moved (a same-name "
+               "NCCL kernel 3x slower is not a new implementation)",
+     lambda r: not r.replaces and r.a is not None and r.b is not None and r.a.name == r.b.name),
+    ("implementation", "it absorbed other kernels, or an anchor (GEMM, attention, conv, communication) "
+                       "changed kernel: another algorithm or library for the same work",
+     lambda r: bool(r.replaces) or (r.b or r.a).klass in ANCHOR_CLASSES
+     or (r.a is not None and r.a.klass in ANCHOR_CLASSES)),
+    ("timing", "anything else paired as changed: a non-anchor kernel renamed, same work", lambda r: True),
+)
+"""What a ``changed`` row is, first rule that matches: (kind, reason, predicate)."""
+
+
 def _kind(r: Row) -> str | None:
     if r.fused_into is not None:
         return None  # counted in its fused row
@@ -59,12 +72,7 @@ def _kind(r: Row) -> str | None:
     if r.status in ("added", "removed"):
         return r.status
     if r.status == "changed":
-        klass = (r.b or r.a).klass
-        if not r.replaces and r.a and r.b and r.a.name == r.b.name:
-            return "timing"  # the same kernel, slower or faster: no other implementation
-        if r.replaces or klass in ANCHOR_CLASSES or (r.a and r.a.klass in ANCHOR_CLASSES):
-            return "implementation"
-        return "timing"
+        return next(kind for kind, _why, when in CHANGED_KINDS if when(r))
     return None
 
 
