@@ -454,6 +454,11 @@ def print_ladder(ld: dict, names: list[str], as_json: bool = False, write=None) 
         emit(line)
 
 
+def _cut(text: str, n: int) -> str:
+    """``text`` in at most ``n`` characters, an ellipsis saying where it was cut."""
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
 def ladder_lines(ld: dict, names: list[str]) -> list[str]:
     out = ["per step           device µs   kernels  launches  launch CPU µs    CPU µs   file"]
     for name, r in zip(names, ld["rungs"]):
@@ -468,9 +473,9 @@ def ladder_lines(ld: dict, names: list[str]) -> list[str]:
                    f"unexplained rows {t['unexplained']}")
         for c in s["top"]:
             rep = f"  [{c['repeat']}]" if c["repeat"] else ""
-            out.append(f"  {c['delta_us']:+10.1f}  {c['label']}: {visible(c['title'])[:80]}{rep}")
+            out.append(f"  {c['delta_us']:+10.1f}  {c['label']}: {_cut(visible(c['title']), 80)}{rep}")
         for c in s["cpu_top"]:
-            out.append(f"  {c['delta_us']:+10.1f}  CPU: {visible(c['title'])[:80]}")
+            out.append(f"  {c['delta_us']:+10.1f}  CPU: {_cut(visible(c['title']), 80)}")
     return out
 
 

@@ -9,6 +9,8 @@ neighbours; Enter opens the diff of a rung with the one before it.
 """
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -363,6 +365,31 @@ class DiffScreen(Screen):
             screen.call_after_refresh(screen.jump, item.node)
 
 
+_DELTA_LINE = re.compile(r"^(  [ +\-]*[\d,]+\.\d  )(.*)$")
+"""A report row led by its µs delta (``ladder_lines``): the delta column is 14 cells wide."""
+
+
+def hanging(text: str):
+    """The report's lines with every delta row's text wrapped under itself, not under the delta
+    (at 80 columns a long kernel name wrapped to column 0, breaking the column of numbers)."""
+    from rich.console import Group
+    from rich.table import Table
+    parts, grid = [], None
+    for line in text.split("\n"):
+        m = _DELTA_LINE.match(line)
+        if m is None:
+            grid = None
+            parts.append(Text(line))
+            continue
+        if grid is None:
+            grid = Table.grid(expand=True)
+            grid.add_column(width=len(m.group(1)), no_wrap=True)
+            grid.add_column(ratio=1, overflow="fold")
+            parts.append(grid)
+        grid.add_row(Text(m.group(1)), Text(m.group(2)))
+    return Group(*parts)
+
+
 class LadderScreen(Screen):
     """A → B → C …: per-step figures of each rung and the biggest changes between neighbours."""
 
@@ -415,7 +442,7 @@ class LadderScreen(Screen):
                       f"{r['cpu_us_per_step']:,.1f}", un)
         from tracetui.report import ladder_lines
         lines = ladder_lines(ld, names)
-        self.query_one("#ladder-text", Static).update(Text("\n".join(lines[len(ld["rungs"]) + 1:]).strip("\n")))
+        self.query_one("#ladder-text", Static).update(hanging("\n".join(lines[len(ld["rungs"]) + 1:]).strip("\n")))
         first, last = ld["rungs"][0], ld["rungs"][-1]
         self.query_one("#laddersummary", Static).update(Text(
             f"{len(self.traces)} rungs · device µs/step {first['device_us_per_step']:,.1f} → "
