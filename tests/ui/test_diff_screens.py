@@ -64,7 +64,11 @@ def test_ladder_is_the_first_screen_and_enter_opens_a_neighbours_diff():
             await pilot.pause()
             table = s.query_one("#ladder")
             assert table.row_count == 4
-            text = str(s.query_one("#ladder-text").render())
+            from rich.console import Console
+            import io
+            console = Console(width=200, record=True, color_system=None, file=io.StringIO())
+            console.print(s.query_one("#ladder-text").content)
+            text = console.export_text()
             assert "mlp_eager → mlp_compile" in text and "gelu + mul" in text
             await pilot.press("down", "down", "down", "enter")  # mlp_fused: its diff with mlp_triton
             await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.result is not None)
