@@ -95,6 +95,12 @@ def launch_cost(fn, calls: int = 200) -> dict:
     return {"cpu_us": (t1 - t0) / calls * 1e6, "wall_us": (t2 - t0) / calls * 1e6}
 
 
+def _gpu_times(res: dict) -> str:
+    """A shape's GPU µs per peer for the log line (host-side ``_cpu_us``/``_wall_us`` left out)."""
+    return ", ".join(f"{k[:-3]}={v:.1f}" for k, v in res.items()
+                     if k.endswith("_us") and not k.endswith(("_cpu_us", "_wall_us")))
+
+
 def rel_err(out, ref) -> float:
     return ((out.double() - ref).norm() / ref.norm()).item()
 
@@ -364,8 +370,7 @@ def mlp_table(shapes, modes, graphs: bool) -> list[dict]:
             res["pointer_best_config"] = str(getattr(_autotuned, "best_config", None))
         res["seconds"] = time.time() - t_shape
         rows.append(res)
-        log(f"mlp {(m, d, h)} ({res['seconds']:.0f}s): " + ", ".join(
-            f"{k[:-3]}={v:.1f}" for k, v in res.items() if k.endswith("_us") and not k.endswith(("_cpu_us", "_wall_us")))
+        log(f"mlp {(m, d, h)} ({res['seconds']:.0f}s): " + _gpu_times(res)
             + f" dispatch={res['dispatch']} errors={res['errors'] or 'none'}")
     return rows
 
@@ -413,8 +418,7 @@ def train_table(shapes, modes) -> list[dict]:
         res["bwd_pointwise"] = backward_pointwise(m, h)
         res["seconds"] = time.time() - t_shape
         rows.append(res)
-        log(f"train {(m, d, h)} ({res['seconds']:.0f}s): " + ", ".join(
-            f"{k[:-3]}={v:.1f}" for k, v in res.items() if k.endswith("_us") and not k.endswith(("_cpu_us", "_wall_us")))
+        log(f"train {(m, d, h)} ({res['seconds']:.0f}s): " + _gpu_times(res)
             + f" grad_errs={ {k: round(v, 5) for k, v in res['grad_rel_err'].items()} } errors={res['errors'] or 'none'}")
     return rows
 
