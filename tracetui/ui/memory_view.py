@@ -207,6 +207,13 @@ class MemoryView(Vertical):
             self._draw_plot()
 
     # ---- the pages, off the keys
+    def _settle_device(self) -> int:
+        """The device shown: the one that reaches highest until the user picks one with ``v``
+        (``memory`` must have instants)."""
+        mem = self.memory
+        self.device = mem.largest_device() if self.device is None else self.device % len(mem.devices)
+        return self.device
+
     def page(self, device: int, scope: int) -> Page:
         """The page of (device, step), built now if the prefetch has not reached it yet."""
         page = self._pages.get((device, scope))
@@ -231,8 +238,7 @@ class MemoryView(Vertical):
         if not len(mem):
             self.pages_ready = True
             return
-        if self.device is None:
-            self.device = mem.largest_device()
+        self._settle_device()
         step = int(self.trace.roll.step_of[node]) if node > 0 else -1
         first = [max(step, 0), 0]
         order = first + [s for s in self.trace.steps if s not in first]
@@ -314,9 +320,7 @@ class MemoryView(Vertical):
         """The model (and the page to show) when ``5`` came before the prefetch built them."""
         self.trace.memory  # noqa: B018 - builds it (reads every [memory] instant's args)
         if len(self.memory):
-            if self.device is None:
-                self.device = self.memory.largest_device()
-            self.page(self.device, self.scope)
+            self.page(self._settle_device(), self.scope)
         try:
             self.app.call_from_thread(self.refresh_all)
         except RuntimeError:  # the app closed meanwhile
@@ -335,7 +339,7 @@ class MemoryView(Vertical):
             for tid in ("#mem-live", "#mem-ops"):
                 self.query_one(tid, LineTable).set_rows([])
             return
-        self.device = mem.largest_device() if self.device is None else self.device % len(mem.devices)
+        self._settle_device()
         page = self.page(self.device, self.scope)
         self._peak = page.peak
         self._shown = True
