@@ -151,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         if errors is not None and isinstance(e, errors.TraceError):
             _error(f"{_STDIN_NAMES.get(str(e.path), e.path)}: {e.problem}")
             return 2
+        pool = sys.modules.get("tracetui.model.pool")
+        if pool is not None and isinstance(e, pool.WorkerLost):  # e.g. the OOM killer took a worker
+            _error(str(e))
+            return 2
         from tracetui.export import UnknownTable
         if isinstance(e, UnknownTable):
             _error(f"--table: {e}")

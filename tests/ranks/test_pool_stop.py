@@ -1,6 +1,7 @@
 """Stopping the local pool never hangs the process, even when a worker dies in the middle of
 sending its result (found by a newcomer run: `tracetui ranks` on a folder with a bad rank hung
-at exit in ~1 run of 4)."""
+at exit in ~1 run of 4). This is the ProcessPoolExecutor path (a named start method; where
+fork is missing); tests/ranks/test_pool_forked.py holds the same case for the forked pool."""
 from __future__ import annotations
 
 import subprocess
@@ -29,7 +30,7 @@ CHILD = textwrap.dedent('''
 
     t0 = time.monotonic()
     try:
-        pool.run_map(half_a_result, [(0,), (1,)], workers=2, should_stop=lambda: time.monotonic() - t0 > 1.0)
+        pool.run_map(half_a_result, [(0,), (1,)], workers=2, start_method="fork", should_stop=lambda: time.monotonic() - t0 > 1.0)
     except pool.Stopped:
         print("stopped", flush=True)
 ''')

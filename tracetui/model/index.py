@@ -3,10 +3,11 @@
 ``build_index`` maps ``rank_parquet`` over the ranks, on a local process pool (the default: no
 server) or on a Ray cluster, and writes ``INDEX/<table>/rank-NNNNNN.parquet`` (kernels, ops),
 ``INDEX/<table>.parquet`` (info, steps, collectives: all ranks, in rank order) and a manifest.
-Each worker returns its rank's tables as Parquet bytes and only the driver writes, so a Ray
-cluster needs no shared filesystem and both engines write byte-for-byte the same tables. The index
-is built in a temporary folder beside INDEX and swapped in by rename: a reader never sees half
-an index, and a failed build leaves the old one.
+A local worker writes its rank's own tables into the folder being built; a Ray worker returns
+them as Parquet bytes (a cluster needs no shared filesystem). Both send the job tables back as
+plain columns, which the driver appends to one file per table in rank order, so both engines
+write byte-for-byte the same tables. The index is built in a temporary folder beside INDEX and
+swapped in by rename: a reader never sees half an index, and a failed build leaves the old one.
 
 Queries read only the columns they need from every rank's files, so thousands of ranks never
 sit in one process's memory: ``straggler_query`` is one SQL statement over the collectives.
@@ -96,16 +97,15 @@ def _parquet_bytes(table: dict, schema) -> bytes:
 
 def rank_parquet(rf, world: int | None, load_opts: dict | None = None) -> tuple[int, dict]:
     """Load one rank and return (rank, {table: data}): what a pool or Ray worker runs. The big
-    tables (kernels, ops) come as Parquet bytes, the job tables as Arrow tables, which the driver
-    appends to their merged files."""
-    pa, _ = _pa()
+    tables (kernels, ops) come as Parquet bytes, the job tables as plain columns (a few rows:
+    pickling them costs 20 µs where an Arrow table's pickle cost 400), which the driver appends
+    to their merged files."""
     from .ranks import load_rank
     tables = load_rank(rf, world, load_opts)
     sch = schemas()
     out = {name: (_parquet_bytes(tables[name], sch[name]) if tables[name].get("rank") else None)
            for name in TABLES if name not in JOB_TABLES}  # None: no rows (a CPU rank's kernels), no file
-    out.update({name: pa.Table.from_pydict({f.name: tables[name].get(f.name, []) for f in sch[name]}, schema=sch[name])
-                for name in JOB_TABLES})
+    out.update({name: {f.name: list(tables[name].get(f.name, [])) for f in sch[name]} for name in JOB_TABLES})
     return int(rf.rank), out
 
 
@@ -175,7 +175,7 @@ class _Merged:
         self.pa = pa
         self.order, self.next = list(ranks), 0
         self.pending: dict = {}
-        sch = schemas()
+        self.schemas = sch = schemas()
         self.writers = {n: pq.ParquetWriter(folder / f"{n}.parquet", sch[n], compression="zstd") for n in JOB_TABLES}
         self.buf = {n: [] for n in JOB_TABLES}
         self.rows = {n: 0 for n in JOB_TABLES}
@@ -183,18 +183,21 @@ class _Merged:
             (folder / n).rmdir()
 
     def add(self, rank: int, tables: dict) -> None:
+        """``tables``: a rank's job tables as ``{column: list}`` in schema order."""
         self.pending[rank] = tables
         while self.next < len(self.order) and self.order[self.next] in self.pending:
             for n, t in self.pending.pop(self.order[self.next]).items():
                 self.buf[n].append(t)
-                self.rows[n] += t.num_rows
+                self.rows[n] += len(t["rank"])
                 if self.rows[n] >= ROW_GROUP:
                     self._flush(n)
             self.next += 1
 
     def _flush(self, n: str) -> None:
+        """The buffered ranks' rows as one Arrow table (one conversion per row group, not per rank)."""
         if self.buf[n]:
-            self.writers[n].write_table(self.pa.concat_tables(self.buf[n]), row_group_size=ROW_GROUP)
+            cols = {c: [x for t in self.buf[n] for x in t[c]] for c in self.schemas[n].names}
+            self.writers[n].write_table(self.pa.Table.from_pydict(cols, schema=self.schemas[n]), row_group_size=ROW_GROUP)
         self.buf[n], self.rows[n] = [], 0
 
     def close(self, failed: bool = False) -> None:

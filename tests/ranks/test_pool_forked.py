@@ -1,0 +1,165 @@
+"""The forked pool (``pool._forked``, the local default where fork exists): every result comes
+back once, in any order, from both workers; a task's error, a killed worker, a worker stopped
+mid-message and a consumer that gives up all end the map without a hang or a child left behind."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tracetui.model import pool
+from tracetui.model.errors import TraceError
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the forked pool needs fork")
+
+
+@pytest.fixture
+def forks(monkeypatch):
+    """The pids the pool forks, to check that each was reaped (other tests' children may live)."""
+    pids, real = [], os.fork
+
+    def fork():
+        pid = real()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(pool.os, "fork", fork)
+    return pids
+
+
+def _all_reaped(pids, within: float = 0.0) -> bool:
+    """Every one of ``pids`` has exited and been waited for by the pool (no process, not even a
+    zombie), now or ``within`` seconds (a finished map's children are reaped by a thread)."""
+    deadline = time.monotonic() + within
+    while not all(_gone(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return bool(pids)
+
+
+def _gone(pid: int) -> bool:
+    if os.path.isdir("/proc/self"):  # looks without reaping: a zombie keeps its /proc entry
+        return not os.path.exists(f"/proc/{pid}")
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def _pid_of(i: int, pause: float = 0.0):
+    time.sleep(pause)
+    return i, os.getpid(), os.environ.get("TRACETUI_PARALLEL")
+
+
+def test_every_task_once_from_both_workers(forks):
+    out = pool.run_map(_pid_of, [(i, 0.01) for i in range(40)], workers=2)
+    assert [o[0] for o in out] == list(range(40))
+    pids = {o[1] for o in out}
+    assert len(pids) == 2 and os.getpid() not in pids  # two forked workers shared the tasks
+    assert {o[2] for o in out} == {"0"}  # workers never fork again
+    assert _all_reaped(forks, within=5)
+
+
+def _fails_at(i: int, bad: int):
+    if i == bad:
+        raise TraceError(f"rank{i}.json", "not a trace")
+    return i
+
+
+def test_a_task_error_is_raised_with_its_traceback(forks):
+    with pytest.raises(TraceError) as e:
+        pool.run_map(_fails_at, [(i, 3) for i in range(8)], workers=2)
+    assert str(e.value) == "rank3.json: not a trace"
+    assert isinstance(e.value.__cause__, pool.RemoteTraceback) and "_fails_at" in str(e.value.__cause__)
+    assert _all_reaped(forks)
+
+
+class _Odd(Exception):
+    def __init__(self, a, b):  # pickles, but cannot be rebuilt from its args
+        super().__init__(a)
+
+
+def _raises_odd(i: int):
+    raise _Odd("odd failure", i)
+
+
+def test_an_error_that_cannot_cross_processes_keeps_its_text(forks):
+    with pytest.raises(RuntimeError, match="_Odd: odd failure"):
+        pool.run_map(_raises_odd, [(i,) for i in range(2)], workers=2)
+    assert _all_reaped(forks)
+
+
+def _killed_at(i: int):
+    if i == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return i
+
+
+def test_a_killed_worker_is_named_not_waited_for(forks):
+    t0 = time.monotonic()
+    with pytest.raises(pool.WorkerLost, match="SIGKILL"):
+        pool.run_map(_killed_at, [(i,) for i in range(6)], workers=2)
+    assert time.monotonic() - t0 < 10
+    assert _all_reaped(forks)
+
+
+def test_a_stop_ends_the_workers_now(forks):
+    t0 = time.monotonic()
+    with pytest.raises(pool.Stopped):
+        for _ in pool.as_done(_pid_of, [(i, 5.0) for i in range(4)], workers=2,
+                              should_stop=lambda: time.monotonic() - t0 > 0.3):
+            pass
+    assert time.monotonic() - t0 < 3  # not after the 5 s tasks
+    assert _all_reaped(forks)
+
+
+def _slow_after_first(i: int):
+    time.sleep(0 if i == 0 else 5.0)
+    return i
+
+
+def test_a_consumer_that_gives_up_ends_the_workers(forks):
+    t0 = time.monotonic()
+    results = pool.as_done(_slow_after_first, [(i,) for i in range(4)], workers=2)
+    assert next(results) == (0, 0)
+    results.close()
+    assert time.monotonic() - t0 < 3
+    assert _all_reaped(forks)
+
+
+CHILD = textwrap.dedent('''
+    import os, struct, time
+    from tracetui.model import pool
+
+    def half_a_message(fn, tasks, counter, lock, w):
+        """A worker that writes the start of a 1 MiB result, then stalls (stopped mid-send)."""
+        os.write(w, struct.pack("<Q", 1 << 20) + b"only the start")
+        time.sleep(60)
+
+    pool._child = half_a_message
+    t0 = time.monotonic()
+    try:
+        pool.run_map(int, [(0,), (1,)], workers=2, should_stop=lambda: time.monotonic() - t0 > 1.0)
+    except pool.Stopped:
+        try:
+            os.waitpid(-1, os.WNOHANG)  # this process forked nothing else
+            print("a child is left")
+        except ChildProcessError:
+            print("stopped", flush=True)
+''')
+
+
+def test_stopping_mid_message_does_not_hang():
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "stopped"
+    assert time.monotonic() - t0 < 20
