@@ -71,6 +71,7 @@ def main() -> None:
     ap.add_argument("--ray", action="store_true", help="also build the index on a local Ray instance")
     args = ap.parse_args()
     from tracetui.model.index import build_index
+    from tracetui.model.pool import settle
     from tracetui.workloads.replicate import replicate
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, CPU pressure {pressure()} "
           f"(other work on it competes for the cores); input {args.input.name}")
@@ -84,6 +85,7 @@ def main() -> None:
             for w in (1, 2):
                 c0 = cpu()
                 t[w].append(timed(build_index, [tmp / "small"], tmp / f"idx{w}", workers=w))
+                settle()  # the workers are reaped after the build returns; their CPU counts once they are
                 c1 = cpu()
                 c[w].append((c1[0] - c0[0], c1[1] - c0[1]))
         t1, t2 = min(t[1]), min(t[2])
