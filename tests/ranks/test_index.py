@@ -75,21 +75,41 @@ def test_straggler_sql_agrees_with_the_analysis(gen_job, gen_index):
     assert top["rank"] == gen_job["straggler"]
 
 
-def test_index_is_replaced_atomically(gen_job, tmp_path, capsys):
+def _killed_on_rank_2(rf, world, load_opts=None):
+    """A pool worker's task that dies as the OOM killer would take it, on rank 2."""
+    import os
+    import signal
+    if rf.rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _real_rank_parquet(rf, world, load_opts)
+
+
+_real_rank_parquet = ix.rank_parquet
+
+
+def test_index_is_replaced_atomically(gen_job, tmp_path, capsys, monkeypatch):
     out = tmp_path / "idx"
     files = [str(f) for f in gen_job["files"][:3]]
     assert main(["index", *files, "-o", str(out), "--workers", "1"]) == 0
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    bad = tmp_path / "broken_rank-3.pt.trace.json"
-    info = dict(json.loads(gen_job["files"][0].read_text())["distributedInfo"], rank=3)  # a rank of this job
-    bad.write_text('{"distributedInfo": ' + json.dumps(info) + ', "traceEvents": [')
+    bad = []  # ranks of this job cut before their first event: each alone is skipped, all of them fail
+    for r in (3, 4):
+        bad.append(tmp_path / f"broken_rank-{r}.pt.trace.json")
+        info = dict(json.loads(gen_job["files"][0].read_text())["distributedInfo"], rank=r)
+        bad[-1].write_text('{"distributedInfo": ' + json.dumps(info) + ', "traceEvents": [')
     capsys.readouterr()
-    for workers in ("1", "2"):  # in this process, and from a pool worker
-        assert main(["index", *files, str(bad), "-o", str(out), "--workers", workers]) == 2
+    for workers in ("1", "2"):  # in this process, and from pool workers
+        assert main(["index", *map(str, bad), "-o", str(out), "--workers", workers]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"tracetui: error: {bad}"), err
+        assert len(err) == 1 and err[0].startswith(f"tracetui: error: {bad[0]}"), err
+    # a worker killed mid-build (pool.WorkerLost) stays an error, not a skipped rank
+    monkeypatch.setattr(ix, "rank_parquet", _killed_on_rank_2)
+    assert main(["index", *files, "-o", str(out), "--workers", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tracetui: error: a worker process was killed by SIGKILL"), err
+    monkeypatch.undo()
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    assert after == before                      # the failed build left the old index whole
+    assert after == before                      # the failed builds left the old index whole
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".idx")]  # and no temporary
     other = tmp_path / "not_an_index"
     other.mkdir()

@@ -102,10 +102,13 @@ def rank_parquet(rf, world: int | None, load_opts: dict | None = None) -> tuple[
     to their merged files."""
     from .ranks import load_rank
     tables = load_rank(rf, world, load_opts)
+    if "skipped" in tables:  # not readable as a trace: no tables, only why (ranks.load_rank)
+        return int(rf.rank), tables
     sch = schemas()
     out = {name: (_parquet_bytes(tables[name], sch[name]) if tables[name].get("rank") else None)
            for name in TABLES if name not in JOB_TABLES}  # None: no rows (a CPU rank's kernels), no file
     out.update({name: {f.name: list(tables[name].get(f.name, [])) for f in sch[name]} for name in JOB_TABLES})
+    out["diagnostics"] = tables["diagnostics"]
     return int(rf.rank), out
 
 
@@ -121,12 +124,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def build_index(items, out, workers: int | None = None, engine: str = "local", address: str | None = None,
                 load_opts: dict | None = None, progress=None) -> dict:
     """Index the ranks among ``items`` into ``out`` (replaced atomically). Returns what was done."""
-    from .ranks import discover
+    from .ranks import discover, rank_results, require_ranks, skipped_line
     _pa(), _duckdb()
     t0 = time.perf_counter()
-    job = discover(items)
-    if not job.ranks:
-        raise TraceError(Path(str(items[0])), "no rank of a job found: " + "; ".join(job.diagnostics))
+    job = require_ranks(discover(items), items)
     out = Path(out)
     if out.exists() and not (out / MANIFEST).exists():
         raise TraceError(out, "exists and is not a tracetui index: not replaced")
@@ -136,8 +137,14 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
         (tmp / t).mkdir(parents=True)
 
     merged = _Merged(tmp, [rf.rank for rf in job.ranks])
+    notes: dict = {}  # rank -> what it said: skipped (no rows, not in the manifest) or its repairs
 
     def write(rank: int, parts: dict) -> None:  # inside the folder being built: no reader sees it yet
+        if "skipped" in parts:
+            notes[rank] = parts
+            merged.add(rank, {name: {c: [] for c in merged.schemas[name].names} for name in JOB_TABLES})
+            return
+        notes[rank] = {"diagnostics": parts.pop("diagnostics", [])}
         _write_rank_files(tmp, rank, parts)  # none left when a local worker wrote them itself
         merged.add(rank, {name: parts[name] for name in JOB_TABLES})
 
@@ -147,9 +154,11 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
         else:
             used = _map_local(job, write, workers, load_opts, progress, tmp)
         merged.close()
+        _, diagnostics = rank_results(job, [notes[rf.rank] for rf in job.ranks])  # none read: the error
         manifest = {"version": INDEX_VERSION, "world_size": job.world, "backend": job.backend,
-                    "ranks": [{"rank": rf.rank, "file": str(rf.path), "rank_from": rf.rank_from} for rf in job.ranks],
-                    "diagnostics": job.diagnostics, "tables": list(TABLES)}
+                    "ranks": [{"rank": rf.rank, "file": str(rf.path), "rank_from": rf.rank_from} for rf in job.ranks
+                              if "skipped" not in notes[rf.rank]],
+                    "diagnostics": diagnostics, "tables": list(TABLES)}
         _write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
         if out.exists():
@@ -160,8 +169,9 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
         merged.close(failed=True)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"path": str(out), "ranks": len(job.ranks), "engine": engine, "workers": used,
-            "seconds": time.perf_counter() - t0}
+    return {"path": str(out), "ranks": len(manifest["ranks"]), "engine": engine, "workers": used,
+            "seconds": time.perf_counter() - t0, "skipped": [skipped_line(f, f.problem) for f in job.skipped]
+            + [notes[r]["skipped"] for r in sorted(notes) if "skipped" in notes[r]]}
 
 
 class _Merged:
@@ -225,7 +235,8 @@ def _rank_into(folder: Path, rf, world, load_opts) -> tuple[int, dict]:
 
 def _map_local(job, write, workers, load_opts, progress, folder: Path) -> int:
     """The local process pool (``pool.as_done``): each worker writes its rank's own files into
-    ``folder``; the driver merges the job tables as they come. A rank's error stops the rest."""
+    ``folder``; the driver merges the job tables as they come. A rank that cannot be read comes
+    back skipped (``ranks.load_rank``); any other error stops the rest."""
     from .pool import as_done, workers_for
     tasks = [(folder, rf, job.world, load_opts) for rf in job.ranks]
     for k, (_, got) in enumerate(as_done(_rank_into, tasks, workers), 1):

@@ -61,6 +61,7 @@ class RankFile:
     base_ns: int = 0
     rank_from: str = ""            # "distributedInfo" | "file name" | ""
     pg_config: list = field(default_factory=list)
+    problem: str | None = None     # why it could not be read (it is then left out, and said so)
 
     @property
     def job_key(self) -> tuple:
@@ -87,10 +88,13 @@ head has no ``distributedInfo`` before its events is decoded whole (the key may 
 
 def _head(path: Path) -> bytes | None:
     """The first ``HEAD_BYTES`` of the file's JSON text (gunzipped as far as that), or None."""
+    import stat
     import zlib
     try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a named pipe never blocks us
+        with open(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size == 0:  # read_bytes says what it is
                 return None
             first = f.read(2)
             f.seek(0)
@@ -151,12 +155,27 @@ def read_rank_file(path: Path, data=None) -> RankFile:
     di = _info_in_head(Path(path)) if data is None else None
     if di is not None:
         return _rank_file(path, di)
-    h = header_of(data if data is not None else read_bytes(path, LoadReport()))
+    try:
+        data = data if data is not None else read_bytes(path, LoadReport())
+    except TraceError as e:  # empty, unreadable, not a regular file: left out and said, not the job's end
+        rf = _rank_file(path, None)
+        rf.problem = e.problem
+        return rf
+    h = header_of(data)
     return _rank_file(path, h.distributedInfo, h.host_name, h.baseTimeNanoseconds)
 
 
-def expand_inputs(items) -> list[Path]:
-    """Files named on the command line: folders give every trace in them, globs are expanded."""
+def skipped_line(rf: RankFile, problem: str) -> str:
+    """The diagnostic of a file that could not be read as a trace: ``rank N (FILE): skipped: ...``."""
+    problem = (str(problem).splitlines() or [""])[0]
+    who = f"rank {rf.rank} ({rf.path.name})" if rf.rank is not None else rf.path.name
+    return f"{who}: skipped: {problem}"
+
+
+def expand_inputs(items, said: list[str] | None = None) -> list[Path]:
+    """Files named on the command line: folders give every trace in them, globs are expanded.
+    A file named more than once (twice, or itself and its folder) is read once, and ``said``
+    (when given) gets a line saying so."""
     out: list[Path] = []
     for it in items:
         s = str(it)
@@ -175,13 +194,16 @@ def expand_inputs(items) -> list[Path]:
             if not p.exists():
                 raise TraceError(p, "no such file")
             out.append(p)
-    seen, uniq = set(), []
+    seen: dict = {}  # resolved -> the spellings it was named by, first kept
     for p in out:
-        k = p.resolve()
-        if k not in seen:
-            seen.add(k)
-            uniq.append(p)
-    return uniq
+        seen.setdefault(p.resolve(), []).append(p)
+    if said is not None:
+        for names in seen.values():
+            if len(names) > 1:
+                others = sorted({str(q) for q in names[1:]} - {str(names[0])})
+                said.append(f"{names[0]}: named {len(names)} times"
+                            + (f" (also as {', '.join(others)})" if others else "") + ": read once")
+    return [names[0] for names in seen.values()]
 
 
 @dataclass
@@ -191,6 +213,7 @@ class Job:
     diagnostics: list[str]
     world: int | None = None
     backend: str | None = None
+    skipped: list[RankFile] = field(default_factory=list)  # files that could not be read at all
 
 
 def _spans(nums: list[int]) -> str:
@@ -216,12 +239,16 @@ def _job_desc(key: tuple) -> str:
 def place_ranks(files: list[RankFile]) -> Job:
     """Choose the job's ranks among ``files`` and name every file left out and every rank missing."""
     diags: list[str] = []
-    placed = [f for f in files if f.rank is not None]
+    skipped = [f for f in files if f.problem is not None]
     for f in files:
-        if f.rank is None:
+        if f.problem is not None:
+            diags.append(skipped_line(f, f.problem))
+        elif f.rank is None:
             diags.append(f"{f.path.name}: no distributedInfo and no rank in its name: left out")
         elif f.rank_from == "file name":
             diags.append(f"{f.path.name}: no distributedInfo; rank {f.rank} taken from the file name")
+    files = [f for f in files if f.problem is None]
+    placed = [f for f in files if f.rank is not None]
     keys = {}
     for f in placed:
         if f.rank_from == "distributedInfo":
@@ -239,14 +266,14 @@ def place_ranks(files: list[RankFile]) -> Job:
         chosen[f.rank] = f
     world = main_key[0] if main_key else None
     if world:
-        missing = sorted(set(range(world)) - set(chosen))
+        missing = sorted(set(range(world)) - set(chosen) - {f.rank for f in skipped})  # those are said
         if missing:
             diags.append(f"{len(missing)} of {world} ranks missing: {_spans(missing)}")
         out_of = [r for r in chosen if r >= world]
         if out_of:
             diags.append(f"ranks {_spans(out_of)} are outside world size {world}")
     return Job(ranks=[chosen[r] for r in sorted(chosen)], diagnostics=diags, world=world,
-               backend=main_key[1] if main_key else None)
+               backend=main_key[1] if main_key else None, skipped=skipped)
 
 
 DISCOVER_POOL_BYTES = 256 << 20
@@ -258,10 +285,23 @@ def discover(items, workers: int | None = None) -> Job:
     """The ranks among files, folders and globs (each file's header read, not its events; on the
     local pool when there are many, since a gzipped file must be gunzipped whole to be read)."""
     from .pool import run_map
-    paths = expand_inputs(items)
+    said: list[str] = []
+    paths = expand_inputs(items, said)
     big = len(paths) >= 16 and sum(p.stat().st_size for p in paths) >= DISCOVER_POOL_BYTES
     w = workers if big else 1
-    return place_ranks(run_map(read_rank_file, [(p,) for p in paths], w))
+    job = place_ranks(run_map(read_rank_file, [(p,) for p in paths], w))
+    job.diagnostics[:0] = said
+    return job
+
+
+def require_ranks(job: Job, items) -> Job:
+    """``job``, or the one-line error when it holds no rank to load: a lone unreadable file's own
+    problem, else every reason the files were left out."""
+    if job.ranks:
+        return job
+    if len(job.skipped) == 1 and len(job.diagnostics) == 1:
+        raise TraceError(job.skipped[0].path, job.skipped[0].problem)
+    raise TraceError(Path(str(items[0]) if items else "."), "no rank of a job found: " + "; ".join(job.diagnostics))
 
 
 def is_job(items) -> bool:
@@ -274,9 +314,11 @@ def is_job(items) -> bool:
         return False
     try:
         job = discover(paths)
-    except TraceError:  # an unreadable file: the single-trace path reports it
+    except TraceError:
         return False
-    return len(job.ranks) >= 2 and len(job.ranks) == len(paths)
+    # a file that could not be read but is named as a rank still belongs: the job view says it was skipped
+    ranks = len(job.ranks) + sum(f.rank is not None for f in job.skipped)
+    return len(job.ranks) >= 1 and ranks >= 2 and ranks == len(paths)
 
 
 # ---------------------------------------------------------------- one rank -> tables
@@ -435,14 +477,58 @@ def _tid(t, i: int):
     return t.store.track_keys[t.store.track[e]][-1] if e >= 0 else ""
 
 
+RANK_LEFT_OUT = ("events_missing_fields", "times_out_of_range")
+"""A rank's own diagnostics (``tree.DIAGNOSTICS``) that say events were left out: carried into the
+job's diagnostics with the loader's repairs, since they change that rank's figures. Events of a
+wrong-typed field are among the repairs already; the rest (nesting, flows, categories) describe
+a healthy trace too and stay in the rank's own summary."""
+
+
 def load_rank(rf: RankFile, world: int | None = None, load_opts: dict | None = None) -> dict:
-    """Load one rank's trace and return its tables (what a worker of the local pool or Ray runs)."""
+    """Load one rank's trace and return its tables (what a worker of the local pool or Ray runs),
+    with ``diagnostics``: what loading repaired or left out, each line naming the rank.
+
+    A file that cannot be read as a trace (``TraceError``: not JSON, empty, truncated beyond
+    repair, unreadable) is not the job's end: the result is ``{"skipped": line, "file", "problem"}``
+    and the rank is left out (``rank_results``). This is the one place a rank is skipped, whichever engine ran it;
+    any other error (a bug, a worker killed) still stops the job."""
     from .trace import load_trace
-    trace = load_trace(rf.path, **(load_opts or {}))
+    from .tree import DIAGNOSTICS
+    try:
+        trace = load_trace(rf.path, **(load_opts or {}))
+    except TraceError as e:
+        return {"skipped": skipped_line(rf, e.problem), "file": str(rf.path), "problem": e.problem}
     if rf.host is None:  # placed from the file's head: the rest of its header comes from this load
         rf.host = trace.meta.get("host_name")
         rf.base_ns = trace.meta.get("baseTimeNanoseconds") or 0
-    return rank_tables(trace, rf, world)
+    out = rank_tables(trace, rf, world)
+    who = f"rank {rf.rank} ({rf.path.name})"
+    notes = [f"{who}: {r}" for r in trace.report.repairs]
+    notes += [f"{who}: {trace.tree.diagnostics[k]:,} {DIAGNOSTICS[k]}" for k in RANK_LEFT_OUT
+              if trace.tree.diagnostics.get(k)]
+    out["diagnostics"] = notes
+    return out
+
+
+def rank_results(job: Job, results: list[dict]) -> tuple[list[dict], list[str]]:
+    """The ranks that loaded, and the job's diagnostics with each rank's own (skipped, repaired),
+    in rank order. When every rank was skipped, the one-line error: a job of none is no job."""
+    diags = list(job.diagnostics)
+    kept = []
+    for r in results:
+        if "skipped" in r:
+            diags.append(r["skipped"])
+        else:
+            kept.append(r)
+            diags += r.get("diagnostics", [])
+    if results and not kept:
+        skipped = [r["skipped"] for r in results] + [skipped_line(f, f.problem) for f in job.skipped]
+        problem = (results[0]["problem"].splitlines() or [""])[0]
+        if len(skipped) > 1:
+            more = "; ".join(skipped[1:4]) + (f"; and {len(skipped) - 4} more" if len(skipped) > 4 else "")
+            problem += f" (no rank of the job could be read: {more})"
+        raise TraceError(Path(results[0]["file"]), problem)
+    return kept, diags
 
 
 # ---------------------------------------------------------------- the job
@@ -740,15 +826,13 @@ def _step_rows(ranks, steps, coll, wait) -> list:
 def load_job(items, workers: int | None = None, load_opts: dict | None = None, progress=None):
     """Discover the ranks among ``items``, load them in parallel, and return (job, tables per rank)."""
     from .pool import map_ranks
-    job = discover(items)
-    if not job.ranks:
-        raise TraceError(Path(str(items[0]) if items else "."), "no rank of a job found: "
-                         + "; ".join(job.diagnostics))
+    job = require_ranks(discover(items), items)
     tables = map_ranks(job, workers=workers, load_opts=load_opts, progress=progress)
     return job, tables
 
 
 def analyze_tables(job: Job, tables: list[dict]) -> dict:
-    """``analyze`` over the tables ``load_job`` returned."""
+    """``analyze`` over the results ``load_job`` returned (skipped ranks left out and said)."""
+    tables, diags = rank_results(job, tables)
     return analyze(concat([t["info"] for t in tables]), concat([t["collectives"] for t in tables]),
-                   concat([t["steps"] for t in tables]), job.diagnostics, job.world)
+                   concat([t["steps"] for t in tables]), diags, job.world)
