@@ -183,3 +183,70 @@ def test_quitting_mid_load_ends_the_pool(tmp_path):
             break
         time.sleep(0.05)
     assert not multiprocessing.active_children()
+
+
+async def _until(pilot, cond, tries=1500):
+    for _ in range(tries):
+        if cond():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("timed out waiting")
+
+
+def test_ctrl_o_on_a_folder_of_ranks_opens_the_job_view(job_dir, job_json):
+    """ctrl+o routes a folder as `tracetui DIR` does: ranks of one job open the job view (not the
+    folder's newest file), Esc comes back to the trace it was opened over; a file opens the explorer."""
+    want = sorted(json.loads(p.read_text())["distributedInfo"]["rank"] for p in job_dir.iterdir())
+
+    async def run():
+        app = TraceApp([DATA / "gloo_rank0.pt.trace.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, ExplorerScreen))
+            first = app.screen
+            await pilot.press("ctrl+o")
+            app.screen.query_one("#open-path").value = str(job_dir)
+            await pilot.press("enter")
+            await _ready(pilot)
+            assert isinstance(app.screen, JobScreen)
+            assert [p["rank"] for p in app.screen.doc["per_rank"]] == want
+            assert app.screen.doc == job_json
+            await pilot.press("escape")
+            assert app.screen is first
+            await pilot.press("ctrl+o")
+            app.screen.query_one("#open-path").value = str(job_dir / "gen_rank-1.pt.trace.json")
+            await pilot.press("enter")
+            await _until(pilot, lambda: isinstance(app.screen, ExplorerScreen) and app.screen is not first)
+            assert app.screen.trace.path.name == "gen_rank-1.pt.trace.json"
+        assert app.return_code in (0, None)
+    asyncio.run(run())
+
+
+def test_skipped_ranks_are_listed_under_d(job_dir, tmp_path, capsys):
+    """A folder whose ranks include unreadable files still opens the job view (as `tracetui DIR`
+    routes it); the header counts the diagnostics of `ranks --json` and D lists each skipped rank."""
+    import shutil
+    from tracetui.ranks_cli import opens_job
+    d = tmp_path / "job"
+    shutil.copytree(job_dir, d)
+    (d / "gen_rank-1.pt.trace.json").write_text("not a trace")
+    (d / "gen_rank-3.pt.trace.json").write_bytes(b"")
+    assert opens_job([d])
+    capsys.readouterr()
+    assert main(["ranks", str(d), "--json", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    skipped = [x for x in doc["diagnostics"] if ": skipped: " in x]
+    assert sorted(x.split(" (")[0] for x in skipped) == ["rank 1", "rank 3"]
+
+    async def run():
+        app = TraceApp([d], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _ready(pilot)
+            assert [p["rank"] for p in app.screen.doc["per_rank"]] == [0, 2]
+            assert app.screen.doc == doc
+            head = str(app.screen.query_one("#job-head").render())
+            assert f"{len(doc['diagnostics'])} diagnostics (D)" in head
+            await pilot.press("D")
+            text = str(app.screen.query_one("#job-diag-text").render())
+            for line in skipped:
+                assert f"• {line}" in text
+    asyncio.run(run())

@@ -724,18 +724,36 @@ class TraceApp(App):
 
     def action_open(self) -> None:
         def opened(path: str | None) -> None:
-            if not path:
-                return
-            from tracetui.model.load import resolve_input
-            try:
-                p = resolve_input(Path(path).expanduser())
-            except TraceError as e:
-                self.notify(visible(str(e)), severity="error", markup=False)
-                return
-            self.diff = False
-            self.push_screen(LoadingScreen([p], self._loaded, load_opts=self.load_opts))
+            if path:
+                self._route_open(Path(path).expanduser())
 
         self.push_screen(OpenScreen(), opened)
+
+    @work(thread=True, group="open")
+    def _route_open(self, path: Path) -> None:
+        """What ctrl+o opens, decided as the command line decides (``ranks_cli.opens_job``): a
+        folder of ranks of one job or an index opens the job view, anything else one trace. In a
+        worker: deciding reads the head of every file in the folder."""
+        from tracetui.ranks_cli import opens_job
+        try:
+            job = opens_job([path])
+        except OSError:  # a folder it may not list: opening it as a trace says why
+            job = False
+        self.call_from_thread(self._open_routed, path, job)
+
+    def _open_routed(self, path: Path, job: bool) -> None:
+        if job:
+            from .job_view import JobScreen
+            self.push_screen(JobScreen([path], self.load_opts, back=True))
+            return
+        from tracetui.model.load import resolve_input
+        try:
+            p = resolve_input(path)
+        except TraceError as e:
+            self.notify(visible(str(e)), severity="error", markup=False)
+            return
+        self.diff = False
+        self.push_screen(LoadingScreen([p], self._loaded, load_opts=self.load_opts))
 
     def get_system_commands(self, screen: Screen):
         yield from super().get_system_commands(screen)

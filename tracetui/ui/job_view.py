@@ -74,11 +74,13 @@ class JobScreen(Screen):
         Binding("m", "metric", "Metric"),
         Binding("enter", "open_rank", "Open rank"),
         Binding("D", "diagnostics", "Diagnostics"),
-        Binding("escape", "cancel", "Cancel loading", show=False),
+        Binding("escape", "cancel", "Cancel loading / back", show=False),
     ]
 
-    def __init__(self, paths: list[Path], load_opts: dict | None = None, workers: int | None = None):
+    def __init__(self, paths: list[Path], load_opts: dict | None = None, workers: int | None = None,
+                 back: bool = False):
         super().__init__()
+        self.back = back  # opened over another screen (ctrl+o): Esc returns there, its failure is not the app's
         self.paths = [Path(p) for p in paths]
         self.load_opts = load_opts or {}
         self.n_workers = workers
@@ -124,11 +126,9 @@ class JobScreen(Screen):
             self.files = {r["rank"]: Path(r["file"]) for r in read_manifest(self.paths[0])["ranks"]}
             return analyze_index(self.paths[0])
         from tracetui.model.pool import Stopped, run_map
-        from tracetui.model.ranks import analyze_tables, discover, load_rank
+        from tracetui.model.ranks import analyze_tables, discover, load_rank, require_ranks
 
-        job = discover(self.paths)
-        if not job.ranks:
-            raise TraceError(self.paths[0], "no rank of a job found: " + "; ".join(job.diagnostics))
+        job = require_ranks(discover(self.paths), self.paths)
         self.files = {rf.rank: rf.path for rf in job.ranks}
 
         def progress(done: int, total: int) -> None:
@@ -149,7 +149,7 @@ class JobScreen(Screen):
         self.query_one("#job-stage", Label).update(f"{done} of {total} ranks loaded")
 
     def _failed(self, msg: str) -> None:
-        if not self.app.traces:  # the job it was started on: quitting exits 2, as `tracetui ranks` does
+        if not self.app.traces and not self.back:  # the job it was started on: quitting exits 2, as `tracetui ranks` does
             self.app.failure = msg
         self.query_one("#job-stage", Label).update(Text(visible(msg), style="bold red"))
         self.app.notify(visible(msg), severity="error", timeout=10, markup=False)
@@ -157,6 +157,9 @@ class JobScreen(Screen):
     def action_cancel(self) -> None:
         if self.doc is None:
             self.workers.cancel_group(self, "job")
+        if self.back:
+            self.app.pop_screen()
+        elif self.doc is None:
             self.app.exit(message="loading cancelled")
 
     def _ready(self, doc: dict) -> None:
