@@ -2,11 +2,14 @@
 index of 1,024 ranks (time and peak RSS, in a fresh process), and a Ray-built index compared byte
 for byte with the local one.
 
-    python benchmarks/bench_ranks.py [--ranks 32] [--big 1024] [--input RANK_TRACE] [--ray]
+    python benchmarks/bench_ranks.py [--ranks 128] [--big 1024] [--input RANK_TRACE] [--ray]
 
-Ranks are replicated from one rank's trace (default: the bundled gloo rank in tests/data) by
-tracetui.workloads.replicate, into a temporary folder. Baselines measured in the same run: the
-1-worker index for the speed-up, `ranks` on the raw traces for the query.
+Ranks are replicated from one rank's trace (default: the bundled gloo rank in tests/data, 6 ms
+of work a rank; the issue's figure uses HTA's sampled rank of a 128-rank NCCL job, 28 ms a rank,
+`--input ../shared/peer-traces/hta/trace_filter_sampled_rank-0.json.gz`) by
+tracetui.workloads.replicate, into a temporary folder; 128 ranks by default, that job's size.
+Baselines measured in the same run: the 1-worker index for the speed-up, two 1-worker builds
+side by side for the machine's own ceiling, `ranks` on the raw traces for the query.
 """
 from __future__ import annotations
 
@@ -64,7 +67,7 @@ def _alone(src: Path, out: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ranks", type=int, default=32, help="ranks for the speed-up and Ray comparison")
+    ap.add_argument("--ranks", type=int, default=128, help="ranks for the speed-up and Ray comparison")
     ap.add_argument("--big", type=int, default=1024, help="ranks for the query benchmark (0: skip)")
     ap.add_argument("--input", type=Path, default=ROOT / "tests" / "data" / "gloo_rank0.pt.trace.json.gz")
     ap.add_argument("--rounds", type=int, default=5)

@@ -41,6 +41,14 @@ def count(text: str) -> int:
     return n
 
 
+def torch_version(text: str) -> str:
+    """An argparse type: a version such as 2.13 (``--torch-version abc`` was taken and ignored)."""
+    from tracetui.model.selftime import parse_version
+    if parse_version(text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch version such as 2.13")
+    return text
+
+
 def positive(text: str) -> int:
     """An argparse type: an int >= 1 (``--workers 0`` ran one worker, silently)."""
     n = count(text)
@@ -67,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument("--steps", metavar="REGEX", default=None,
                     help="annotations matching REGEX are the steps (default: ProfilerStep#N, else a "
                          "numbered step-like record_function such as train_step_3)")
-    lo.add_argument("--torch-version", metavar="X.Y", default=None,
+    lo.add_argument("--torch-version", metavar="X.Y", default=None, type=torch_version,
                     help="torch version that recorded the trace, for its CPU self-time rule "
                          "(default: the recorded one, else <= 2.12)")
     o = sub.add_parser("open", parents=[lo], help="open the explorer (the default command)")

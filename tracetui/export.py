@@ -136,9 +136,10 @@ def records_table(name: str, records: list[dict]) -> Table:
     return Table(name, cols, [[r.get(c) for c in cols] for r in flat])
 
 
-def report_tables(doc: dict) -> list[Table]:
-    """A JSON report as tables (the rule above). An empty list still gives a table (no columns),
-    so which tables a command writes does not depend on its data."""
+def report_tables(doc: dict, columns: dict | None = None) -> list[Table]:
+    """A JSON report as tables (the rule above). An empty list still gives a table, with the
+    columns ``columns`` names for it (else none), so which tables a command writes does not
+    depend on its data."""
     overview: dict = {}
     tables: list[Table] = []
     for k, v in doc.items():
@@ -147,7 +148,7 @@ def report_tables(doc: dict) -> list[Table]:
         elif isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()):
             tables.append(records_table(k, [{"key": kk, **vv} for kk, vv in v.items()]))
         elif isinstance(v, list) and not v:
-            tables.append(Table(k, [], []))
+            tables.append(Table(k, list((columns or {}).get(k, ())), []))
         elif isinstance(v, dict):
             overview.update(_flat(v, k + ".") if v else {k: None})
         else:

@@ -111,6 +111,9 @@ def load(path: str, steps: str | None = None, torch_version: str | None = None):
     from .model.trace import load_trace
     if not path:
         raise ToolInputError("path: give a trace file or folder")
+    from .model.selftime import parse_version
+    if torch_version is not None and parse_version(torch_version) is None:
+        raise ToolInputError(f"torch_version: {torch_version!r} is not a torch version such as 2.13")
     try:
         p = resolve_input(Path(os.path.expanduser(path)))
         st = p.stat()

@@ -496,11 +496,13 @@ def print_memory(t: Trace, as_json: bool = False, top: int = 10, fmt: str | None
                  table: str | None = None) -> None:
     """``tracetui memory``: peaks per device and per step, what held them, never-freed blocks,
     the per-op table (TensorBoard plugin definitions). JSON sizes are integer bytes, times µs."""
-    from .model.memory import fmt_bytes, memory_dict
+    from .export import report_tables
+    from .model.memory import OP_COLUMNS, fmt_bytes, memory_dict
     fmt = fmt or ("json" if as_json else "text")
     j = memory_dict(t, top=top)
     if fmt != "text":  # json, or csv/md tables (csv: the per-op table unless --table)
-        emit_report(j, fmt, table=table, first="ops", title=f"tracetui memory: {t.path.name}")
+        tabs = report_tables(j, columns={"ops": OP_COLUMNS})  # no memory events: still its header
+        emit_report(j, fmt, table=table, first="ops", tables=tabs, title=f"tracetui memory: {t.path.name}")
         return
     b = lambda n: f"{fmt_bytes(n)} ({n:,} B)" if abs(n) >= 1024 else fmt_bytes(n)  # noqa: E731
     t0 = int(t.store.ts.min()) * US if len(t.store) else 0.0  # text times: offsets from the first event

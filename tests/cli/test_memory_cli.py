@@ -62,6 +62,16 @@ def test_memory_text_and_no_memory(capsys):
     assert "no [memory] events" in capsys.readouterr().out
 
 
+def test_memory_csv_without_memory_events_still_has_its_header(capsys):
+    """`memory --format csv` on a trace with no [memory] events printed an empty line; the
+    header is the same as on a trace that has them, so a script reading both sees one shape."""
+    assert main(["memory", str(MEM), "--format", "csv"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert main(["memory", str(TRACES / "linear_eager.json.gz"), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == [header]
+    assert header.split(",")[:3] == ["device", "name", "calls"]
+
+
 def test_memory_bad_input(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("not json")

@@ -137,3 +137,22 @@ def test_steps_regex_that_matches_nothing_says_so(peer_dir, capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["steps"] == 1 and "none matched" not in d["step_marker"]["description"]
     assert [s["name"] for s in d["per_step"]] == [hit]
+
+
+def test_a_torch_version_that_is_not_one_is_refused(peer_dir, capsys):
+    """`--torch-version abc` was taken and silently ignored (the rule fell back to the recorded
+    version); a real version, with a local suffix, still sets the rule."""
+    import pytest
+    from tracetui import mcp_tools
+    path = peer_dir / "call_stack_backward_thread.json"
+    with pytest.raises(SystemExit) as e:
+        main(["summary", "--torch-version", "abc", str(path)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "'abc' is not a torch version" in err
+    from tests.conftest import TRACES
+    with_frames = TRACES / "transformer_eager.json.gz"  # recorded with Python frames, by torch 2.11
+    assert main(["summary", "--torch-version", "2.13.0+cpu", str(with_frames)]) == 0
+    assert "--torch-version 2.13.0+cpu" in capsys.readouterr().out
+    with pytest.raises(mcp_tools.ToolInputError, match="not a torch version"):
+        mcp_tools.open_trace(str(path), torch_version="abc")

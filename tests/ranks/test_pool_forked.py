@@ -64,6 +64,20 @@ def test_every_task_once_from_both_workers(forks):
     assert _all_reaped(forks)
 
 
+def _same(i: int) -> int:
+    return i
+
+
+def test_maps_back_to_back_never_share_a_counter(forks):
+    """A finished map's children take one last look at the task counter on their way out; when
+    the counter was a block of multiprocessing's heap, the next map reused it and an exiting
+    child took one of its indices (22% of 300 back-to-back maps lost a task)."""
+    for _ in range(100):
+        assert pool.run_map(_same, [(i,) for i in range(4)], workers=2) == [0, 1, 2, 3]
+    pool.settle()
+    assert _all_reaped(forks)
+
+
 def _fails_at(i: int, bad: int):
     if i == bad:
         raise TraceError(f"rank{i}.json", "not a trace")

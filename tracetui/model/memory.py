@@ -509,6 +509,11 @@ def _steps(trace, ts: np.ndarray, pid: np.ndarray) -> np.ndarray:
 
 # ---- reports (data only: report.py prints them)
 
+OP_COLUMNS = ("device", "name", "calls", "allocation_count", "allocation_bytes", "self_allocation_count",
+              "self_allocation_bytes", "size_increase_bytes", "self_size_increase_bytes")
+"""The per-op table's columns (``memory --format csv`` writes them even when there are no rows)."""
+
+
 def memory_dict(trace, top: int = TOP_DEFAULT) -> dict:
     """``tracetui memory --json``: sizes in integer bytes, times in µs (the file's clock)."""
     mem: Memory = trace.memory
@@ -540,10 +545,8 @@ def memory_dict(trace, top: int = TOP_DEFAULT) -> dict:
             steps.append({"name": trace.name(s), "device": label, "peak_bytes": sp.allocated,
                           "peak_reserved_bytes": sp.reserved, "peak_us": us(sp.ts), "held_before_bytes": sp.held_before,
                           "holders": holders(sp.live)})
-    ops = [{"device": s.device, "name": s.name, "calls": s.calls, "allocation_count": s.alloc_count,
-            "allocation_bytes": s.alloc_bytes, "self_allocation_count": s.self_alloc_count,
-            "self_allocation_bytes": s.self_alloc_bytes, "size_increase_bytes": s.increase,
-            "self_size_increase_bytes": s.self_increase} for s in mem.op_stats()]
+    ops = [dict(zip(OP_COLUMNS, (s.device, s.name, s.calls, s.alloc_count, s.alloc_bytes, s.self_alloc_count,
+                                 s.self_alloc_bytes, s.increase, s.self_increase))) for s in mem.op_stats()]
     return {"file": str(trace.path), "instants": len(mem), "devices": devices, "steps": steps,
             "ops": ops[:top] if top else ops, "wrong_types": mem.wrong_types}
 

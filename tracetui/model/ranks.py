@@ -33,6 +33,11 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 HTA_MIN_NORMALIZED_DURATION = 0.01
 """HTA's straggler metric only looks at collectives longer than 1% of the mean step time."""
 
+RUN_APART_NS = 10 * 10**9
+"""A rank whose matched collectives end this far from the reference rank's (median) is named in a
+diagnostic: synchronised hosts differ by milliseconds, ranks of one host by nothing, so such a
+gap says the files come from two runs (a log folder keeps every run's files)."""
+
 STRAGGLER_SHARE = 0.5
 """A rank is named the likely straggler when the waits it caused (as the last arriver) are at
 least this share of all waits caused in the job; otherwise no single rank is to blame."""
@@ -61,14 +66,20 @@ class RankFile:
     base_ns: int = 0
     rank_from: str = ""            # "distributedInfo" | "file name" | ""
     pg_config: list = field(default_factory=list)
+    info: dict = field(default_factory=dict)  # the file's distributedInfo, as written
     problem: str | None = None     # why it could not be read (it is then left out, and said so)
 
     @property
     def job_key(self) -> tuple:
-        """What every rank of one job shares: its size, backend and process groups."""
-        pgs = tuple(sorted((str(p.get("pg_name")), int(p.get("pg_size") or 0)) for p in self.pg_config
-                           if isinstance(p, dict)))
-        return (self.world, self.backend, pgs)
+        """What every rank of one job shares: its size, backend and number of process groups.
+        Not the groups themselves: a rank's ``pg_config`` lists only the groups it belongs to
+        (ranks 2-3 of a job with ``new_group([0, 1])`` list one group, ranks 0-1 two), so the
+        groups are checked for agreement instead (``_group_conflicts``)."""
+        return (self.world, self.backend, self.pg_count)
+
+    @property
+    def pg_count(self) -> int | None:
+        return self.info.get("pg_count") if isinstance(self.info.get("pg_count"), int) else None
 
 
 def header_of(data) -> RankHeader:
@@ -84,6 +95,12 @@ writes ``distributedInfo`` before ``traceEvents``, and placing needs nothing els
 ranks of 100 MB so reads 1 GB, not 100 GB, and gunzips nothing past each head; the worker that
 loads a rank reads ``host_name`` and ``baseTimeNanoseconds`` from its own decode. A file whose
 head has no ``distributedInfo`` before its events is decoded whole (the key may come later)."""
+
+
+HEAD_CHUNK = 1 << 12
+"""Compressed bytes fed to zlib at a time: a damaged block loses the output of its whole call, so
+small calls keep all but the last 4 KiB before the damage (64 KiB lost a header at byte 197
+to damage at byte 30,000)."""
 
 
 def _head(path: Path) -> bytes | None:
@@ -102,15 +119,18 @@ def _head(path: Path) -> bytes | None:
                 return f.read(HEAD_BYTES)
             z = zlib.decompressobj(16 + zlib.MAX_WBITS)
             out = bytearray()
-            while len(out) < HEAD_BYTES and not z.eof:
-                chunk = f.read(1 << 16)
-                if not chunk:
-                    break
-                out += z.decompress(chunk, HEAD_BYTES - len(out))
-                while z.unconsumed_tail and len(out) < HEAD_BYTES:
-                    out += z.decompress(z.unconsumed_tail, HEAD_BYTES - len(out))
-            return bytes(out)
-    except (OSError, zlib.error):
+            try:
+                while len(out) < HEAD_BYTES and not z.eof:
+                    chunk = f.read(HEAD_CHUNK)
+                    if not chunk:
+                        break
+                    out += z.decompress(chunk, HEAD_BYTES - len(out))
+                    while z.unconsumed_tail and len(out) < HEAD_BYTES:
+                        out += z.decompress(z.unconsumed_tail, HEAD_BYTES - len(out))
+            except zlib.error:  # damaged further on: what came before still places the rank
+                pass
+            return bytes(out) or None
+    except OSError:
         return None
 
 
@@ -142,6 +162,7 @@ def _rank_file(path: Path, di, host=None, base_ns=None) -> RankFile:
         rf.world = di.get("world_size") if isinstance(di.get("world_size"), int) else None
         rf.backend = str(di["backend"]) if di.get("backend") is not None else None
         rf.pg_config = di.get("pg_config") if isinstance(di.get("pg_config"), list) else []
+        rf.info = di
     else:
         m = RANK_IN_NAME.search(Path(path).name)
         if m:
@@ -231,9 +252,34 @@ def _spans(nums: list[int]) -> str:
 
 def _job_desc(key: tuple) -> str:
     """A job key in words: world size, backend, process groups ("not recorded" where absent)."""
-    world, backend, pgs = key
+    world, backend, pg_count = key
     out = f"world size {world if world is not None else 'not recorded'}, backend {backend or 'not recorded'}"
-    return out + (f", {len(pgs)} process group(s)" if pgs else "")
+    return out + (f", {pg_count} process group(s)" if pg_count is not None else "")
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _group_conflicts(files: list[RankFile]) -> list[str]:
+    """Process groups that the ranks describe differently: one ``pg_name`` with another size or
+    member list in another rank's ``pg_config`` (each rank lists only the groups it is in)."""
+    seen: dict = {}
+    out = []
+    for f in files:
+        for g in f.pg_config:
+            if not isinstance(g, dict) or g.get("pg_name") is None:
+                continue
+            name, desc = str(g["pg_name"]), (g.get("pg_size"), tuple(g["ranks"]) if isinstance(g.get("ranks"), list) else None)
+            if name not in seen:
+                seen[name] = (desc, f.rank)
+            elif seen[name][0] != desc and desc[1] is not None and seen[name][0][1] is not None:
+                out.append(f"process group {name}: rank {seen[name][1]} records size {seen[name][0][0]} "
+                           f"and ranks {list(seen[name][0][1])}, rank {f.rank} size {desc[0]} and ranks {list(desc[1])}")
+    return out
 
 
 def place_ranks(files: list[RankFile]) -> Job:
@@ -249,21 +295,28 @@ def place_ranks(files: list[RankFile]) -> Job:
             diags.append(f"{f.path.name}: no distributedInfo; rank {f.rank} taken from the file name")
     files = [f for f in files if f.problem is None]
     placed = [f for f in files if f.rank is not None]
-    keys = {}
+    keys: dict = {}
     for f in placed:
         if f.rank_from == "distributedInfo":
             keys.setdefault(f.job_key, []).append(f)
-    main_key = max(keys, key=lambda k: (len(keys[k]), -min(x.rank for x in keys[k]))) if keys else None
+    # the job: the key with the most distinct ranks (three unrelated traces that each say rank 0
+    # are one rank, not a job), then one that records its world size, then the lowest rank
+    main_key = max(keys, key=lambda k: (len({x.rank for x in keys[k]}), k[0] is not None,
+                                        -min(x.rank for x in keys[k]))) if keys else None
     chosen: dict[int, RankFile] = {}
-    for f in sorted(placed, key=lambda f: (f.rank, str(f.path))):
+    # of two files of one rank, the newer is kept (a log folder holds every run, and a single
+    # trace opens its newest file too); the same modification time falls back to the name
+    for f in sorted(placed, key=lambda f: (f.rank, -_mtime(f.path), str(f.path))):
         if main_key is not None and f.rank_from == "distributedInfo" and f.job_key != main_key:
             diags.append(f"{f.path.name}: from another job ({_job_desc(f.job_key)}; the job's: "
                          f"{_job_desc(main_key)}): left out")
             continue
         if f.rank in chosen:
-            diags.append(f"{f.path.name}: duplicate of rank {f.rank} ({chosen[f.rank].path.name}): left out")
+            diags.append(f"{f.path.name}: rank {f.rank} again, older than {chosen[f.rank].path.name} "
+                         f"(an earlier run?): left out")
             continue
         chosen[f.rank] = f
+    diags += _group_conflicts(list(chosen.values()))
     world = main_key[0] if main_key else None
     if world:
         missing = sorted(set(range(world)) - set(chosen) - {f.rank for f in skipped})  # those are said
@@ -316,9 +369,9 @@ def is_job(items) -> bool:
         job = discover(paths)
     except TraceError:
         return False
-    # a file that could not be read but is named as a rank still belongs: the job view says it was skipped
-    ranks = len(job.ranks) + sum(f.rank is not None for f in job.skipped)
-    return len(job.ranks) >= 1 and ranks >= 2 and ranks == len(paths)
+    # other files beside them are named in the job's diagnostics; a file named as a rank that
+    # could not be read counts as one (the job view says it was skipped)
+    return len(job.ranks) >= 1 and len(job.ranks) + sum(f.rank is not None for f in job.skipped) >= 2
 
 
 # ---------------------------------------------------------------- one rank -> tables
@@ -611,6 +664,10 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
             for i in rows:
                 diffs[coll["rank"][i]].append(int(end[i]) - ref_end[k])
     est = {r: (_median_low(diffs[r]) if diffs[r] else None) for r in ranks}
+    for r in ranks:
+        if est[r] is not None and abs(est[r]) > RUN_APART_NS:
+            diags.append(f"rank {r}: its collectives end {est[r] / 1e9:+,.1f} s from rank {ref}'s (median); "
+                         f"clocks are rarely that far apart: is it from another run?")
     per_host: dict = {}
     for r in ranks:
         per_host.setdefault(host_of[r], []).extend(diffs[r])

@@ -24,7 +24,8 @@ class SelfTimeRule:
         return "torch >= 2.13 (Python frames own time)" if self.frames_own_time else "torch <= 2.12 (ops only)"
 
 
-def _version(v) -> tuple[int, int] | None:
+def parse_version(v) -> tuple[int, int] | None:
+    """(major, minor) of a version such as ``2.13``, ``2.13.0+cpu``; None when it is not one."""
     m = re.match(r"^\s*(\d+)\.(\d+)", str(v)) if v is not None else None
     return (int(m[1]), int(m[2])) if m else None
 
@@ -38,7 +39,7 @@ def self_time_rule(meta: dict, has_frames: bool, torch_version: str | None = Non
         return SelfTimeRule(False, "no Python frames in the trace: both rules agree")
     prov = meta.get("tracetui") if isinstance(meta.get("tracetui"), dict) else {}
     for source, v in (("--torch-version", torch_version), ("recorded torch version", prov.get("torch"))):
-        ver = _version(v)
+        ver = parse_version(v)
         if ver is not None:
             return SelfTimeRule(ver >= FRAMES_OWN_TIME_FROM, f"{source} {v}")
     return SelfTimeRule(False, "torch version not recorded: assumed <= 2.12 (pass --torch-version to change)")
