@@ -163,3 +163,18 @@ def test_a_rank_without_read_permission_is_skipped(damaged, capsys, tmp_path):
     assert rc == 0
     line = next(d for d in json.loads(out)["diagnostics"] if d.startswith(f"rank 3 ({f.name}): skipped: "))
     assert "Permission denied" in line
+
+
+def test_ray_skips_the_same_ranks(damaged, capsys, tmp_path):
+    """The skip happens in the rank's task, so a local Ray instance writes the same index."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("duckdb")
+    pytest.importorskip("ray")
+    local, on_ray = tmp_path / "local.idx", tmp_path / "ray.idx"
+    assert run(capsys, "index", damaged["dir"], "-o", local, "--workers", "1")[0] == 0
+    rc, _, err = run(capsys, "index", damaged["dir"], "-o", on_ray, "--engine", "ray", "--workers", "2")
+    assert rc == 0, err
+    files = sorted(p.relative_to(local) for p in local.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(on_ray) for p in on_ray.rglob("*") if p.is_file())
+    for f in files:
+        assert (on_ray / f).read_bytes() == (local / f).read_bytes(), f
