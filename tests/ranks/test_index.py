@@ -211,3 +211,24 @@ def test_one_worker_means_one_process(gen_job, tmp_path, monkeypatch):
     monkeypatch.setattr(ixm, "rank_parquet", lambda *a: seen.append(forked.available()) or real(*a))
     ixm.build_index([str(f) for f in gen_job["files"][:2]], tmp_path / "idx", workers=1)
     assert seen == [False, False] and forked.available()
+
+
+def test_a_rank_value_that_does_not_fit_the_index_names_its_rank(gen_job, tmp_path, monkeypatch):
+    """A job-table value out of its column's type (a trace's "Seq": 1e30) is one line naming the
+    rank's file; the job tables are built in the driver, so the error first named no rank."""
+    from tracetui.model import ranks as R
+    from tracetui.model.errors import TraceError
+    real = R.rank_tables
+    bad = gen_job["files"][1]
+
+    def with_overflow(trace, rf, world):
+        t = real(trace, rf, world)
+        if rf.rank == 1:
+            t["collectives"]["seq"][0] = int(1e30)
+        return t
+
+    monkeypatch.setattr(R, "rank_tables", with_overflow)
+    with pytest.raises(TraceError) as e:
+        ix.build_index([str(f) for f in gen_job["files"]], tmp_path / "idx", workers=1)
+    assert e.value.path.name == bad.name and "collectives table does not fit" in e.value.problem
+    assert not (tmp_path / "idx").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 
 import pytest
@@ -158,12 +159,35 @@ def test_an_index_opens_the_job_view_with_the_same_numbers(job_dir, job_json, tm
     asyncio.run(run())
 
 
-def test_quitting_mid_load_ends_the_pool(tmp_path):
+def _children() -> set[int]:
+    """This process's live children, zombies included (/proc: the pool forks with os.fork,
+    which multiprocessing.active_children() never lists)."""
+    import glob
+    out: set[int] = set()
+    for f in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            out |= {int(x) for x in open(f).read().split()}
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads children from /proc")
+def test_quitting_mid_load_ends_the_pool(tmp_path, monkeypatch):
     """q while 24 ranks load: the app ends at once and no pool process outlives it."""
-    import multiprocessing
     import time
+    from tracetui.model import pool
     from tracetui.workloads.replicate import replicate
     replicate(DATA / "cpu_transformer_eager.json.gz", tmp_path, 24, seed=5)
+    forked, real = [], os.fork
+
+    def fork():  # the pool's children, to look for them afterwards
+        pid = real()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(pool.os, "fork", fork)
 
     async def run():
         app = TraceApp([tmp_path], job=True)
@@ -173,16 +197,18 @@ def test_quitting_mid_load_ends_the_pool(tmp_path):
                     break
                 await pilot.pause(0.05)
             assert app.screen.doc is None  # still loading
+            assert set(forked) & _children()  # its workers are running
             t = time.perf_counter()
             await pilot.press("q")
         return time.perf_counter() - t
     took = asyncio.run(run())
     assert took < 3
+    assert forked
     for _ in range(50):
-        if not multiprocessing.active_children():
+        if not set(forked) & _children():
             break
         time.sleep(0.05)
-    assert not multiprocessing.active_children()
+    assert not set(forked) & _children()
 
 
 async def _until(pilot, cond, tries=1500):

@@ -136,7 +136,7 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
     for t in TABLES:
         (tmp / t).mkdir(parents=True)
 
-    merged = _Merged(tmp, [rf.rank for rf in job.ranks])
+    merged = _Merged(tmp, [rf.rank for rf in job.ranks], {rf.rank: rf.path for rf in job.ranks})
     notes: dict = {}  # rank -> what it said: skipped (no rows, not in the manifest) or its repairs
 
     def write(rank: int, parts: dict) -> None:  # inside the folder being built: no reader sees it yet
@@ -180,8 +180,9 @@ class _Merged:
     the ranks before it are written, and rows are written in row groups of ``ROW_GROUP``. The
     same sequence of ranks gives the same bytes, whichever engine ran the map."""
 
-    def __init__(self, folder: Path, ranks: list):
+    def __init__(self, folder: Path, ranks: list, files: dict | None = None):
         pa, pq = _pa()
+        self.files = files or {}
         self.pa = pa
         self.order, self.next = list(ranks), 0
         self.pending: dict = {}
@@ -207,8 +208,24 @@ class _Merged:
         """The buffered ranks' rows as one Arrow table (one conversion per row group, not per rank)."""
         if self.buf[n]:
             cols = {c: [x for t in self.buf[n] for x in t[c]] for c in self.schemas[n].names}
-            self.writers[n].write_table(self.pa.Table.from_pydict(cols, schema=self.schemas[n]), row_group_size=ROW_GROUP)
+            try:
+                table = self.pa.Table.from_pydict(cols, schema=self.schemas[n])
+            except (self.pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+                raise self._culprit(n, e) from None
+            self.writers[n].write_table(table, row_group_size=ROW_GROUP)
         self.buf[n], self.rows[n] = [], 0
+
+    def _culprit(self, n: str, err: Exception) -> TraceError:
+        """The rank whose rows of table ``n`` do not fit its schema (a trace's ``Seq`` of 1e30
+        overflows int64), as a one-line error naming its file: the rows arrive as plain columns,
+        so the table is built here, where one rank's bad value would otherwise name no rank."""
+        for t in self.buf[n]:
+            try:
+                self.pa.Table.from_pydict(t, schema=self.schemas[n])
+            except (self.pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+                rank = t["rank"][0] if t.get("rank") else None
+                return TraceError(self.files.get(rank, f"rank {rank}"), f"its {n} table does not fit the index ({e})")
+        return TraceError(Path(f"{n}.parquet"), f"the {n} table could not be built ({err})")
 
     def close(self, failed: bool = False) -> None:
         for n, w in self.writers.items():

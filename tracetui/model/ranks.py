@@ -793,7 +793,9 @@ def _name_straggler(per_rank: list, caused_total: int, n_coll: int) -> dict:
 
 def _hta_straggler_counts(ranks, rank_a, a_start, a_end, coll, keys, steps, offset) -> dict:
     """HTA's ``find_stragglers_with_late_start_comm_kernels``, on matched collectives: per step,
-    the collectives longer than 1% of the mean step time; per (rank, step, name) the last of them;
+    the collectives longer than 1% of the mean step time on their longest rank (HTA filters each
+    rank's copy alone, which drops the late rank itself wherever it did not wait: on gloo its
+    copy is short, and the ranks that waited were flagged); per (rank, step, name) the last of them;
     the name whose duration varies most across ranks (mean over steps of the std); per step the
     k ranks whose last such collective starts latest are flagged (HTA's k = 2, here 1 for jobs of
     up to 4 ranks, where 2 would flag half of them). Returns rank -> steps flagged."""
@@ -810,7 +812,10 @@ def _hta_straggler_counts(ranks, rank_a, a_start, a_end, coll, keys, steps, offs
     mean_iter = (int(st_e.max()) - int(st_s.min())) / n_iter
     step_a = np.array(coll["step"], dtype=np.int64)
     dur = a_end - a_start
-    sig = (step_a >= 0) & (dur >= HTA_MIN_NORMALIZED_DURATION * mean_iter)
+    longest: dict = {}  # per matched collective, its longest rank's duration
+    for i, k in enumerate(keys):
+        longest[k] = max(longest.get(k, 0), int(dur[i]))
+    sig = (step_a >= 0) & (np.array([longest[k] for k in keys], dtype=np.int64) >= HTA_MIN_NORMALIZED_DURATION * mean_iter)
     if not sig.any():
         return {}
     names = np.array(coll["name"], dtype=object)
