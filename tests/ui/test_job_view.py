@@ -276,3 +276,50 @@ def test_skipped_ranks_are_listed_under_d(job_dir, tmp_path, capsys):
             for line in skipped:
                 assert f"• {line}" in text
     asyncio.run(run())
+
+
+def test_help_scroll_and_no_steps(job_dir, job_json, tmp_path, monkeypatch):
+    """From the QA run: `?` on the job view opens on the job view's keys (they were last, after the
+    explorer's and the timeline's); scrolling right at 80 columns keeps the rank column in view;
+    a job whose ranks have no steps says how to name them instead of an empty map."""
+    from textual.widgets import DataTable, Markdown, Static
+    from tracetui.ui import job_view
+    from tracetui.ui.app import HelpScreen
+    monkeypatch.setattr(job_view, "CELL_W", 40)  # 3 steps wider than 80 columns: the map scrolls
+
+    async def run():
+        app = TraceApp([job_dir], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _ready(pilot)
+            table = app.screen.query_one("#heatmap", DataTable)
+            for _ in range(30):
+                await pilot.press("right")
+            await pilot.pause()
+            assert table.virtual_size.width > table.size.width and table.scroll_x > 0
+            ranks_shown = [str(p["rank"]) for p in job_json["per_rank"]]
+            assert all(any(line.lstrip().startswith(r) for line in _rows(table)) for r in ranks_shown)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            md = app.screen.query_one(Markdown)
+            headings = [ln for ln in md.source.splitlines() if ln.startswith("## ")]
+            assert headings[0].startswith("## Job view")
+        # the same ranks with their step annotations renamed: no step in them
+        for f in job_dir.iterdir():
+            doc = json.loads(f.read_text())
+            for e in doc["traceEvents"]:
+                if str(e.get("name", "")).startswith("ProfilerStep#"):
+                    e["name"] = "warmup phase"
+            (tmp_path / f.name).write_text(json.dumps(doc))
+        app = TraceApp([tmp_path], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _ready(pilot)
+            text = str(app.screen.query_one("#job-detail", Static).render())
+            assert "no steps in these ranks" in text and "--steps REGEX" in text
+
+    asyncio.run(run())
+
+
+def _rows(table) -> list[str]:
+    """The heatmap's rows as drawn on screen (after any horizontal scroll)."""
+    return [table.render_line(y).text for y in range(1, table.size.height)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import time
 from pathlib import Path
 
@@ -130,13 +131,26 @@ class LoadingScreen(Screen):
             self.app.exit(message="loading cancelled")
 
 
+def help_text(first: str | None = None) -> str:
+    """help.md, with the ``## first…`` section moved up under the title (the screen's own keys
+    first: the job view's were at the end, after the explorer's and the timeline's)."""
+    parts = re.split(r"(?m)^(?=## )", HELP_MD)
+    head, sections = parts[0], parts[1:]
+    mine = [p for p in sections if first and p.startswith(f"## {first}")]
+    return head + "".join(mine + [p for p in sections if p not in mine])
+
+
 class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close help")]
+
+    def __init__(self, first: str | None = None):
+        super().__init__()
+        self.first = first
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
             from textual.widgets import Markdown  # noqa: PLC0415 - markdown-it cost ~30 ms of every start-up
-            yield Markdown(HELP_MD)
+            yield Markdown(help_text(self.first))
 
 
 class OpenScreen(ModalScreen[str]):
@@ -720,7 +734,7 @@ class TraceApp(App):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(getattr(self.screen, "help_section", None)))
 
     def action_open(self) -> None:
         def opened(path: str | None) -> None:

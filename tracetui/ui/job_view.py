@@ -70,6 +70,8 @@ class JobScreen(Screen):
     """Rank × step heatmap over the job's ``ranks`` document; Enter opens the rank in the explorer."""
 
     CSS_PATH = "job_view.tcss"
+    help_section = "Job view"
+    """``?`` shows this screen's keys first (help.md's section of that name)."""
     BINDINGS = [
         Binding("m", "metric", "Metric"),
         Binding("enter", "open_rank", "Open rank"),
@@ -205,6 +207,7 @@ class JobScreen(Screen):
         vals = [c[key] for c in cell.values() if c.get(key) is not None]
         lo, hi = (min(vals), max(vals)) if vals else (0, 0)
         table.add_column("rank", key="rank", width=6)
+        table.fixed_columns = 1  # scrolling right keeps the rank in view
         for n in names:
             table.add_column(Text(visible(n.replace("ProfilerStep", "step"))[:CELL_W], justify="right"), key=n,
                              width=CELL_W)
@@ -241,13 +244,16 @@ class JobScreen(Screen):
         t.append(f"  clock {visible(p['clock'])} offset {fmt(p['offset_us'])} µs · waited {fmt(p['wait_total_us'])} µs "
                  f"(mean {fmt(p['wait_mean_us'])}) · last at {p['last_count']}/{p['collectives']} · "
                  f"caused {fmt(p['caused_wait_us'])} µs · HTA {p['hta_straggler_count']}")
-        _, _, cell = self._grid()
+        _, names, cell = self._grid()
+        if not names:  # a heatmap with no columns, and no word why
+            t.append("\nno steps in these ranks (ProfilerStep#N, or a numbered step annotation): the map has no "
+                     "columns; pass --steps REGEX to name the annotations that are the steps", style="yellow")
         c = cell.get((r, n)) if n else None
         if c is not None:
             ov = "-" if c["overlap_ratio"] is None else f"{100 * c['overlap_ratio']:.0f}%"
             t.append(f"\n{visible(c['name'])}: step {fmt(c['step_us'])} µs · comm {fmt(c['comm_us'])} · exposed "
                      f"{fmt(c['comm_exposed_us'])} · overlap {ov} · wait {fmt(c['wait_us'])} µs in "
-                     f"{c['collectives']} collectives · compute {fmt(c['compute_us'])} · idle {fmt(c['idle_us'])} "
+                     f"{c['collectives']} collective{'' if c['collectives'] == 1 else 's'} · compute {fmt(c['compute_us'])} · idle {fmt(c['idle_us'])} "
                      f"· {c['verdict']}")
         if self.doc["straggler"]["rank"] is not None:
             t.append("\n" + visible(self.doc["straggler"]["evidence"]), style="dim")
