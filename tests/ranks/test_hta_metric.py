@@ -39,3 +39,14 @@ def test_the_late_rank_is_flagged_not_the_one_that_waited():
         flagged = {p["rank"]: p["hta_straggler_count"] for p in doc["per_rank"]}
         assert flagged == {late: 3, 1 - late: 0}, flagged
         assert doc["straggler"]["rank"] == late
+
+
+def test_one_rank_alone_is_said_and_never_flagged():
+    """A job of one rank (a single file): the report says there is nothing to compare, and HTA's
+    metric flags no step (the only rank was 'latest' in every step)."""
+    info, coll, steps = _job(late=1, lag_ns=20_000_000)
+    keep = lambda t: {k: [v for v, r in zip(vals, t["rank"]) if r == 0] for k, vals in t.items()}  # noqa: E731
+    doc = R.analyze(keep(info), keep(coll), keep(steps))
+    assert [p["hta_straggler_count"] for p in doc["per_rank"]] == [0]
+    assert doc["straggler"]["rank"] is None
+    assert any(d.startswith("one rank only (rank 0)") for d in doc["diagnostics"])

@@ -638,6 +638,9 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
     diags = list(diagnostics or [])
     ranks = sorted(set(info["rank"]))
     n_ranks = len(ranks)
+    if n_ranks == 1:
+        diags.append(f"one rank only (rank {ranks[0]}): waits, arrivals and stragglers compare ranks, "
+                     f"so there is nothing to compare it with")
     keys, how = match_keys(coll) if coll.get("rank") else ([], {})
     rank_a = np.array(coll.get("rank", []), dtype=np.int64)
     start = np.array(coll.get("start_ns", []), dtype=np.int64)
@@ -840,6 +843,8 @@ def _hta_straggler_counts(ranks, rank_a, a_start, a_end, coll, keys, steps, offs
         if n == chosen:
             by_step.setdefault(s, []).append((int(a_start[i]), r))
     for s, lst in by_step.items():
+        if len(lst) < 2:  # a step one rank alone reached: no one to be late against
+            continue
         lst.sort(reverse=True)
         threshold = lst[min(k_top, len(lst)) - 1][0]
         for ts, r in lst:
