@@ -340,10 +340,57 @@ def analyze_index(index: Path) -> dict:
 
 
 def _lists(con, index, table, order="rank") -> dict:
-    rel = con.sql(f"SELECT * FROM read_parquet('{_glob(index, table)}') ORDER BY {order}")
-    cols = rel.columns
-    rows = rel.fetchall()
+    with _reading(con, index, (table,)):
+        rel = con.sql(f"SELECT * FROM read_parquet('{_glob(index, table)}') ORDER BY {order}")
+        cols = rel.columns
+        rows = rel.fetchall()
     return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+
+
+class _reading:
+    """Around a query over an index's ``tables``: a table file that is missing, truncated or not
+    Parquet (DuckDB's IOException / InvalidInputException, pyarrow's ArrowInvalid) becomes one
+    line naming the index and the table, not a traceback."""
+
+    def __init__(self, con, index, tables):
+        self.con, self.index, self.tables = con, Path(index), tables
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, e, tb):
+        if e is None or not isinstance(e, _read_errors()):
+            return False
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        bad = [t for t in self.tables if _table_path(self.index, t) in str(e)] or \
+            [t for t in self.tables if not _table_opens(self.con, self.index, t)] or list(self.tables)
+        raise TraceError(self.index, f"table {', '.join(bad)} unreadable ({first[:300]}): "
+                                     "rebuild it with tracetui index") from None
+
+
+def _read_errors() -> tuple:
+    """What reading a damaged table raises: any DuckDB error, pyarrow's, the OS's."""
+    errs = [_duckdb().Error, OSError]
+    try:
+        import pyarrow as pa
+        errs.append(pa.ArrowException)
+    except ImportError:
+        pass
+    return tuple(errs)
+
+
+def _table_path(index: Path, table: str) -> str:
+    one = Path(index) / f"{table}.parquet"
+    return str(one if one.exists() else Path(index) / table)
+
+
+def _table_opens(con, index, table) -> bool:
+    """Whether every row of ``table`` reads (the probe that names the table a query failed on)."""
+    try:
+        con.sql(f"SELECT * FROM read_parquet('{_glob(index, table)}')").fetchall()
+        return True
+    except _read_errors():
+        return False
 
 
 STRAGGLER_SQL = """
@@ -384,6 +431,7 @@ as ``ranks.analyze`` does (lower median of collective-end differences to the ref
 def straggler_query(index: Path, con=None) -> list[dict]:
     """``STRAGGLER_SQL`` over an index: one row per rank, the straggler first by caused wait."""
     con = con or _connect()
-    rel = con.sql(STRAGGLER_SQL.format(coll=_glob(index, "collectives"), info=_glob(index, "info")))
-    cols = rel.columns
-    return [dict(zip(cols, r)) for r in rel.fetchall()]
+    with _reading(con, index, ("collectives", "info")):
+        rel = con.sql(STRAGGLER_SQL.format(coll=_glob(index, "collectives"), info=_glob(index, "info")))
+        cols = rel.columns
+        return [dict(zip(cols, r)) for r in rel.fetchall()]
