@@ -28,7 +28,8 @@ from .errors import TraceError
 MANIFEST = "tracetui-index.json"
 """The index's manifest: job, ranks, diagnostics; written last, so its presence means complete."""
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+"""2: info.groups (the rank's process groups, from distributedInfo.pg_config)."""
 
 TABLES = ("info", "steps", "collectives", "kernels", "ops", "memory")
 
@@ -68,7 +69,8 @@ def schemas() -> dict:
     return {
         "info": pa.schema([("rank", i32), ("world", i32), ("backend", s), ("host", s), ("file", s),
                            ("base_ns", i64), ("rank_from", s), ("device", s), ("events", i64), ("steps", i32),
-                           ("has_gpu", pa.bool_())]),
+                           ("has_gpu", pa.bool_()),
+                           ("groups", pa.list_(pa.struct([("name", s), ("ranks", pa.list_(i32))])))]),
         "steps": pa.schema([("rank", i32), ("step", i32), ("name", s), ("start_ns", i64), ("end_ns", i64),
                             ("window_ns", i64), ("busy_ns", i64), ("compute_ns", i64), ("comm_ns", i64),
                             ("comm_exposed_ns", i64), ("comm_overlapped_ns", i64), ("memcpy_ns", i64),
@@ -316,9 +318,14 @@ def _glob(index: Path, table: str) -> str:
 def read_manifest(index: Path) -> dict:
     p = Path(index) / MANIFEST
     try:
-        return json.loads(p.read_text())
+        man = json.loads(p.read_text())
     except (OSError, ValueError) as e:
         raise TraceError(p, f"not a readable tracetui index ({e})") from None
+    v = man.get("version") if isinstance(man, dict) else None
+    if v != INDEX_VERSION:
+        raise TraceError(Path(index), f"index version {v}, this tracetui reads version {INDEX_VERSION}: "
+                                      "rebuild it with tracetui index")
+    return man
 
 
 def _connect():
@@ -394,18 +401,31 @@ def _table_opens(con, index, table) -> bool:
 
 
 STRAGGLER_SQL = """
-WITH c AS (
-  SELECT rank, start_ns, end_ns, seq, comms_id,
+WITH c0 AS (SELECT rank, start_ns, end_ns, seq, comms_id, name, dtype, msg_bytes, source, "group", stream
+            FROM read_parquet('{coll}')),
+info0 AS (SELECT rank, host, groups FROM read_parquet('{info}')),
+present AS (SELECT list_sort(list(rank)) AS rs FROM info0),
+pgs AS (
+  SELECT rset, min(name) AS pg FROM (
+    SELECT DISTINCT g.name AS name, list_sort(list_intersect(g.ranks, (SELECT rs FROM present))) AS rset
+    FROM (SELECT unnest(groups) AS g FROM info0))
+  WHERE len(rset) >= 2 AND len(rset) < (SELECT len(rs) FROM present) GROUP BY rset),
+sig AS (SELECT name, dtype, msg_bytes, list_sort(list(DISTINCT rank)) AS rset FROM c0
+        WHERE source = 'annotation' AND "group" = '' GROUP BY name, dtype, msg_bytes),
+c AS (
+  SELECT c0.rank, start_ns, end_ns, seq, comms_id,
          CASE WHEN "group" <> '' THEN "group" WHEN source = 'kernel' AND stream >= 0 THEN 'stream ' || stream
-              ELSE '' END AS grp
-  FROM read_parquet('{coll}')),
+              WHEN pgs.pg IS NOT NULL THEN pgs.pg ELSE '' END AS grp
+  FROM c0 LEFT JOIN sig ON c0.source = 'annotation' AND c0."group" = '' AND sig.name = c0.name
+                           AND sig.dtype IS NOT DISTINCT FROM c0.dtype AND sig.msg_bytes = c0.msg_bytes
+          LEFT JOIN pgs ON pgs.rset = sig.rset),
 modes AS (SELECT grp, bool_and(seq >= 0) AS by_seq, bool_and(comms_id <> '') AS by_id FROM c GROUP BY grp),
 k AS (
   SELECT c.*, CASE WHEN by_seq THEN 'seq ' || seq WHEN by_id THEN 'id ' || comms_id
                    ELSE 'order ' || (row_number() OVER (PARTITION BY rank, c.grp ORDER BY start_ns, end_ns) - 1)
               END AS key
   FROM c JOIN modes USING (grp)),
-info AS (SELECT rank, CASE WHEN host <> '' THEN host ELSE 'rank ' || rank END AS clock FROM read_parquet('{info}')),
+info AS (SELECT rank, CASE WHEN host <> '' THEN host ELSE 'rank ' || rank END AS clock FROM info0),
 ref AS (SELECT min(rank) AS r FROM info),
 refend AS (SELECT grp, key, end_ns AS ref_end FROM k WHERE rank = (SELECT r FROM ref)),
 hostoff AS (
@@ -425,11 +445,13 @@ SELECT rank, count(*) AS collectives, sum(wait) AS wait_total_ns, avg(wait) AS w
 FROM w GROUP BY rank ORDER BY rank
 """
 """Per rank: total and mean wait, how often last, the waiting it caused; clocks aligned per host
-as ``ranks.analyze`` does (lower median of collective-end differences to the reference rank)."""
+as ``ranks.analyze`` does (lower median of collective-end differences to the reference rank);
+annotations without a group placed in a subgroup as ``ranks.backend_groups`` does."""
 
 
 def straggler_query(index: Path, con=None) -> list[dict]:
     """``STRAGGLER_SQL`` over an index: one row per rank, the straggler first by caused wait."""
+    read_manifest(index)
     con = con or _connect()
     with _reading(con, index, ("collectives", "info")):
         rel = con.sql(STRAGGLER_SQL.format(coll=_glob(index, "collectives"), info=_glob(index, "info")))
