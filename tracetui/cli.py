@@ -50,8 +50,12 @@ def torch_version(text: str) -> str:
 
 
 def positive(text: str) -> int:
-    """An argparse type: an int >= 1 (``--workers 0`` ran one worker, silently)."""
-    n = count(text)
+    """An argparse type: an int >= 1 (``--workers 0`` ran one worker, silently; ``-3`` and ``0``
+    get the same message)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"{text}: 1 or more")
     return n

@@ -45,6 +45,30 @@ class MissingExtra(Exception):
     """pyarrow / duckdb / ray is not installed: said in one line, with the install command."""
 
 
+class EngineError(Exception):
+    """The engine cannot start (no Ray cluster at ``--address``): said in one line."""
+
+
+RAY_PROBE_S = 10.0
+"""How long a TCP connection to ``--address`` may take before the build gives up (``ray.init``
+retries an address nobody answers for minutes, printing each retry)."""
+
+
+def probe_address(address: str, timeout: float = RAY_PROBE_S) -> None:
+    """Raise EngineError, at once, when nothing accepts a TCP connection at a ``host:port`` (or
+    ``ray://host:port``) address; ``auto`` and other forms are left to Ray."""
+    import socket
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise EngineError(f"--address {address}: no Ray cluster answers there ({why})") from None
+
+
 def _pa():
     try:
         import pyarrow as pa
@@ -248,6 +272,7 @@ def _map_ray(job, write, workers, address, load_opts, progress) -> int:
     started = not ray.is_initialized()
     if started:
         if address:
+            probe_address(address)
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         else:
             ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,

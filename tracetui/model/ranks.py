@@ -641,7 +641,8 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
             "group_size": n, "last_rank": coll["rank"][li], "latency_us": lat / 1e3,
             "algorithm": next(iter(algos)) if len(algos) == 1 else (sorted(algos) or None),
             "algbw_gbps": algbw, "busbw_gbps": (algbw * f) if (algbw is not None and f is not None) else None,
-            "per_rank": [{"rank": coll["rank"][i], "start_us": a_start[i] / 1e3, "end_us": a_end[i] / 1e3,
+            # int ns / 1000 in Python: the float nearest the exact time (float64(ns) first lost up to 128 ns)
+            "per_rank": [{"rank": coll["rank"][i], "start_us": int(a_start[i]) / 1000, "end_us": int(a_end[i]) / 1000,
                           "wait_us": int(wait[i]) / 1e3, "step": coll["step"][i]} for i in rows],
         })
     # equal counts: every rank of a group should hold the same collectives
