@@ -431,11 +431,11 @@ WITH c0 AS (SELECT rank, start_ns, end_ns, seq, comms_id, name, dtype, msg_bytes
 info0 AS (SELECT rank, host, groups FROM read_parquet('{info}')),
 present AS (SELECT list_sort(list(rank)) AS rs FROM info0),
 pgs AS (
-  SELECT rset, min(name) AS pg FROM (
-    SELECT DISTINCT g.name AS name, list_sort(list_intersect(g.ranks, (SELECT rs FROM present))) AS rset
+  SELECT array_to_string(members, ',') AS rset, min(name) AS pg FROM (
+    SELECT DISTINCT g.name AS name, list_sort(list_intersect(g.ranks, (SELECT rs FROM present))) AS members
     FROM (SELECT unnest(groups) AS g FROM info0))
-  WHERE len(rset) >= 2 AND len(rset) < (SELECT len(rs) FROM present) GROUP BY rset),
-sig AS (SELECT name, dtype, msg_bytes, list_sort(list(DISTINCT rank)) AS rset FROM c0
+  WHERE len(members) >= 2 AND len(members) < (SELECT len(rs) FROM present) GROUP BY members),
+sig AS (SELECT name, dtype, msg_bytes, array_to_string(list_sort(list(DISTINCT rank)), ',') AS rset FROM c0
         WHERE source = 'annotation' AND "group" = '' GROUP BY name, dtype, msg_bytes),
 c AS (
   SELECT c0.rank, start_ns, end_ns, seq, comms_id,
