@@ -313,6 +313,9 @@ def _load_opts(args) -> dict:
 def _dispatch(args) -> int:
     from tracetui.ranks_cli import opens_job
     job = args.cmd == "open" and opens_job(args.traces)  # ranks of one job: the job view, not a diff
+    if job:
+        from tracetui.ranks_cli import refuse_index_options
+        refuse_index_options(args.traces, args, CliError)
     for p in [getattr(args, "trace", None)] + list(getattr(args, "traces", None) or []):
         if p is not None and not job:
             _announce_folder(p)

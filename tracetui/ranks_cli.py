@@ -39,10 +39,7 @@ def run(args, load_opts: dict, CliError) -> int:
         return 0
     if len(args.paths) == 1 and Path(args.paths[0]).is_dir() and _is_index(Path(args.paths[0])):
         from tracetui.model import index as ix
-        for opt, val in (("--steps", args.steps), ("--torch-version", args.torch_version)):
-            if val is not None:  # was ignored: the index's tables were computed when it was built
-                raise CliError(f"{args.paths[0]}: {opt}: an index keeps the steps and times it was built with "
-                               f"(pass {opt} to tracetui index, or give ranks the trace files)")
+        refuse_index_options(args.paths, args, CliError)
         try:
             doc = ix.analyze_index(Path(args.paths[0]))
         except ix.MissingExtra as e:
@@ -81,6 +78,17 @@ def report_tables(doc: dict) -> list:
                 for c in doc.get("collectives", []) for p in c["per_rank"]]
         out.append(Table("collective_ranks", list(COLLECTIVE_RANK_COLUMNS), rows))
     return out
+
+
+def refuse_index_options(paths, args, CliError) -> None:
+    """``--steps`` / ``--torch-version`` on an index (``ranks INDEX``, ``tracetui INDEX``) were
+    ignored: its tables were computed when it was built. Say so in one line."""
+    if len(paths) != 1 or not Path(paths[0]).is_dir() or not _is_index(Path(paths[0])):
+        return
+    for opt, val in (("--steps", args.steps), ("--torch-version", args.torch_version)):
+        if val is not None:
+            raise CliError(f"{paths[0]}: {opt}: an index keeps the steps and times it was built with "
+                           f"(pass {opt} to tracetui index, or give the trace files)")
 
 
 def _is_index(p: Path) -> bool:
