@@ -116,3 +116,26 @@ def test_index_and_sql_agree_on_the_subgroup_job(sub_job, tmp_path, capsys):
         assert (r["rank"], r["collectives"], r["last_count"]) == (p["rank"], p["collectives"], p["last_count"])
         assert r["wait_total_ns"] == round(p["wait_total_us"] * 1000)
         assert r["caused_wait_ns"] == round(p["caused_wait_us"] * 1000)
+
+
+def test_reduce_scatter_named_without_recorded_shapes(sub_job, tmp_path, capsys):
+    """record_shapes off: no Input Dims to compare, the op still names the reduce-scatter (the
+    one kind gloo runs as another), and no all-reduce is taken for one."""
+    d = tmp_path / "noshapes"
+    d.mkdir()
+    for f in sub_job:
+        doc = raw(f)
+        for e in doc["traceEvents"]:
+            for k in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
+                e.get("args", {}).pop(k, None)
+        (d / f.name).write_text(json.dumps(doc))
+    from tracetui.model.ranks import load_job
+    _, tables = load_job([d], workers=1)
+    for r, t in enumerate(tables):
+        c = t["collectives"]
+        rs_ops = [e["name"] for e in _c10d_ops(sub_job[r]) if "reduce_scatter" in e["name"]]
+        assert len(rs_ops) == 2
+        got = [(n, raw_name) for n, k, raw_name in zip(c["name"], c["kind"], c["raw_name"]) if k == "reduce_scatter"]
+        assert got == [(n, "gloo:all_reduce") for n in rs_ops]
+        n_ar = sum(e["name"] == "c10d::allreduce_" for e in _c10d_ops(sub_job[r]))
+        assert sum(k == "all_reduce" for k in c["kind"]) == n_ar

@@ -177,32 +177,47 @@ def _shapes(dims) -> list:
     return out
 
 
+RUNS_AS = {
+    ("all_reduce", "reduce_scatter"):
+        "gloo runs reduce_scatter_tensor (c10d::_reduce_scatter_base_) as gloo:all_reduce of the whole input",
+}
+"""(annotation kind, c10d op kind) pairs where the backend runs the user's collective as another:
+an annotation without recorded shapes may still pair with such an op (record_shapes off)."""
+
+PENDING_OPS = 256
+"""``c10d::`` ops waiting for their annotation that ``_called_ops`` keeps (the oldest beyond it
+are dropped: an op whose work was never recorded must not make the pairing quadratic)."""
+
+
 def _called_ops(trace, annotations: list) -> dict:
     """For each backend annotation whose calling ``c10d::`` op names another kind of collective,
     that op's name. gloo records a ``reduce_scatter_tensor`` as ``gloo:all_reduce`` (it reduces
     the whole input, then keeps its chunk); the ``c10d::_reduce_scatter_base_`` op that queued it
     says what the user ran. Each annotation takes the earliest unclaimed op started before it
     whose input shapes include the annotation's (the backend's queue is first in, first out)."""
+    if not annotations:
+        return {}
     t = trace.tree
     names = t.names
     ops = [i for i in np.nonzero(t.kind == K["op"])[0].tolist() if C10D_OP.match(names[t.name_id[i]])]
     if not ops:
         return {}
     ops.sort(key=lambda i: int(t.start[i]))
-    shapes = {i: _shapes(trace.args(i).get("Input Dims")) for i in ops}
-    claimed: set = set()
+    pending: list = []  # (op, its kind, its input shapes), oldest first
+    nxt = 0
     out = {}
     for a in sorted(annotations, key=lambda i: int(t.start[i])):
+        while nxt < len(ops) and int(t.start[ops[nxt]]) <= int(t.start[a]):
+            i = ops[nxt]
+            pending.append((i, collective_kind(names[t.name_id[i]]), _shapes(trace.args(i).get("Input Dims"))))
+            nxt += 1
+        del pending[:-PENDING_OPS]
         want = _shapes(trace.args(a).get("Input Dims"))
         a_kind = collective_kind(names[t.name_id[a]])
-        for i in ops:
-            if int(t.start[i]) > int(t.start[a]):
-                break
-            if i in claimed:
-                continue
-            op_kind = collective_kind(names[t.name_id[i]])
-            if (want and all(w in shapes[i] for w in want)) or (not want and op_kind == a_kind):
-                claimed.add(i)
+        for k, (i, op_kind, shapes) in enumerate(pending):
+            if (want and all(w in shapes for w in want)) or \
+                    (not want and (op_kind == a_kind or (a_kind, op_kind) in RUNS_AS)):
+                del pending[k]
                 if op_kind not in (a_kind, "other"):
                     out[a] = names[t.name_id[i]]
                 break
