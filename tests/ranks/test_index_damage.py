@@ -54,3 +54,17 @@ def test_a_damaged_table_is_one_line_naming_it(small_index, tmp_path, capsys, ho
             ix.straggler_query(broken)
         assert f"table {table} unreadable" in str(e.value)
     assert {p.name: p.read_bytes() for p in broken.glob("*.parquet")} == snapshot  # never modified
+
+
+def test_an_index_of_another_version_says_so(small_index, tmp_path, capsys):
+    import json
+    old = tmp_path / "old"
+    shutil.copytree(small_index, old)
+    man = json.loads((old / ix.MANIFEST).read_text())
+    man["version"] = ix.INDEX_VERSION - 1
+    (old / ix.MANIFEST).write_text(json.dumps(man))
+    capsys.readouterr()
+    assert main(["ranks", str(old)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tracetui: error: {old}: index version {ix.INDEX_VERSION - 1}, this tracetui reads version "
+                   f"{ix.INDEX_VERSION}: rebuild it with tracetui index"]
