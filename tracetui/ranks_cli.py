@@ -1,6 +1,7 @@
 """``tracetui ranks PATH... [--json]`` and ``tracetui index PATH... -o INDEX``."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 
@@ -35,7 +36,11 @@ def run(args, load_opts: dict, CliError) -> int:
         except (ix.MissingExtra, ix.EngineError) as e:
             raise CliError(str(e)) from None
         print(f"{out['path']}: {out['ranks']} rank(s) indexed ({out['engine']}, {out['workers']} worker(s), "
-              f"{out['seconds']:.2f} s)")
+              f"{out['seconds']:.2f} s)" + (f", {len(out['skipped'])} skipped (said in its diagnostics)"
+                                              if out["skipped"] else ""))
+        from tracetui.textsafe import visible
+        for line in out["skipped"]:  # nothing left out silently: the manifest holds these too
+            print(f"tracetui: {visible(line)}", file=sys.stderr)
         return 0
     if len(args.paths) == 1 and Path(args.paths[0]).is_dir() and _is_index(Path(args.paths[0])):
         from tracetui.model import index as ix

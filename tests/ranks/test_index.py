@@ -75,21 +75,41 @@ def test_straggler_sql_agrees_with_the_analysis(gen_job, gen_index):
     assert top["rank"] == gen_job["straggler"]
 
 
-def test_index_is_replaced_atomically(gen_job, tmp_path, capsys):
+def _killed_on_rank_2(rf, world, load_opts=None):
+    """A pool worker's task that dies as the OOM killer would take it, on rank 2."""
+    import os
+    import signal
+    if rf.rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _real_rank_parquet(rf, world, load_opts)
+
+
+_real_rank_parquet = ix.rank_parquet
+
+
+def test_index_is_replaced_atomically(gen_job, tmp_path, capsys, monkeypatch):
     out = tmp_path / "idx"
     files = [str(f) for f in gen_job["files"][:3]]
     assert main(["index", *files, "-o", str(out), "--workers", "1"]) == 0
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    bad = tmp_path / "broken_rank-3.pt.trace.json"
-    info = dict(json.loads(gen_job["files"][0].read_text())["distributedInfo"], rank=3)  # a rank of this job
-    bad.write_text('{"distributedInfo": ' + json.dumps(info) + ', "traceEvents": [')
+    bad = []  # ranks of this job cut before their first event: each alone is skipped, all of them fail
+    for r in (3, 4):
+        bad.append(tmp_path / f"broken_rank-{r}.pt.trace.json")
+        info = dict(json.loads(gen_job["files"][0].read_text())["distributedInfo"], rank=r)
+        bad[-1].write_text('{"distributedInfo": ' + json.dumps(info) + ', "traceEvents": [')
     capsys.readouterr()
-    for workers in ("1", "2"):  # in this process, and from a pool worker
-        assert main(["index", *files, str(bad), "-o", str(out), "--workers", workers]) == 2
+    for workers in ("1", "2"):  # in this process, and from pool workers
+        assert main(["index", *map(str, bad), "-o", str(out), "--workers", workers]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"tracetui: error: {bad}"), err
+        assert len(err) == 1 and err[0].startswith(f"tracetui: error: {bad[0]}"), err
+    # a worker killed mid-build (pool.WorkerLost) stays an error, not a skipped rank
+    monkeypatch.setattr(ix, "rank_parquet", _killed_on_rank_2)
+    assert main(["index", *files, "-o", str(out), "--workers", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tracetui: error: a worker process was killed by SIGKILL"), err
+    monkeypatch.undo()
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    assert after == before                      # the failed build left the old index whole
+    assert after == before                      # the failed builds left the old index whole
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".idx")]  # and no temporary
     other = tmp_path / "not_an_index"
     other.mkdir()
@@ -191,3 +211,24 @@ def test_one_worker_means_one_process(gen_job, tmp_path, monkeypatch):
     monkeypatch.setattr(ixm, "rank_parquet", lambda *a: seen.append(forked.available()) or real(*a))
     ixm.build_index([str(f) for f in gen_job["files"][:2]], tmp_path / "idx", workers=1)
     assert seen == [False, False] and forked.available()
+
+
+def test_a_rank_value_that_does_not_fit_the_index_names_its_rank(gen_job, tmp_path, monkeypatch):
+    """A job-table value out of its column's type (a trace's "Seq": 1e30) is one line naming the
+    rank's file; the job tables are built in the driver, so the error first named no rank."""
+    from tracetui.model import ranks as R
+    from tracetui.model.errors import TraceError
+    real = R.rank_tables
+    bad = gen_job["files"][1]
+
+    def with_overflow(trace, rf, world):
+        t = real(trace, rf, world)
+        if rf.rank == 1:
+            t["collectives"]["seq"][0] = int(1e30)
+        return t
+
+    monkeypatch.setattr(R, "rank_tables", with_overflow)
+    with pytest.raises(TraceError) as e:
+        ix.build_index([str(f) for f in gen_job["files"]], tmp_path / "idx", workers=1)
+    assert e.value.path.name == bad.name and "collectives table does not fit" in e.value.problem
+    assert not (tmp_path / "idx").exists()

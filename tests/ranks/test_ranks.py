@@ -152,7 +152,13 @@ def test_job_diagnostics_name_what_was_left_out(gen_job, tmp_path, capsys):
     out = ranks_json(capsys, d)
     diags = "\n".join(out["diagnostics"])
     assert "1 of 6 ranks missing: 3" in diags
-    assert "copy_of_two.pt.trace.json: duplicate of rank 2" in diags or "gen_rank-2.pt.trace.json: duplicate of rank 2" in diags
+    import os
+    older = d / "gen_rank-2.pt.trace.json"
+    os.utime(older, (older.stat().st_atime, (d / "copy_of_two.pt.trace.json").stat().st_mtime - 60))
+    out = ranks_json(capsys, d)  # of two files of rank 2, the newer is kept, the older named
+    diags = "\n".join(out["diagnostics"])
+    assert "gen_rank-2.pt.trace.json: rank 2 again, older than copy_of_two.pt.trace.json" in diags
+    assert next(p["file"] for p in out["per_rank"] if p["rank"] == 2).endswith("copy_of_two.pt.trace.json")
     assert "other_job_rank-1.pt.trace.json: from another job" in diags
     other_info, job_info = raw(other["files"][1])["distributedInfo"], raw(files[0])["distributedInfo"]
     line = next(ln for ln in out["diagnostics"] if ln.startswith("other_job_rank-1"))

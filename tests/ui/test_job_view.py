@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 
 import pytest
@@ -158,12 +159,35 @@ def test_an_index_opens_the_job_view_with_the_same_numbers(job_dir, job_json, tm
     asyncio.run(run())
 
 
-def test_quitting_mid_load_ends_the_pool(tmp_path):
+def _children() -> set[int]:
+    """This process's live children, zombies included (/proc: the pool forks with os.fork,
+    which multiprocessing.active_children() never lists)."""
+    import glob
+    out: set[int] = set()
+    for f in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            out |= {int(x) for x in open(f).read().split()}
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads children from /proc")
+def test_quitting_mid_load_ends_the_pool(tmp_path, monkeypatch):
     """q while 24 ranks load: the app ends at once and no pool process outlives it."""
-    import multiprocessing
     import time
+    from tracetui.model import pool
     from tracetui.workloads.replicate import replicate
     replicate(DATA / "cpu_transformer_eager.json.gz", tmp_path, 24, seed=5)
+    forked, real = [], os.fork
+
+    def fork():  # the pool's children, to look for them afterwards
+        pid = real()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(pool.os, "fork", fork)
 
     async def run():
         app = TraceApp([tmp_path], job=True)
@@ -173,13 +197,129 @@ def test_quitting_mid_load_ends_the_pool(tmp_path):
                     break
                 await pilot.pause(0.05)
             assert app.screen.doc is None  # still loading
+            assert set(forked) & _children()  # its workers are running
             t = time.perf_counter()
             await pilot.press("q")
         return time.perf_counter() - t
     took = asyncio.run(run())
     assert took < 3
+    assert forked
     for _ in range(50):
-        if not multiprocessing.active_children():
+        if not set(forked) & _children():
             break
         time.sleep(0.05)
-    assert not multiprocessing.active_children()
+    assert not set(forked) & _children()
+
+
+async def _until(pilot, cond, tries=1500):
+    for _ in range(tries):
+        if cond():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("timed out waiting")
+
+
+def test_ctrl_o_on_a_folder_of_ranks_opens_the_job_view(job_dir, job_json):
+    """ctrl+o routes a folder as `tracetui DIR` does: ranks of one job open the job view (not the
+    folder's newest file), Esc comes back to the trace it was opened over; a file opens the explorer."""
+    want = sorted(json.loads(p.read_text())["distributedInfo"]["rank"] for p in job_dir.iterdir())
+
+    async def run():
+        app = TraceApp([DATA / "gloo_rank0.pt.trace.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, ExplorerScreen))
+            first = app.screen
+            await pilot.press("ctrl+o")
+            app.screen.query_one("#open-path").value = str(job_dir)
+            await pilot.press("enter")
+            await _ready(pilot)
+            assert isinstance(app.screen, JobScreen)
+            assert [p["rank"] for p in app.screen.doc["per_rank"]] == want
+            assert app.screen.doc == job_json
+            await pilot.press("escape")
+            assert app.screen is first
+            await pilot.press("ctrl+o")
+            app.screen.query_one("#open-path").value = str(job_dir / "gen_rank-1.pt.trace.json")
+            await pilot.press("enter")
+            await _until(pilot, lambda: isinstance(app.screen, ExplorerScreen) and app.screen is not first)
+            assert app.screen.trace.path.name == "gen_rank-1.pt.trace.json"
+        assert app.return_code in (0, None)
+    asyncio.run(run())
+
+
+def test_skipped_ranks_are_listed_under_d(job_dir, tmp_path, capsys):
+    """A folder whose ranks include unreadable files still opens the job view (as `tracetui DIR`
+    routes it); the header counts the diagnostics of `ranks --json` and D lists each skipped rank."""
+    import shutil
+    from tracetui.ranks_cli import opens_job
+    d = tmp_path / "job"
+    shutil.copytree(job_dir, d)
+    (d / "gen_rank-1.pt.trace.json").write_text("not a trace")
+    (d / "gen_rank-3.pt.trace.json").write_bytes(b"")
+    assert opens_job([d])
+    capsys.readouterr()
+    assert main(["ranks", str(d), "--json", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    skipped = [x for x in doc["diagnostics"] if ": skipped: " in x]
+    assert sorted(x.split(" (")[0] for x in skipped) == ["rank 1", "rank 3"]
+
+    async def run():
+        app = TraceApp([d], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _ready(pilot)
+            assert [p["rank"] for p in app.screen.doc["per_rank"]] == [0, 2]
+            assert app.screen.doc == doc
+            head = str(app.screen.query_one("#job-head").render())
+            assert f"{len(doc['diagnostics'])} diagnostics (D)" in head
+            await pilot.press("D")
+            text = str(app.screen.query_one("#job-diag-text").render())
+            for line in skipped:
+                assert f"• {line}" in text
+    asyncio.run(run())
+
+
+def test_help_scroll_and_no_steps(job_dir, job_json, tmp_path, monkeypatch):
+    """From the QA run: `?` on the job view opens on the job view's keys (they were last, after the
+    explorer's and the timeline's); scrolling right at 80 columns keeps the rank column in view;
+    a job whose ranks have no steps says how to name them instead of an empty map."""
+    from textual.widgets import DataTable, Markdown, Static
+    from tracetui.ui import job_view
+    from tracetui.ui.app import HelpScreen
+    monkeypatch.setattr(job_view, "CELL_W", 40)  # 3 steps wider than 80 columns: the map scrolls
+
+    async def run():
+        app = TraceApp([job_dir], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _ready(pilot)
+            table = app.screen.query_one("#heatmap", DataTable)
+            for _ in range(30):
+                await pilot.press("right")
+            await pilot.pause()
+            assert table.virtual_size.width > table.size.width and table.scroll_x > 0
+            ranks_shown = [str(p["rank"]) for p in job_json["per_rank"]]
+            assert all(any(line.lstrip().startswith(r) for line in _rows(table)) for r in ranks_shown)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            md = app.screen.query_one(Markdown)
+            headings = [ln for ln in md.source.splitlines() if ln.startswith("## ")]
+            assert headings[0].startswith("## Job view")
+        # the same ranks with their step annotations renamed: no step in them
+        for f in job_dir.iterdir():
+            doc = json.loads(f.read_text())
+            for e in doc["traceEvents"]:
+                if str(e.get("name", "")).startswith("ProfilerStep#"):
+                    e["name"] = "warmup phase"
+            (tmp_path / f.name).write_text(json.dumps(doc))
+        app = TraceApp([tmp_path], job=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _ready(pilot)
+            text = str(app.screen.query_one("#job-detail", Static).render())
+            assert "no steps in these ranks" in text and "--steps REGEX" in text
+
+    asyncio.run(run())
+
+
+def _rows(table) -> list[str]:
+    """The heatmap's rows as drawn on screen (after any horizontal scroll)."""
+    return [table.render_line(y).text for y in range(1, table.size.height)]

@@ -254,7 +254,8 @@ def test_help_names_every_job_view_key():
     from tracetui.ui.job_view import JobScreen
 
     help_md = (Path(ui.__file__).parent / "help.md").read_text(encoding="utf-8")
-    job = help_md[help_md.index("For a job"):]
+    job = help_md[help_md.index("## Job view"):]
+    job = job[:job.index("\n## ", 1)] if "\n## " in job[1:] else job
     keys = {"enter": "`Enter`"}
     for b in JobScreen.BINDINGS:
         if b.show:

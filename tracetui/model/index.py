@@ -128,10 +128,13 @@ def rank_parquet(rf, world: int | None, load_opts: dict | None = None) -> tuple[
     to their merged files."""
     from .ranks import load_rank
     tables = load_rank(rf, world, load_opts)
+    if "skipped" in tables:  # not readable as a trace: no tables, only why (ranks.load_rank)
+        return int(rf.rank), tables
     sch = schemas()
     out = {name: (_parquet_bytes(tables[name], sch[name]) if tables[name].get("rank") else None)
            for name in TABLES if name not in JOB_TABLES}  # None: no rows (a CPU rank's kernels), no file
     out.update({name: {f.name: list(tables[name].get(f.name, [])) for f in sch[name]} for name in JOB_TABLES})
+    out["diagnostics"] = tables["diagnostics"]
     return int(rf.rank), out
 
 
@@ -147,12 +150,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def build_index(items, out, workers: int | None = None, engine: str = "local", address: str | None = None,
                 load_opts: dict | None = None, progress=None) -> dict:
     """Index the ranks among ``items`` into ``out`` (replaced atomically). Returns what was done."""
-    from .ranks import discover
+    from .ranks import discover, rank_results, require_ranks, skipped_line
     _pa(), _duckdb()
     t0 = time.perf_counter()
-    job = discover(items)
-    if not job.ranks:
-        raise TraceError(Path(str(items[0])), "no rank of a job found: " + "; ".join(job.diagnostics))
+    job = require_ranks(discover(items), items)
     out = Path(out)
     if out.exists() and not (out / MANIFEST).exists():
         raise TraceError(out, "exists and is not a tracetui index: not replaced")
@@ -161,9 +162,15 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
     for t in TABLES:
         (tmp / t).mkdir(parents=True)
 
-    merged = _Merged(tmp, [rf.rank for rf in job.ranks])
+    merged = _Merged(tmp, [rf.rank for rf in job.ranks], {rf.rank: rf.path for rf in job.ranks})
+    notes: dict = {}  # rank -> what it said: skipped (no rows, not in the manifest) or its repairs
 
     def write(rank: int, parts: dict) -> None:  # inside the folder being built: no reader sees it yet
+        if "skipped" in parts:
+            notes[rank] = parts
+            merged.add(rank, {name: {c: [] for c in merged.schemas[name].names} for name in JOB_TABLES})
+            return
+        notes[rank] = {"diagnostics": parts.pop("diagnostics", [])}
         _write_rank_files(tmp, rank, parts)  # none left when a local worker wrote them itself
         merged.add(rank, {name: parts[name] for name in JOB_TABLES})
 
@@ -173,9 +180,11 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
         else:
             used = _map_local(job, write, workers, load_opts, progress, tmp)
         merged.close()
+        _, diagnostics = rank_results(job, [notes[rf.rank] for rf in job.ranks])  # none read: the error
         manifest = {"version": INDEX_VERSION, "world_size": job.world, "backend": job.backend,
-                    "ranks": [{"rank": rf.rank, "file": str(rf.path), "rank_from": rf.rank_from} for rf in job.ranks],
-                    "diagnostics": job.diagnostics, "tables": list(TABLES)}
+                    "ranks": [{"rank": rf.rank, "file": str(rf.path), "rank_from": rf.rank_from} for rf in job.ranks
+                              if "skipped" not in notes[rf.rank]],
+                    "diagnostics": diagnostics, "tables": list(TABLES)}
         _write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
         if out.exists():
@@ -186,8 +195,9 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
         merged.close(failed=True)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"path": str(out), "ranks": len(job.ranks), "engine": engine, "workers": used,
-            "seconds": time.perf_counter() - t0}
+    return {"path": str(out), "ranks": len(manifest["ranks"]), "engine": engine, "workers": used,
+            "seconds": time.perf_counter() - t0, "skipped": [skipped_line(f, f.problem) for f in job.skipped]
+            + [notes[r]["skipped"] for r in sorted(notes) if "skipped" in notes[r]]}
 
 
 class _Merged:
@@ -196,8 +206,9 @@ class _Merged:
     the ranks before it are written, and rows are written in row groups of ``ROW_GROUP``. The
     same sequence of ranks gives the same bytes, whichever engine ran the map."""
 
-    def __init__(self, folder: Path, ranks: list):
+    def __init__(self, folder: Path, ranks: list, files: dict | None = None):
         pa, pq = _pa()
+        self.files = files or {}
         self.pa = pa
         self.order, self.next = list(ranks), 0
         self.pending: dict = {}
@@ -223,8 +234,24 @@ class _Merged:
         """The buffered ranks' rows as one Arrow table (one conversion per row group, not per rank)."""
         if self.buf[n]:
             cols = {c: [x for t in self.buf[n] for x in t[c]] for c in self.schemas[n].names}
-            self.writers[n].write_table(self.pa.Table.from_pydict(cols, schema=self.schemas[n]), row_group_size=ROW_GROUP)
+            try:
+                table = self.pa.Table.from_pydict(cols, schema=self.schemas[n])
+            except (self.pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+                raise self._culprit(n, e) from None
+            self.writers[n].write_table(table, row_group_size=ROW_GROUP)
         self.buf[n], self.rows[n] = [], 0
+
+    def _culprit(self, n: str, err: Exception) -> TraceError:
+        """The rank whose rows of table ``n`` do not fit its schema (a trace's ``Seq`` of 1e30
+        overflows int64), as a one-line error naming its file: the rows arrive as plain columns,
+        so the table is built here, where one rank's bad value would otherwise name no rank."""
+        for t in self.buf[n]:
+            try:
+                self.pa.Table.from_pydict(t, schema=self.schemas[n])
+            except (self.pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+                rank = t["rank"][0] if t.get("rank") else None
+                return TraceError(self.files.get(rank, f"rank {rank}"), f"its {n} table does not fit the index ({e})")
+        return TraceError(Path(f"{n}.parquet"), f"the {n} table could not be built ({err})")
 
     def close(self, failed: bool = False) -> None:
         for n, w in self.writers.items():
@@ -251,7 +278,8 @@ def _rank_into(folder: Path, rf, world, load_opts) -> tuple[int, dict]:
 
 def _map_local(job, write, workers, load_opts, progress, folder: Path) -> int:
     """The local process pool (``pool.as_done``): each worker writes its rank's own files into
-    ``folder``; the driver merges the job tables as they come. A rank's error stops the rest."""
+    ``folder``; the driver merges the job tables as they come. A rank that cannot be read comes
+    back skipped (``ranks.load_rank``); any other error stops the rest."""
     from .pool import as_done, workers_for
     tasks = [(folder, rf, job.world, load_opts) for rf in job.ranks]
     for k, (_, got) in enumerate(as_done(_rank_into, tasks, workers), 1):

@@ -6,13 +6,13 @@ fork again (``TRACETUI_PARALLEL=0``): the pool already keeps the cores busy.
 Where this process can fork, the workers are forked children that take the next task index from
 a shared counter and send each result down their own pipe: no task is pickled, and the driver
 runs no queue or manager threads, which on a 2-core machine took the cores from the workers
-(``ProcessPoolExecutor`` reached 1.59x with 2 workers where this reaches 1.68x; docs/perf.md).
+(32 ranks: ``ProcessPoolExecutor`` 1.76x with 2 workers, this 1.82x, in one run alternating
+them; docs/perf.md).
 Elsewhere, or when a start method is named, a ``ProcessPoolExecutor`` does the same map.
 """
 from __future__ import annotations
 
 import contextlib
-import gc
 import mmap
 import os
 import pickle
@@ -51,8 +51,9 @@ rank that takes minutes)."""
 
 
 def workers_for(n_tasks: int, workers: int | None) -> int:
-    """How many processes a map of ``n_tasks`` uses (``None``: one per core)."""
-    return default_workers(n_tasks) if workers is None else max(1, workers)
+    """How many processes a map of ``n_tasks`` uses (``None``: one per core; never more than
+    there are tasks: `--workers 64` on 2 ranks forked 64 copies of the driver)."""
+    return default_workers(n_tasks) if workers is None else max(1, min(workers, n_tasks))
 
 
 def as_done(fn, tasks: list, workers: int | None = None, start_method: str | None = None, should_stop=None):
@@ -108,29 +109,31 @@ _COUNTER = struct.Struct("<q")
 def _forked(fn, tasks: list, n: int, should_stop=None):
     """``as_done`` on ``n`` forked children. Each takes the next index from a shared counter
     (under a lock), runs it and writes ``(i, ok, value)`` to its own pipe, until the counter
-    passes the end; then it exits without tearing down the interpreter. What is alive at the fork
-    is frozen out of the cyclic GC first (Python's advice for fork without exec: 31.5-32.3k page
-    faults against 33.5-35.3k over 32 ranks, 2-4% of a worker's time). The driver reads every
+    passes the end; then it exits without tearing down the interpreter. The driver polls every
     pipe without blocking (a worker stopped mid-message never holds it), so ``should_stop`` is
     asked every ``STOP_POLL_S``; an error, a stop or a consumer that gives up kills the children."""
     from . import forked
     kids: dict[int, int] = {}  # read end -> pid
     bufs: dict[int, bytearray] = {}  # read end -> bytes not yet a whole message; only open pipes
+    poller = select.poll()  # not select(): it refuses descriptors past 1023
     try:
         _fork_children(fn, tasks, n, kids, bufs)
+        for r in bufs:
+            poller.register(r, select.POLLIN)
         left = len(tasks)
         while left:
-            ready = select.select(list(bufs), [], [], STOP_POLL_S)[0]
-            for r in ready:
+            for r, _ in poller.poll(STOP_POLL_S * 1000):
                 chunk = os.read(r, 1 << 20)
                 if not chunk:
+                    poller.unregister(r)
                     _closed(r, kids, bufs)
                     continue
                 buf = bufs[r]
                 buf += chunk
                 while len(buf) >= _HEAD.size and len(buf) >= _HEAD.size + _HEAD.unpack_from(buf)[0]:
                     size = _HEAD.unpack_from(buf)[0]
-                    i, ok, value = pickle.loads(buf[_HEAD.size:_HEAD.size + size])
+                    with memoryview(buf) as view:  # no copy of a large result; released before the del
+                        i, ok, value = pickle.loads(view[_HEAD.size:_HEAD.size + size])
                     del buf[:_HEAD.size + size]
                     left -= 1
                     if not ok:
@@ -166,35 +169,37 @@ def settle() -> None:
 
 def _fork_children(fn, tasks: list, n: int, kids: dict, bufs: dict) -> None:
     """Fork ``n`` children running ``_child``, each with its own result pipe (into ``kids`` and
-    ``bufs`` as each starts), with what is alive frozen out of the cyclic GC meanwhile."""
+    ``bufs`` as each starts). A fork that fails closes its pipe and raises (the caller reaps the
+    children already started)."""
     from . import forked
     # the counter is a page of its own, shared with this map's children only: a block of
     # multiprocessing's shared heap (RawValue) is reused by the next map once freed, while a
     # finished map's children may still take one last look at it; one did, and took an index
-    # of the next map (66 maps of 300 run back to back lost a task)
-    counter, lock = mmap.mmap(-1, _COUNTER.size), mp.Lock()
-    frozen_before = gc.get_freeze_count()
-    gc.freeze()  # the children's collections never scan (and so never copy) the pages they share with us
-    try:
-        for _ in range(n):
-            r, w = os.pipe()
+    # of the next map (66 maps of 300 run back to back lost a task). The lock is the fork
+    # context's: another start method's registers with a resource-tracker process, which
+    # cannot start under Textual (its stderr has no descriptor)
+    counter, lock = mmap.mmap(-1, _COUNTER.size), mp.get_context("fork").Lock()
+    for _ in range(n):
+        r, w = os.pipe()
+        try:
             pid = os.fork()
-            if pid == 0:  # pragma: no cover - the child; what it does is seen through its results
-                code = 1
-                try:
-                    os.close(r)
-                    for other in kids:
-                        os.close(other)
-                    _child(fn, tasks, counter, lock, w)
-                    code = 0
-                finally:
-                    os._exit(code)
+        except BaseException:
+            os.close(r)
             os.close(w)
-            kids[r], bufs[r] = pid, bytearray()
-            forked._LIVE.add(pid)
-    finally:
-        if not frozen_before:  # the app freezes its loaded trace itself: its freeze is left alone
-            gc.unfreeze()
+            raise
+        if pid == 0:  # pragma: no cover - the child; what it does is seen through its results
+            code = 1
+            try:
+                os.close(r)
+                for other in kids:
+                    os.close(other)
+                _child(fn, tasks, counter, lock, w)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        kids[r], bufs[r] = pid, bytearray()
+        forked._LIVE.add(pid)
 
 
 def _close_all(bufs: dict) -> None:
@@ -218,8 +223,9 @@ def _reap(pids: list, kill: bool) -> None:
 
 
 def _closed(r: int, kids: dict, bufs: dict) -> None:
-    """A child's pipe reached its end: reap it. A child ends cleanly only once every task is
-    taken and it has sent each of its results; anything else lost a task."""
+    """A child's pipe reached its end: reap it. A child killed by a signal or failing with a
+    status may have lost the task it held, so the map ends; one that exits cleanly has sent every
+    result it took (a task lost anyway shows as results missing once all pipes are closed)."""
     from . import forked
     del bufs[r]
     os.close(r)
@@ -235,7 +241,13 @@ def _closed(r: int, kids: dict, bufs: dict) -> None:
 
 
 def _child(fn, tasks: list, counter, lock, w: int) -> None:
-    """A forked worker's loop: take an index, run it, send the result, until none is left."""
+    """A forked worker's loop: take an index, run it, send the result, until none is left.
+
+    What it inherited is frozen out of its cyclic GC first (Python's advice for fork without
+    exec): its collections then never scan, and so never copy, the pages it shares with the
+    driver (31.5-32.3k page faults against 33.5-35.3k over 32 HTA ranks in one forked worker)."""
+    import gc
+    gc.freeze()
     from . import forked
     forked.quiet_child()
     _init_worker()
@@ -249,21 +261,34 @@ def _child(fn, tasks: list, counter, lock, w: int) -> None:
             msg = pickle.dumps((i, True, fn(*tasks[i])), protocol=5)
         except BaseException as e:  # noqa: BLE001 - the driver re-raises it
             msg = _error_message(i, e)
-        view = memoryview(_HEAD.pack(len(msg)) + msg)
+        _send(w, _HEAD.pack(len(msg)), msg)
+
+
+def _send(w: int, *parts: bytes) -> None:
+    """Write ``parts`` whole, without joining them (a result can be hundreds of MB)."""
+    for part in parts:
+        view = memoryview(part)
         while view:
             view = view[os.write(w, view):]
 
 
 def _error_message(i: int, e: BaseException) -> bytes:
     """``(i, False, (e, its traceback))`` pickled; an error that does not survive pickling
-    becomes a RuntimeError with its text."""
-    tb = "".join(traceback.format_exception(e))
+    becomes a RuntimeError with its text (its type's name where even that fails)."""
+    try:
+        tb = "".join(traceback.format_exception(e))
+    except Exception:  # noqa: BLE001
+        tb = f"{type(e).__name__} (its traceback could not be formatted)"
     try:
         msg = pickle.dumps((i, False, (e, tb)), protocol=5)
         pickle.loads(msg)
         return msg
     except Exception:  # noqa: BLE001
-        return pickle.dumps((i, False, (RuntimeError(f"{type(e).__name__}: {e}"), tb)), protocol=5)
+        try:
+            text = f"{type(e).__name__}: {e}"
+        except Exception:  # noqa: BLE001 - its __str__ fails too
+            text = f"{type(e).__name__} (its message could not be read)"
+        return pickle.dumps((i, False, (RuntimeError(text), tb)), protocol=5)
 
 
 def run_map(fn, tasks: list, workers: int | None = None, progress=None, start_method: str | None = None,
@@ -310,6 +335,7 @@ def _end(ex: ProcessPoolExecutor) -> None:
 
 
 def map_ranks(job, workers: int | None = None, load_opts: dict | None = None, progress=None) -> list[dict]:
-    """Every rank of ``job`` loaded into tables (``ranks.load_rank``), in rank order."""
+    """Every rank of ``job`` loaded into tables (``ranks.load_rank``), in rank order; a rank that
+    could not be read comes as its ``skipped`` result (``ranks.rank_results`` sorts them out)."""
     from .ranks import load_rank
     return run_map(load_rank, [(rf, job.world, load_opts) for rf in job.ranks], workers, progress)

@@ -33,6 +33,11 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 HTA_MIN_NORMALIZED_DURATION = 0.01
 """HTA's straggler metric only looks at collectives longer than 1% of the mean step time."""
 
+RUN_APART_NS = 10 * 10**9
+"""A rank whose matched collectives end this far from the reference rank's (median) is named in a
+diagnostic: synchronised hosts differ by milliseconds, ranks of one host by nothing, so such a
+gap says the files come from two runs (a log folder keeps every run's files)."""
+
 STRAGGLER_SHARE = 0.5
 """A rank is named the likely straggler when the waits it caused (as the last arriver) are at
 least this share of all waits caused in the job; otherwise no single rank is to blame."""
@@ -61,13 +66,20 @@ class RankFile:
     base_ns: int = 0
     rank_from: str = ""            # "distributedInfo" | "file name" | ""
     pg_config: list = field(default_factory=list)
+    info: dict = field(default_factory=dict)  # the file's distributedInfo, as written
+    problem: str | None = None     # why it could not be read (it is then left out, and said so)
 
     @property
     def job_key(self) -> tuple:
-        """What every rank of one job shares: its size, backend and process groups."""
-        pgs = tuple(sorted((str(p.get("pg_name")), int(p.get("pg_size") or 0)) for p in self.pg_config
-                           if isinstance(p, dict)))
-        return (self.world, self.backend, pgs)
+        """What every rank of one job shares: its size, backend and number of process groups.
+        Not the groups themselves: a rank's ``pg_config`` lists only the groups it belongs to
+        (ranks 2-3 of a job with ``new_group([0, 1])`` list one group, ranks 0-1 two), so the
+        groups are checked for agreement instead (``_group_conflicts``)."""
+        return (self.world, self.backend, self.pg_count)
+
+    @property
+    def pg_count(self) -> int | None:
+        return self.info.get("pg_count") if isinstance(self.info.get("pg_count"), int) else None
 
 
 def header_of(data) -> RankHeader:
@@ -85,12 +97,21 @@ loads a rank reads ``host_name`` and ``baseTimeNanoseconds`` from its own decode
 head has no ``distributedInfo`` before its events is decoded whole (the key may come later)."""
 
 
+HEAD_CHUNK = 1 << 12
+"""Compressed bytes fed to zlib at a time: a damaged block loses the output of its whole call, so
+small calls keep all but the last 4 KiB before the damage (64 KiB lost a header at byte 197
+to damage at byte 30,000)."""
+
+
 def _head(path: Path) -> bytes | None:
     """The first ``HEAD_BYTES`` of the file's JSON text (gunzipped as far as that), or None."""
+    import stat
     import zlib
     try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a named pipe never blocks us
+        with open(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size == 0:  # read_bytes says what it is
                 return None
             first = f.read(2)
             f.seek(0)
@@ -98,15 +119,18 @@ def _head(path: Path) -> bytes | None:
                 return f.read(HEAD_BYTES)
             z = zlib.decompressobj(16 + zlib.MAX_WBITS)
             out = bytearray()
-            while len(out) < HEAD_BYTES and not z.eof:
-                chunk = f.read(1 << 16)
-                if not chunk:
-                    break
-                out += z.decompress(chunk, HEAD_BYTES - len(out))
-                while z.unconsumed_tail and len(out) < HEAD_BYTES:
-                    out += z.decompress(z.unconsumed_tail, HEAD_BYTES - len(out))
-            return bytes(out)
-    except (OSError, zlib.error):
+            try:
+                while len(out) < HEAD_BYTES and not z.eof:
+                    chunk = f.read(HEAD_CHUNK)
+                    if not chunk:
+                        break
+                    out += z.decompress(chunk, HEAD_BYTES - len(out))
+                    while z.unconsumed_tail and len(out) < HEAD_BYTES:
+                        out += z.decompress(z.unconsumed_tail, HEAD_BYTES - len(out))
+            except zlib.error:  # damaged further on: what came before still places the rank
+                pass
+            return bytes(out) or None
+    except OSError:
         return None
 
 
@@ -138,6 +162,7 @@ def _rank_file(path: Path, di, host=None, base_ns=None) -> RankFile:
         rf.world = di.get("world_size") if isinstance(di.get("world_size"), int) else None
         rf.backend = str(di["backend"]) if di.get("backend") is not None else None
         rf.pg_config = di.get("pg_config") if isinstance(di.get("pg_config"), list) else []
+        rf.info = di
     else:
         m = RANK_IN_NAME.search(Path(path).name)
         if m:
@@ -151,12 +176,27 @@ def read_rank_file(path: Path, data=None) -> RankFile:
     di = _info_in_head(Path(path)) if data is None else None
     if di is not None:
         return _rank_file(path, di)
-    h = header_of(data if data is not None else read_bytes(path, LoadReport()))
+    try:
+        data = data if data is not None else read_bytes(path, LoadReport())
+    except TraceError as e:  # empty, unreadable, not a regular file: left out and said, not the job's end
+        rf = _rank_file(path, None)
+        rf.problem = e.problem
+        return rf
+    h = header_of(data)
     return _rank_file(path, h.distributedInfo, h.host_name, h.baseTimeNanoseconds)
 
 
-def expand_inputs(items) -> list[Path]:
-    """Files named on the command line: folders give every trace in them, globs are expanded."""
+def skipped_line(rf: RankFile, problem: str) -> str:
+    """The diagnostic of a file that could not be read as a trace: ``rank N (FILE): skipped: ...``."""
+    problem = (str(problem).splitlines() or [""])[0]
+    who = f"rank {rf.rank} ({rf.path.name})" if rf.rank is not None else rf.path.name
+    return f"{who}: skipped: {problem}"
+
+
+def expand_inputs(items, said: list[str] | None = None) -> list[Path]:
+    """Files named on the command line: folders give every trace in them, globs are expanded.
+    A file named more than once (twice, or itself and its folder) is read once, and ``said``
+    (when given) gets a line saying so."""
     out: list[Path] = []
     for it in items:
         s = str(it)
@@ -175,13 +215,16 @@ def expand_inputs(items) -> list[Path]:
             if not p.exists():
                 raise TraceError(p, "no such file")
             out.append(p)
-    seen, uniq = set(), []
+    seen: dict = {}  # resolved -> the spellings it was named by, first kept
     for p in out:
-        k = p.resolve()
-        if k not in seen:
-            seen.add(k)
-            uniq.append(p)
-    return uniq
+        seen.setdefault(p.resolve(), []).append(p)
+    if said is not None:
+        for names in seen.values():
+            if len(names) > 1:
+                others = sorted({str(q) for q in names[1:]} - {str(names[0])})
+                said.append(f"{names[0]}: named {len(names)} times"
+                            + (f" (also as {', '.join(others)})" if others else "") + ": read once")
+    return [names[0] for names in seen.values()]
 
 
 @dataclass
@@ -191,6 +234,7 @@ class Job:
     diagnostics: list[str]
     world: int | None = None
     backend: str | None = None
+    skipped: list[RankFile] = field(default_factory=list)  # files that could not be read at all
 
 
 def _spans(nums: list[int]) -> str:
@@ -208,45 +252,81 @@ def _spans(nums: list[int]) -> str:
 
 def _job_desc(key: tuple) -> str:
     """A job key in words: world size, backend, process groups ("not recorded" where absent)."""
-    world, backend, pgs = key
+    world, backend, pg_count = key
     out = f"world size {world if world is not None else 'not recorded'}, backend {backend or 'not recorded'}"
-    return out + (f", {len(pgs)} process group(s)" if pgs else "")
+    return out + (f", {pg_count} process group(s)" if pg_count is not None else "")
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _group_conflicts(files: list[RankFile]) -> list[str]:
+    """Process groups that the ranks describe differently: one ``pg_name`` with another size or
+    member list in another rank's ``pg_config`` (each rank lists only the groups it is in)."""
+    seen: dict = {}
+    out = []
+    for f in files:
+        for g in f.pg_config:
+            if not isinstance(g, dict) or g.get("pg_name") is None:
+                continue
+            name, desc = str(g["pg_name"]), (g.get("pg_size"), tuple(g["ranks"]) if isinstance(g.get("ranks"), list) else None)
+            if name not in seen:
+                seen[name] = (desc, f.rank)
+            elif seen[name][0] != desc and desc[1] is not None and seen[name][0][1] is not None:
+                out.append(f"process group {name}: rank {seen[name][1]} records size {seen[name][0][0]} "
+                           f"and ranks {list(seen[name][0][1])}, rank {f.rank} size {desc[0]} and ranks {list(desc[1])}")
+    return out
 
 
 def place_ranks(files: list[RankFile]) -> Job:
     """Choose the job's ranks among ``files`` and name every file left out and every rank missing."""
     diags: list[str] = []
-    placed = [f for f in files if f.rank is not None]
+    skipped = [f for f in files if f.problem is not None]
     for f in files:
-        if f.rank is None:
+        if f.problem is not None:
+            diags.append(skipped_line(f, f.problem))
+        elif f.rank is None:
             diags.append(f"{f.path.name}: no distributedInfo and no rank in its name: left out")
         elif f.rank_from == "file name":
             diags.append(f"{f.path.name}: no distributedInfo; rank {f.rank} taken from the file name")
-    keys = {}
+    files = [f for f in files if f.problem is None]
+    placed = [f for f in files if f.rank is not None]
+    keys: dict = {}
     for f in placed:
         if f.rank_from == "distributedInfo":
             keys.setdefault(f.job_key, []).append(f)
-    main_key = max(keys, key=lambda k: (len(keys[k]), -min(x.rank for x in keys[k]))) if keys else None
+    # the job: the key with the most distinct ranks (three unrelated traces that each say rank 0
+    # are one rank, not a job), then one that records its world size, then the lowest rank
+    main_key = max(keys, key=lambda k: (len({x.rank for x in keys[k]}), k[0] is not None,
+                                        -min(x.rank for x in keys[k]))) if keys else None
     chosen: dict[int, RankFile] = {}
-    for f in sorted(placed, key=lambda f: (f.rank, str(f.path))):
+    # of two files of one rank, the newer is kept (a log folder holds every run, and a single
+    # trace opens its newest file too); the same modification time falls back to the name
+    for f in sorted(placed, key=lambda f: (f.rank, -_mtime(f.path), str(f.path))):
         if main_key is not None and f.rank_from == "distributedInfo" and f.job_key != main_key:
             diags.append(f"{f.path.name}: from another job ({_job_desc(f.job_key)}; the job's: "
                          f"{_job_desc(main_key)}): left out")
             continue
         if f.rank in chosen:
-            diags.append(f"{f.path.name}: duplicate of rank {f.rank} ({chosen[f.rank].path.name}): left out")
+            diags.append(f"{f.path.name}: rank {f.rank} again, older than {chosen[f.rank].path.name} "
+                         f"(an earlier run?): left out")
             continue
         chosen[f.rank] = f
+    diags += _group_conflicts(list(chosen.values()))
     world = main_key[0] if main_key else None
     if world:
-        missing = sorted(set(range(world)) - set(chosen))
+        missing = sorted(set(range(world)) - set(chosen) - {f.rank for f in skipped})  # those are said
         if missing:
             diags.append(f"{len(missing)} of {world} ranks missing: {_spans(missing)}")
         out_of = [r for r in chosen if r >= world]
         if out_of:
             diags.append(f"ranks {_spans(out_of)} are outside world size {world}")
     return Job(ranks=[chosen[r] for r in sorted(chosen)], diagnostics=diags, world=world,
-               backend=main_key[1] if main_key else None)
+               backend=main_key[1] if main_key else None, skipped=skipped)
 
 
 DISCOVER_POOL_BYTES = 256 << 20
@@ -258,10 +338,23 @@ def discover(items, workers: int | None = None) -> Job:
     """The ranks among files, folders and globs (each file's header read, not its events; on the
     local pool when there are many, since a gzipped file must be gunzipped whole to be read)."""
     from .pool import run_map
-    paths = expand_inputs(items)
+    said: list[str] = []
+    paths = expand_inputs(items, said)
     big = len(paths) >= 16 and sum(p.stat().st_size for p in paths) >= DISCOVER_POOL_BYTES
     w = workers if big else 1
-    return place_ranks(run_map(read_rank_file, [(p,) for p in paths], w))
+    job = place_ranks(run_map(read_rank_file, [(p,) for p in paths], w))
+    job.diagnostics[:0] = said
+    return job
+
+
+def require_ranks(job: Job, items) -> Job:
+    """``job``, or the one-line error when it holds no rank to load: a lone unreadable file's own
+    problem, else every reason the files were left out."""
+    if job.ranks:
+        return job
+    if len(job.skipped) == 1 and len(job.diagnostics) == 1:
+        raise TraceError(job.skipped[0].path, job.skipped[0].problem)
+    raise TraceError(Path(str(items[0]) if items else "."), "no rank of a job found: " + "; ".join(job.diagnostics))
 
 
 def is_job(items) -> bool:
@@ -274,9 +367,11 @@ def is_job(items) -> bool:
         return False
     try:
         job = discover(paths)
-    except TraceError:  # an unreadable file: the single-trace path reports it
+    except TraceError:
         return False
-    return len(job.ranks) >= 2 and len(job.ranks) == len(paths)
+    # other files beside them are named in the job's diagnostics; a file named as a rank that
+    # could not be read counts as one (the job view says it was skipped)
+    return len(job.ranks) >= 1 and len(job.ranks) + sum(f.rank is not None for f in job.skipped) >= 2
 
 
 # ---------------------------------------------------------------- one rank -> tables
@@ -435,14 +530,58 @@ def _tid(t, i: int):
     return t.store.track_keys[t.store.track[e]][-1] if e >= 0 else ""
 
 
+RANK_LEFT_OUT = ("events_missing_fields", "times_out_of_range")
+"""A rank's own diagnostics (``tree.DIAGNOSTICS``) that say events were left out: carried into the
+job's diagnostics with the loader's repairs, since they change that rank's figures. Events of a
+wrong-typed field are among the repairs already; the rest (nesting, flows, categories) describe
+a healthy trace too and stay in the rank's own summary."""
+
+
 def load_rank(rf: RankFile, world: int | None = None, load_opts: dict | None = None) -> dict:
-    """Load one rank's trace and return its tables (what a worker of the local pool or Ray runs)."""
+    """Load one rank's trace and return its tables (what a worker of the local pool or Ray runs),
+    with ``diagnostics``: what loading repaired or left out, each line naming the rank.
+
+    A file that cannot be read as a trace (``TraceError``: not JSON, empty, truncated beyond
+    repair, unreadable) is not the job's end: the result is ``{"skipped": line, "file", "problem"}``
+    and the rank is left out (``rank_results``). This is the one place a rank is skipped, whichever engine ran it;
+    any other error (a bug, a worker killed) still stops the job."""
     from .trace import load_trace
-    trace = load_trace(rf.path, **(load_opts or {}))
+    from .tree import DIAGNOSTICS
+    try:
+        trace = load_trace(rf.path, **(load_opts or {}))
+    except TraceError as e:
+        return {"skipped": skipped_line(rf, e.problem), "file": str(rf.path), "problem": e.problem}
     if rf.host is None:  # placed from the file's head: the rest of its header comes from this load
         rf.host = trace.meta.get("host_name")
         rf.base_ns = trace.meta.get("baseTimeNanoseconds") or 0
-    return rank_tables(trace, rf, world)
+    out = rank_tables(trace, rf, world)
+    who = f"rank {rf.rank} ({rf.path.name})"
+    notes = [f"{who}: {r}" for r in trace.report.repairs]
+    notes += [f"{who}: {trace.tree.diagnostics[k]:,} {DIAGNOSTICS[k]}" for k in RANK_LEFT_OUT
+              if trace.tree.diagnostics.get(k)]
+    out["diagnostics"] = notes
+    return out
+
+
+def rank_results(job: Job, results: list[dict]) -> tuple[list[dict], list[str]]:
+    """The ranks that loaded, and the job's diagnostics with each rank's own (skipped, repaired),
+    in rank order. When every rank was skipped, the one-line error: a job of none is no job."""
+    diags = list(job.diagnostics)
+    kept = []
+    for r in results:
+        if "skipped" in r:
+            diags.append(r["skipped"])
+        else:
+            kept.append(r)
+            diags += r.get("diagnostics", [])
+    if results and not kept:
+        skipped = [r["skipped"] for r in results] + [skipped_line(f, f.problem) for f in job.skipped]
+        problem = (results[0]["problem"].splitlines() or [""])[0]
+        if len(skipped) > 1:
+            more = "; ".join(skipped[1:4]) + (f"; and {len(skipped) - 4} more" if len(skipped) > 4 else "")
+            problem += f" (no rank of the job could be read: {more})"
+        raise TraceError(Path(results[0]["file"]), problem)
+    return kept, diags
 
 
 # ---------------------------------------------------------------- the job
@@ -587,6 +726,10 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
             for i in rows:
                 diffs[coll["rank"][i]].append(int(end[i]) - ref_end[k])
     est = {r: (_median_low(diffs[r]) if diffs[r] else None) for r in ranks}
+    for r in ranks:
+        if est[r] is not None and abs(est[r]) > RUN_APART_NS:
+            diags.append(f"rank {r}: its collectives end {est[r] / 1e9:+,.1f} s from rank {ref}'s (median); "
+                         f"clocks are rarely that far apart: is it from another run?")
     per_host: dict = {}
     for r in ranks:
         per_host.setdefault(host_of[r], []).extend(diffs[r])
@@ -713,7 +856,9 @@ def _name_straggler(per_rank: list, caused_total: int, n_coll: int) -> dict:
 
 def _hta_straggler_counts(ranks, rank_a, a_start, a_end, coll, keys, steps, offset) -> dict:
     """HTA's ``find_stragglers_with_late_start_comm_kernels``, on matched collectives: per step,
-    the collectives longer than 1% of the mean step time; per (rank, step, name) the last of them;
+    the collectives longer than 1% of the mean step time on their longest rank (HTA filters each
+    rank's copy alone, which drops the late rank itself wherever it did not wait: on gloo its
+    copy is short, and the ranks that waited were flagged); per (rank, step, name) the last of them;
     the name whose duration varies most across ranks (mean over steps of the std); per step the
     k ranks whose last such collective starts latest are flagged (HTA's k = 2, here 1 for jobs of
     up to 4 ranks, where 2 would flag half of them). Returns rank -> steps flagged."""
@@ -730,7 +875,10 @@ def _hta_straggler_counts(ranks, rank_a, a_start, a_end, coll, keys, steps, offs
     mean_iter = (int(st_e.max()) - int(st_s.min())) / n_iter
     step_a = np.array(coll["step"], dtype=np.int64)
     dur = a_end - a_start
-    sig = (step_a >= 0) & (dur >= HTA_MIN_NORMALIZED_DURATION * mean_iter)
+    longest: dict = {}  # per matched collective, its longest rank's duration
+    for i, k in enumerate(keys):
+        longest[k] = max(longest.get(k, 0), int(dur[i]))
+    sig = (step_a >= 0) & (np.array([longest[k] for k in keys], dtype=np.int64) >= HTA_MIN_NORMALIZED_DURATION * mean_iter)
     if not sig.any():
         return {}
     names = np.array(coll["name"], dtype=object)
@@ -803,15 +951,13 @@ def _step_rows(ranks, steps, coll, wait) -> list:
 def load_job(items, workers: int | None = None, load_opts: dict | None = None, progress=None):
     """Discover the ranks among ``items``, load them in parallel, and return (job, tables per rank)."""
     from .pool import map_ranks
-    job = discover(items)
-    if not job.ranks:
-        raise TraceError(Path(str(items[0]) if items else "."), "no rank of a job found: "
-                         + "; ".join(job.diagnostics))
+    job = require_ranks(discover(items), items)
     tables = map_ranks(job, workers=workers, load_opts=load_opts, progress=progress)
     return job, tables
 
 
 def analyze_tables(job: Job, tables: list[dict]) -> dict:
-    """``analyze`` over the tables ``load_job`` returned."""
+    """``analyze`` over the results ``load_job`` returned (skipped ranks left out and said)."""
+    tables, diags = rank_results(job, tables)
     return analyze(concat([t["info"] for t in tables]), concat([t["collectives"] for t in tables]),
-                   concat([t["steps"] for t in tables]), job.diagnostics, job.world)
+                   concat([t["steps"] for t in tables]), diags, job.world)

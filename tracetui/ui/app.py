@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import time
 from pathlib import Path
 
@@ -130,13 +131,26 @@ class LoadingScreen(Screen):
             self.app.exit(message="loading cancelled")
 
 
+def help_text(first: str | None = None) -> str:
+    """help.md, with the ``## first…`` section moved up under the title (the screen's own keys
+    first: the job view's were at the end, after the explorer's and the timeline's)."""
+    parts = re.split(r"(?m)^(?=## )", HELP_MD)
+    head, sections = parts[0], parts[1:]
+    mine = [p for p in sections if first and p.startswith(f"## {first}")]
+    return head + "".join(mine + [p for p in sections if p not in mine])
+
+
 class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close help")]
+
+    def __init__(self, first: str | None = None):
+        super().__init__()
+        self.first = first
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
             from textual.widgets import Markdown  # noqa: PLC0415 - markdown-it cost ~30 ms of every start-up
-            yield Markdown(HELP_MD)
+            yield Markdown(help_text(self.first))
 
 
 class OpenScreen(ModalScreen[str]):
@@ -720,22 +734,40 @@ class TraceApp(App):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(getattr(self.screen, "help_section", None)))
 
     def action_open(self) -> None:
         def opened(path: str | None) -> None:
-            if not path:
-                return
-            from tracetui.model.load import resolve_input
-            try:
-                p = resolve_input(Path(path).expanduser())
-            except TraceError as e:
-                self.notify(visible(str(e)), severity="error", markup=False)
-                return
-            self.diff = False
-            self.push_screen(LoadingScreen([p], self._loaded, load_opts=self.load_opts))
+            if path:
+                self._route_open(Path(path).expanduser())
 
         self.push_screen(OpenScreen(), opened)
+
+    @work(thread=True, group="open")
+    def _route_open(self, path: Path) -> None:
+        """What ctrl+o opens, decided as the command line decides (``ranks_cli.opens_job``): a
+        folder of ranks of one job or an index opens the job view, anything else one trace. In a
+        worker: deciding reads the head of every file in the folder."""
+        from tracetui.ranks_cli import opens_job
+        try:
+            job = opens_job([path])
+        except OSError:  # a folder it may not list: opening it as a trace says why
+            job = False
+        self.call_from_thread(self._open_routed, path, job)
+
+    def _open_routed(self, path: Path, job: bool) -> None:
+        if job:
+            from .job_view import JobScreen
+            self.push_screen(JobScreen([path], self.load_opts, back=True))
+            return
+        from tracetui.model.load import resolve_input
+        try:
+            p = resolve_input(path)
+        except TraceError as e:
+            self.notify(visible(str(e)), severity="error", markup=False)
+            return
+        self.diff = False
+        self.push_screen(LoadingScreen([p], self._loaded, load_opts=self.load_opts))
 
     def get_system_commands(self, screen: Screen):
         yield from super().get_system_commands(screen)

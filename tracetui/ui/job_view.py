@@ -70,15 +70,19 @@ class JobScreen(Screen):
     """Rank × step heatmap over the job's ``ranks`` document; Enter opens the rank in the explorer."""
 
     CSS_PATH = "job_view.tcss"
+    help_section = "Job view"
+    """``?`` shows this screen's keys first (help.md's section of that name)."""
     BINDINGS = [
         Binding("m", "metric", "Metric"),
         Binding("enter", "open_rank", "Open rank"),
         Binding("D", "diagnostics", "Diagnostics"),
-        Binding("escape", "cancel", "Cancel loading", show=False),
+        Binding("escape", "cancel", "Cancel loading / back", show=False),
     ]
 
-    def __init__(self, paths: list[Path], load_opts: dict | None = None, workers: int | None = None):
+    def __init__(self, paths: list[Path], load_opts: dict | None = None, workers: int | None = None,
+                 back: bool = False):
         super().__init__()
+        self.back = back  # opened over another screen (ctrl+o): Esc returns there, its failure is not the app's
         self.paths = [Path(p) for p in paths]
         self.load_opts = load_opts or {}
         self.n_workers = workers
@@ -124,11 +128,9 @@ class JobScreen(Screen):
             self.files = {r["rank"]: Path(r["file"]) for r in read_manifest(self.paths[0])["ranks"]}
             return analyze_index(self.paths[0])
         from tracetui.model.pool import Stopped, run_map
-        from tracetui.model.ranks import analyze_tables, discover, load_rank
+        from tracetui.model.ranks import analyze_tables, discover, load_rank, require_ranks
 
-        job = discover(self.paths)
-        if not job.ranks:
-            raise TraceError(self.paths[0], "no rank of a job found: " + "; ".join(job.diagnostics))
+        job = require_ranks(discover(self.paths), self.paths)
         self.files = {rf.rank: rf.path for rf in job.ranks}
 
         def progress(done: int, total: int) -> None:
@@ -149,7 +151,7 @@ class JobScreen(Screen):
         self.query_one("#job-stage", Label).update(f"{done} of {total} ranks loaded")
 
     def _failed(self, msg: str) -> None:
-        if not self.app.traces:  # the job it was started on: quitting exits 2, as `tracetui ranks` does
+        if not self.app.traces and not self.back:  # the job it was started on: quitting exits 2, as `tracetui ranks` does
             self.app.failure = msg
         self.query_one("#job-stage", Label).update(Text(visible(msg), style="bold red"))
         self.app.notify(visible(msg), severity="error", timeout=10, markup=False)
@@ -157,6 +159,9 @@ class JobScreen(Screen):
     def action_cancel(self) -> None:
         if self.doc is None:
             self.workers.cancel_group(self, "job")
+        if self.back:
+            self.app.pop_screen()
+        elif self.doc is None:
             self.app.exit(message="loading cancelled")
 
     def _ready(self, doc: dict) -> None:
@@ -202,6 +207,7 @@ class JobScreen(Screen):
         vals = [c[key] for c in cell.values() if c.get(key) is not None]
         lo, hi = (min(vals), max(vals)) if vals else (0, 0)
         table.add_column("rank", key="rank", width=6)
+        table.fixed_columns = 1  # scrolling right keeps the rank in view
         for n in names:
             table.add_column(Text(visible(n.replace("ProfilerStep", "step"))[:CELL_W], justify="right"), key=n,
                              width=CELL_W)
@@ -238,13 +244,16 @@ class JobScreen(Screen):
         t.append(f"  clock {visible(p['clock'])} offset {fmt(p['offset_us'])} µs · waited {fmt(p['wait_total_us'])} µs "
                  f"(mean {fmt(p['wait_mean_us'])}) · last at {p['last_count']}/{p['collectives']} · "
                  f"caused {fmt(p['caused_wait_us'])} µs · HTA {p['hta_straggler_count']}")
-        _, _, cell = self._grid()
+        _, names, cell = self._grid()
+        if not names:  # a heatmap with no columns, and no word why
+            t.append("\nno steps in these ranks (ProfilerStep#N, or a numbered step annotation): the map has no "
+                     "columns; pass --steps REGEX to name the annotations that are the steps", style="yellow")
         c = cell.get((r, n)) if n else None
         if c is not None:
             ov = "-" if c["overlap_ratio"] is None else f"{100 * c['overlap_ratio']:.0f}%"
             t.append(f"\n{visible(c['name'])}: step {fmt(c['step_us'])} µs · comm {fmt(c['comm_us'])} · exposed "
                      f"{fmt(c['comm_exposed_us'])} · overlap {ov} · wait {fmt(c['wait_us'])} µs in "
-                     f"{c['collectives']} collectives · compute {fmt(c['compute_us'])} · idle {fmt(c['idle_us'])} "
+                     f"{c['collectives']} collective{'' if c['collectives'] == 1 else 's'} · compute {fmt(c['compute_us'])} · idle {fmt(c['idle_us'])} "
                      f"· {c['verdict']}")
         if self.doc["straggler"]["rank"] is not None:
             t.append("\n" + visible(self.doc["straggler"]["evidence"]), style="dim")
