@@ -50,8 +50,12 @@ def torch_version(text: str) -> str:
 
 
 def positive(text: str) -> int:
-    """An argparse type: an int >= 1 (``--workers 0`` ran one worker, silently)."""
-    n = count(text)
+    """An argparse type: an int >= 1 (``--workers 0`` ran one worker, silently; ``-3`` and ``0``
+    get the same message)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"{text}: 1 or more")
     return n
@@ -309,6 +313,9 @@ def _load_opts(args) -> dict:
 def _dispatch(args) -> int:
     from tracetui.ranks_cli import opens_job
     job = args.cmd == "open" and opens_job(args.traces)  # ranks of one job: the job view, not a diff
+    if job:
+        from tracetui.ranks_cli import refuse_index_options
+        refuse_index_options(args.traces, args, CliError)
     for p in [getattr(args, "trace", None)] + list(getattr(args, "traces", None) or []):
         if p is not None and not job:
             _announce_folder(p)

@@ -28,10 +28,12 @@ def run(args, load_opts: dict, CliError) -> int:
         raise CliError(f"-: {args.cmd} reads rank files (a folder, a glob, files), not stdin")
     if args.cmd == "index":
         from tracetui.model import index as ix
+        if args.address is not None and args.engine != "ray":  # was ignored: the local pool ran
+            raise CliError(f"index: --address {args.address} is a Ray cluster's: add --engine ray")
         try:
             out = ix.build_index(args.paths, args.output, workers=args.workers, engine=args.engine,
                                  address=args.address, load_opts=load_opts)
-        except ix.MissingExtra as e:
+        except (ix.MissingExtra, ix.EngineError) as e:
             raise CliError(str(e)) from None
         print(f"{out['path']}: {out['ranks']} rank(s) indexed ({out['engine']}, {out['workers']} worker(s), "
               f"{out['seconds']:.2f} s)" + (f", {len(out['skipped'])} skipped (said in its diagnostics)"
@@ -42,6 +44,7 @@ def run(args, load_opts: dict, CliError) -> int:
         return 0
     if len(args.paths) == 1 and Path(args.paths[0]).is_dir() and _is_index(Path(args.paths[0])):
         from tracetui.model import index as ix
+        refuse_index_options(args.paths, args, CliError)
         try:
             doc = ix.analyze_index(Path(args.paths[0]))
         except ix.MissingExtra as e:
@@ -53,10 +56,44 @@ def run(args, load_opts: dict, CliError) -> int:
     from tracetui.report import emit_report, fmt_of
     fmt = fmt_of(args)
     if fmt in ("csv", "md"):  # the shared writers (tracetui/export.py); csv: per_rank unless --table
-        emit_report(doc, fmt, table=getattr(args, "table", None), first="per_rank", title="tracetui ranks")
+        emit_report(doc, fmt, table=getattr(args, "table", None), first="per_rank", title="tracetui ranks",
+                    tables=report_tables(doc))
         return 0
     print_ranks(doc, as_json=fmt == "json", top=args.top)
     return 0
+
+
+COLLECTIVE_RANK_COLUMNS = ("group", "index", "name", "rank", "start_us", "end_us", "wait_us", "step")
+"""``collective_ranks``: one row per collective per rank, what ``collectives[].per_rank`` holds."""
+
+
+def report_tables(doc: dict) -> list:
+    """The csv/md tables of ``ranks``: the generic ones, with ``collectives`` less its nested
+    ``per_rank`` (a count in a cell) and, after it, ``collective_ranks`` (each rank's start, end and
+    wait per collective, the rows per-rank waits are exported from)."""
+    from tracetui.export import Table, report_tables as generic
+    out = []
+    for t in generic({k: v for k, v in doc.items()}, columns={"collectives": ["group", "index", "name"]}):
+        if t.name != "collectives":
+            out.append(t)
+            continue
+        keep = [i for i, c in enumerate(t.columns) if c != "per_rank"]
+        out.append(Table(t.name, [t.columns[i] for i in keep], [[r[i] for i in keep] for r in t.rows]))
+        rows = [[c["group"], c["index"], c["name"], p["rank"], p["start_us"], p["end_us"], p["wait_us"], p["step"]]
+                for c in doc.get("collectives", []) for p in c["per_rank"]]
+        out.append(Table("collective_ranks", list(COLLECTIVE_RANK_COLUMNS), rows))
+    return out
+
+
+def refuse_index_options(paths, args, CliError) -> None:
+    """``--steps`` / ``--torch-version`` on an index (``ranks INDEX``, ``tracetui INDEX``) were
+    ignored: its tables were computed when it was built. Say so in one line."""
+    if len(paths) != 1 or not Path(paths[0]).is_dir() or not _is_index(Path(paths[0])):
+        return
+    for opt, val in (("--steps", args.steps), ("--torch-version", args.torch_version)):
+        if val is not None:
+            raise CliError(f"{paths[0]}: {opt}: an index keeps the steps and times it was built with "
+                           f"(pass {opt} to tracetui index, or give the trace files)")
 
 
 def _is_index(p: Path) -> bool:

@@ -161,6 +161,69 @@ def _merge(a: Meta, b: Meta) -> Meta:
     return out
 
 
+C10D_OP = re.compile(r"^c10d::")
+"""The ops the process group's Python API calls (``c10d::_reduce_scatter_base_``, ``c10d::allreduce_``):
+on the calling thread, each before the backend's annotation of the work it queued."""
+
+
+def _shapes(dims) -> list:
+    """Every tensor shape in an ``Input Dims`` entry, lists of tensors flattened."""
+    out = []
+    for d in dims if isinstance(dims, list) else []:
+        if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
+            out += _shapes(d)
+        elif isinstance(d, list) and d:
+            out.append(d)
+    return out
+
+
+RUNS_AS = {
+    ("all_reduce", "reduce_scatter"):
+        "gloo runs reduce_scatter_tensor (c10d::_reduce_scatter_base_) as gloo:all_reduce of the whole input",
+}
+"""(annotation kind, c10d op kind) pairs where the backend runs the user's collective as another:
+an annotation without recorded shapes may still pair with such an op (record_shapes off)."""
+
+PENDING_OPS = 256
+"""``c10d::`` ops waiting for their annotation that ``_called_ops`` keeps (the oldest beyond it
+are dropped: an op whose work was never recorded must not make the pairing quadratic)."""
+
+
+def _called_ops(trace, annotations: list) -> dict:
+    """For each backend annotation whose calling ``c10d::`` op names another kind of collective,
+    that op's name. gloo records a ``reduce_scatter_tensor`` as ``gloo:all_reduce`` (it reduces
+    the whole input, then keeps its chunk); the ``c10d::_reduce_scatter_base_`` op that queued it
+    says what the user ran. Each annotation takes the earliest unclaimed op started before it
+    whose input shapes include the annotation's (the backend's queue is first in, first out)."""
+    if not annotations:
+        return {}
+    t = trace.tree
+    names = t.names
+    ops = [i for i in np.nonzero(t.kind == K["op"])[0].tolist() if C10D_OP.match(names[t.name_id[i]])]
+    if not ops:
+        return {}
+    ops.sort(key=lambda i: int(t.start[i]))
+    pending: list = []  # (op, its kind, its input shapes), oldest first
+    nxt = 0
+    out = {}
+    for a in sorted(annotations, key=lambda i: int(t.start[i])):
+        while nxt < len(ops) and int(t.start[ops[nxt]]) <= int(t.start[a]):
+            i = ops[nxt]
+            pending.append((i, collective_kind(names[t.name_id[i]]), _shapes(trace.args(i).get("Input Dims"))))
+            nxt += 1
+        del pending[:-PENDING_OPS]
+        want = _shapes(trace.args(a).get("Input Dims"))
+        a_kind = collective_kind(names[t.name_id[a]])
+        for k, (i, op_kind, shapes) in enumerate(pending):
+            if (want and all(w in shapes for w in want)) or \
+                    (not want and (op_kind == a_kind or (a_kind, op_kind) in RUNS_AS)):
+                del pending[k]
+                if op_kind not in (a_kind, "other"):
+                    out[a] = names[t.name_id[i]]
+                break
+    return out
+
+
 COLUMNS = ("name", "kind", "raw_name", "source", "group", "seq", "comms_id", "dtype", "msg_bytes",
            "group_size", "algorithm", "start_ns", "end_ns", "launch_ns", "stream")
 """Columns of a rank's collectives table (lists of equal length)."""
@@ -202,9 +265,12 @@ def rank_collectives(trace, world: int = 0) -> dict:
         ann = np.nonzero(t.kind == K["annotation"])[0]
         names = t.names
         hit = [i for i in ann.tolist() if BACKEND_ANNOTATION.match(names[t.name_id[i]])]
+        called = _called_ops(trace, hit)
         for i in hit:
             nm = trace.name(i)
             m = meta_of(trace.args(i), nm, world)
+            if i in called:  # the user's collective, run by the backend as another (a reduce-scatter as an all-reduce)
+                m.name = called[i]
             rows.append((m, nm, "annotation", None, int(t.start[i]), int(t.start[i] + t.dur[i]),
                          int(t.start[i]), -1))
     rows.sort(key=lambda r: (r[4], r[5]))

@@ -28,7 +28,8 @@ from .errors import TraceError
 MANIFEST = "tracetui-index.json"
 """The index's manifest: job, ranks, diagnostics; written last, so its presence means complete."""
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+"""2: info.groups (the rank's process groups, from distributedInfo.pg_config)."""
 
 TABLES = ("info", "steps", "collectives", "kernels", "ops", "memory")
 
@@ -42,6 +43,30 @@ ROW_GROUP = 1 << 16
 
 class MissingExtra(Exception):
     """pyarrow / duckdb / ray is not installed: said in one line, with the install command."""
+
+
+class EngineError(Exception):
+    """The engine cannot start (no Ray cluster at ``--address``): said in one line."""
+
+
+RAY_PROBE_S = 10.0
+"""How long a TCP connection to ``--address`` may take before the build gives up (``ray.init``
+retries an address nobody answers for minutes, printing each retry)."""
+
+
+def probe_address(address: str, timeout: float = RAY_PROBE_S) -> None:
+    """Raise EngineError, at once, when nothing accepts a TCP connection at a ``host:port`` (or
+    ``ray://host:port``) address; ``auto`` and other forms are left to Ray."""
+    import socket
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise EngineError(f"--address {address}: no Ray cluster answers there ({why})") from None
 
 
 def _pa():
@@ -68,7 +93,8 @@ def schemas() -> dict:
     return {
         "info": pa.schema([("rank", i32), ("world", i32), ("backend", s), ("host", s), ("file", s),
                            ("base_ns", i64), ("rank_from", s), ("device", s), ("events", i64), ("steps", i32),
-                           ("has_gpu", pa.bool_())]),
+                           ("has_gpu", pa.bool_()),
+                           ("groups", pa.list_(pa.struct([("name", s), ("ranks", pa.list_(i32))])))]),
         "steps": pa.schema([("rank", i32), ("step", i32), ("name", s), ("start_ns", i64), ("end_ns", i64),
                             ("window_ns", i64), ("busy_ns", i64), ("compute_ns", i64), ("comm_ns", i64),
                             ("comm_exposed_ns", i64), ("comm_overlapped_ns", i64), ("memcpy_ns", i64),
@@ -274,6 +300,7 @@ def _map_ray(job, write, workers, address, load_opts, progress) -> int:
     started = not ray.is_initialized()
     if started:
         if address:
+            probe_address(address)
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         else:
             ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
@@ -344,9 +371,14 @@ def _glob(index: Path, table: str) -> str:
 def read_manifest(index: Path) -> dict:
     p = Path(index) / MANIFEST
     try:
-        return json.loads(p.read_text())
+        man = json.loads(p.read_text())
     except (OSError, ValueError) as e:
         raise TraceError(p, f"not a readable tracetui index ({e})") from None
+    v = man.get("version") if isinstance(man, dict) else None
+    if v != INDEX_VERSION:
+        raise TraceError(Path(index), f"index version {v}, this tracetui reads version {INDEX_VERSION}: "
+                                      "rebuild it with tracetui index")
+    return man
 
 
 def _connect():
@@ -368,25 +400,85 @@ def analyze_index(index: Path) -> dict:
 
 
 def _lists(con, index, table, order="rank") -> dict:
-    rel = con.sql(f"SELECT * FROM read_parquet('{_glob(index, table)}') ORDER BY {order}")
-    cols = rel.columns
-    rows = rel.fetchall()
+    with _reading(con, index, (table,)):
+        rel = con.sql(f"SELECT * FROM read_parquet('{_glob(index, table)}') ORDER BY {order}")
+        cols = rel.columns
+        rows = rel.fetchall()
     return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
 
 
+class _reading:
+    """Around a query over an index's ``tables``: a table file that is missing, truncated or not
+    Parquet (DuckDB's IOException / InvalidInputException, pyarrow's ArrowInvalid) becomes one
+    line naming the index and the table, not a traceback."""
+
+    def __init__(self, con, index, tables):
+        self.con, self.index, self.tables = con, Path(index), tables
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, e, tb):
+        if e is None or not isinstance(e, _read_errors()):
+            return False
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        bad = [t for t in self.tables if _table_path(self.index, t) in str(e)] or \
+            [t for t in self.tables if not _table_opens(self.con, self.index, t)] or list(self.tables)
+        raise TraceError(self.index, f"table {', '.join(bad)} unreadable ({first[:300]}): "
+                                     "rebuild it with tracetui index") from None
+
+
+def _read_errors() -> tuple:
+    """What reading a damaged table raises: any DuckDB error, pyarrow's, the OS's."""
+    errs = [_duckdb().Error, OSError]
+    try:
+        import pyarrow as pa
+        errs.append(pa.ArrowException)
+    except ImportError:
+        pass
+    return tuple(errs)
+
+
+def _table_path(index: Path, table: str) -> str:
+    one = Path(index) / f"{table}.parquet"
+    return str(one if one.exists() else Path(index) / table)
+
+
+def _table_opens(con, index, table) -> bool:
+    """Whether every row of ``table`` reads (the probe that names the table a query failed on)."""
+    try:
+        con.sql(f"SELECT * FROM read_parquet('{_glob(index, table)}')").fetchall()
+        return True
+    except _read_errors():
+        return False
+
+
 STRAGGLER_SQL = """
-WITH c AS (
-  SELECT rank, start_ns, end_ns, seq, comms_id,
+WITH c0 AS (SELECT rank, start_ns, end_ns, seq, comms_id, name, dtype, msg_bytes, source, "group", stream
+            FROM read_parquet('{coll}')),
+info0 AS (SELECT rank, host, groups FROM read_parquet('{info}')),
+present AS (SELECT list_sort(list(rank)) AS rs FROM info0),
+pgs AS (
+  SELECT array_to_string(members, ',') AS rset, min(name) AS pg FROM (
+    SELECT DISTINCT g.name AS name, list_sort(list_intersect(g.ranks, (SELECT rs FROM present))) AS members
+    FROM (SELECT unnest(groups) AS g FROM info0))
+  WHERE len(members) >= 2 AND len(members) < (SELECT len(rs) FROM present) GROUP BY members),
+sig AS (SELECT name, dtype, msg_bytes, array_to_string(list_sort(list(DISTINCT rank)), ',') AS rset FROM c0
+        WHERE source = 'annotation' AND "group" = '' GROUP BY name, dtype, msg_bytes),
+c AS (
+  SELECT c0.rank, start_ns, end_ns, seq, comms_id,
          CASE WHEN "group" <> '' THEN "group" WHEN source = 'kernel' AND stream >= 0 THEN 'stream ' || stream
-              ELSE '' END AS grp
-  FROM read_parquet('{coll}')),
+              WHEN pgs.pg IS NOT NULL THEN pgs.pg ELSE '' END AS grp
+  FROM c0 LEFT JOIN sig ON c0.source = 'annotation' AND c0."group" = '' AND sig.name = c0.name
+                           AND sig.dtype IS NOT DISTINCT FROM c0.dtype AND sig.msg_bytes = c0.msg_bytes
+          LEFT JOIN pgs ON pgs.rset = sig.rset),
 modes AS (SELECT grp, bool_and(seq >= 0) AS by_seq, bool_and(comms_id <> '') AS by_id FROM c GROUP BY grp),
 k AS (
   SELECT c.*, CASE WHEN by_seq THEN 'seq ' || seq WHEN by_id THEN 'id ' || comms_id
                    ELSE 'order ' || (row_number() OVER (PARTITION BY rank, c.grp ORDER BY start_ns, end_ns) - 1)
               END AS key
   FROM c JOIN modes USING (grp)),
-info AS (SELECT rank, CASE WHEN host <> '' THEN host ELSE 'rank ' || rank END AS clock FROM read_parquet('{info}')),
+info AS (SELECT rank, CASE WHEN host <> '' THEN host ELSE 'rank ' || rank END AS clock FROM info0),
 ref AS (SELECT min(rank) AS r FROM info),
 refend AS (SELECT grp, key, end_ns AS ref_end FROM k WHERE rank = (SELECT r FROM ref)),
 hostoff AS (
@@ -406,12 +498,15 @@ SELECT rank, count(*) AS collectives, sum(wait) AS wait_total_ns, avg(wait) AS w
 FROM w GROUP BY rank ORDER BY rank
 """
 """Per rank: total and mean wait, how often last, the waiting it caused; clocks aligned per host
-as ``ranks.analyze`` does (lower median of collective-end differences to the reference rank)."""
+as ``ranks.analyze`` does (lower median of collective-end differences to the reference rank);
+annotations without a group placed in a subgroup as ``ranks.backend_groups`` does."""
 
 
 def straggler_query(index: Path, con=None) -> list[dict]:
     """``STRAGGLER_SQL`` over an index: one row per rank, the straggler first by caused wait."""
+    read_manifest(index)
     con = con or _connect()
-    rel = con.sql(STRAGGLER_SQL.format(coll=_glob(index, "collectives"), info=_glob(index, "info")))
-    cols = rel.columns
-    return [dict(zip(cols, r)) for r in rel.fetchall()]
+    with _reading(con, index, ("collectives", "info")):
+        rel = con.sql(STRAGGLER_SQL.format(coll=_glob(index, "collectives"), info=_glob(index, "info")))
+        cols = rel.columns
+        return [dict(zip(cols, r)) for r in rel.fetchall()]

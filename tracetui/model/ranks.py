@@ -451,7 +451,7 @@ def rank_tables(trace, rf: RankFile, world: int | None = None) -> dict:
     info = {"rank": [rank], "world": [int(rf.world) if rf.world else -1], "backend": [rf.backend or ""],
             "host": [rf.host or ""], "file": [str(rf.path)], "base_ns": [base], "rank_from": [rf.rank_from],
             "device": [trace.device_name or ""], "events": [len(trace.store)], "steps": [len(trace.steps)],
-            "has_gpu": [bool(trace.has_gpu)]}
+            "has_gpu": [bool(trace.has_gpu)], "groups": [process_groups(rf.pg_config)]}
     return {"info": info, "steps": steps, "collectives": coll, "kernels": kern, "ops": opt, "memory": mem}
 
 
@@ -593,16 +593,77 @@ def concat(tables: list[dict]) -> dict:
     return {k: [x for t in tables for x in t[k]] for k in keys}
 
 
+def process_groups(pg_config) -> list[dict]:
+    """``distributedInfo.pg_config`` as ``[{"name", "ranks"}]``: the process groups this rank is
+    in, with their members (entries without a name or a list of int ranks are left out)."""
+    out = []
+    for p in pg_config or []:
+        if not isinstance(p, dict) or p.get("pg_name") is None or not isinstance(p.get("ranks"), list):
+            continue
+        rs = p["ranks"]
+        if all(isinstance(r, int) and not isinstance(r, bool) and -(1 << 31) <= r < (1 << 31) for r in rs):
+            out.append({"name": str(p["pg_name"]), "ranks": sorted(set(rs))})
+    return out
+
+
+UNRECORDED = "default"
+"""The group of collectives whose records name none (gloo's annotations, an NCCL annotation
+without its kernel): the default process group, and any subgroup ``backend_groups`` cannot place."""
+
+
+def backend_groups(info: dict, coll: dict, world: int | None = None) -> dict:
+    """``coll`` with the process group filled in where the backend's annotations leave it out.
+
+    gloo's ``gloo:*`` annotations carry no group, and gloo runs each process group on its own
+    worker threads, so a subgroup's collectives interleave with the default group's. A collective
+    signature (name, dtype, size) held by exactly the ranks of one process group smaller than the
+    job (``distributedInfo.pg_config``; members absent from the job left out) is that group's: its
+    rows get the group's name and size (an all-gather's size, reckoned with the world size, is
+    rescaled to the group's). Everything else keeps no group. ``STRAGGLER_SQL`` does the same."""
+    present = sorted(set(info.get("rank", [])))
+    groups = info.get("groups") or [[] for _ in present]
+    by_set: dict = {}
+    sizes: dict = {}
+    for gl in groups:
+        for g in gl or []:
+            rs = tuple(r for r in sorted(set(g["ranks"])) if r in set(present))
+            if 2 <= len(rs) < len(present):
+                by_set[rs] = min(by_set.get(rs, g["name"]), g["name"])
+                sizes[(rs, g["name"])] = len(g["ranks"])
+    if not by_set or not coll.get("rank"):
+        return coll
+    free = [i for i, (src, g) in enumerate(zip(coll["source"], coll["group"])) if src == "annotation" and not g]
+    holders: dict = {}
+    for i in free:
+        holders.setdefault((coll["name"][i], coll["dtype"][i], coll["msg_bytes"][i]), set()).add(coll["rank"][i])
+    out = {**coll, "group": list(coll["group"]), "group_size": list(coll["group_size"]),
+           "msg_bytes": list(coll["msg_bytes"])}
+    world = world or len(present)
+    for i in free:
+        rs = tuple(sorted(holders[(coll["name"][i], coll["dtype"][i], coll["msg_bytes"][i])]))
+        if rs in by_set:
+            name = by_set[rs]
+            n = sizes[(rs, name)]
+            out["group"][i] = name
+            if out["group_size"][i] <= 0:
+                out["group_size"][i] = n
+                m = out["msg_bytes"][i]
+                if coll["kind"][i] == "all_gather" and m > 0 and m % world == 0:
+                    out["msg_bytes"][i] = m // world * n
+    return out
+
+
 def match_keys(coll: dict) -> tuple[list, dict]:
     """The key that matches each collective across ranks, and how each group was matched.
 
     Per group (``Process Group Name``; NCCL kernels without one by their stream, since each
-    communicator has its own; gloo annotations as one group): ``seq`` when every record of the
+    communicator has its own; annotations with none in ``UNRECORDED``, after ``backend_groups``
+    placed a subgroup's): ``seq`` when every record of the
     group has ``Seq``, ``comms_id`` when every one has ``Comms Id``, else ``order``, the ordinal
     in start order on its rank.
     """
     n = len(coll["rank"])
-    group = [g if g else (f"stream {s}" if src == "kernel" and s >= 0 else "")
+    group = [g if g else (f"stream {s}" if src == "kernel" and s >= 0 else UNRECORDED)
              for g, s, src in zip(coll["group"], coll["stream"], coll["source"])]
     by_group: dict = {}
     for i in range(n):
@@ -637,6 +698,7 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
     """
     diags = list(diagnostics or [])
     ranks = sorted(set(info["rank"]))
+    coll = backend_groups(info, coll, job_world)
     n_ranks = len(ranks)
     if n_ranks == 1:
         diags.append(f"one rank only (rank {ranks[0]}): waits, arrivals and stragglers compare ranks, "
@@ -725,7 +787,8 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
             "group_size": n, "last_rank": coll["rank"][li], "latency_us": lat / 1e3,
             "algorithm": next(iter(algos)) if len(algos) == 1 else (sorted(algos) or None),
             "algbw_gbps": algbw, "busbw_gbps": (algbw * f) if (algbw is not None and f is not None) else None,
-            "per_rank": [{"rank": coll["rank"][i], "start_us": a_start[i] / 1e3, "end_us": a_end[i] / 1e3,
+            # int ns / 1000 in Python: the float nearest the exact time (float64(ns) first lost up to 128 ns)
+            "per_rank": [{"rank": coll["rank"][i], "start_us": int(a_start[i]) / 1000, "end_us": int(a_end[i]) / 1000,
                           "wait_us": int(wait[i]) / 1e3, "step": coll["step"][i]} for i in rows],
         })
     # equal counts: every rank of a group should hold the same collectives

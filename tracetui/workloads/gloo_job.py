@@ -20,7 +20,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: float, steps: int) -> None:
+def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: float, steps: int,
+            subgroup: tuple = ()) -> None:
     import torch
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -33,6 +34,7 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     x = torch.randn(16, 64)
+    sub = dist.new_group(list(subgroup)) if subgroup else None  # every rank takes part in creating it
 
     def slow() -> None:
         if rank == slow_rank:
@@ -50,6 +52,10 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
         got = [torch.zeros(256) for _ in range(world)]
         slow()
         dist.all_gather(got, torch.ones(256))
+        if sub is not None:  # a subgroup's collective between two of the world's, then a reduce-scatter
+            if rank in subgroup:
+                dist.all_reduce(torch.ones(2048, dtype=torch.float64), group=sub)
+            dist.reduce_scatter_tensor(torch.empty(128), torch.ones(128 * world))
         slow()
         dist.broadcast(t, 0)
 
@@ -70,12 +76,15 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
 
 
 def record_gloo_job(out_dir, world: int = 3, slow_rank: int = 1, slow_s: float = 0.01,
-                    steps: int = 3) -> list[Path]:
-    """Run the job and return the rank files, rank order."""
+                    steps: int = 3, subgroup: tuple = ()) -> list[Path]:
+    """Run the job and return the rank files, rank order. With ``subgroup`` (ranks), each step
+    also runs an all-reduce on a ``new_group`` of those ranks and a reduce-scatter on the world
+    (gloo runs it as an all-reduce)."""
     import torch.multiprocessing as mp
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    mp.spawn(_worker, args=(world, str(out), _free_port(), slow_rank, slow_s, steps), nprocs=world, join=True)
+    mp.spawn(_worker, args=(world, str(out), _free_port(), slow_rank, slow_s, steps, tuple(subgroup)),
+             nprocs=world, join=True)
     return [out / f"job_rank-{r}.pt.trace.json" for r in range(world)]
 
 
