@@ -128,3 +128,24 @@ def test_ranks_from_two_runs_are_named():
                for d in far["diagnostics"]), far["diagnostics"]
     near = R.analyze(*_tables(5_000_000))
     assert not any("another run" in d for d in near["diagnostics"])
+
+
+def test_the_newer_run_is_told_by_the_handler_stamp_when_copies_reset_mtime(tmp_path):
+    """tensorboard_trace_handler names a file ``{worker}.{export time}.pt.trace.json``; a copy
+    without ``cp -p`` gives every file the copy's mtime (here the old run's are even newer), so
+    the stamp in the name decides which run is the newer."""
+    groups = [_pg("0", [0, 1])]
+    old_ns, new_ns = 1_796_432_351_029_602_067, 1_796_432_708_188_616_934  # a gloo job's names, 6 min apart
+    new = [_rank(tmp_path, f"host_{100 + r}.{new_ns + r}.pt.trace.json", r, 2, groups) for r in (0, 1)]
+    old = [_rank(tmp_path, f"host_{200 + r}.{old_ns + r}.pt.trace.json", r, 2, groups) for r in (0, 1)]
+    later = new[0].stat().st_mtime + 60
+    for p in old:
+        os.utime(p, (later, later))
+    job = R.discover([tmp_path])
+    assert [rf.path.name for rf in job.ranks] == [p.name for p in new]
+    ms = tmp_path / "ms"  # older torch: the stamp in ms
+    ms.mkdir()
+    a = _rank(ms, "w_1.1682725898348.pt.trace.json", 0, 1, [_pg("0", [0])])
+    b = _rank(ms, "w_2.1682725899348.pt.trace.json", 0, 1, [_pg("0", [0])])
+    os.utime(b, (a.stat().st_mtime - 60,) * 2)
+    assert [rf.path.name for rf in R.discover([ms]).ranks] == [b.name]

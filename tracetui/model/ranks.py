@@ -257,7 +257,17 @@ def _job_desc(key: tuple) -> str:
     return out + (f", {pg_count} process group(s)" if pg_count is not None else "")
 
 
-def _mtime(path: Path) -> float:
+HANDLER_STAMP = re.compile(r"\.(\d{13}|\d{16}|\d{19})\.pt\.trace\.json(?:\.gz)?$")
+"""tensorboard_trace_handler's file name: ``{worker}.{time of export}.pt.trace.json``, the time in
+ms (older torch) or ns (torch 2.x): when the trace was written, whatever copies did to mtime."""
+
+
+def written_at(path: Path) -> float:
+    """When a trace was written, in seconds: its handler's name stamp, else its mtime (a copy
+    without ``cp -p`` resets mtime; the name keeps the run's time)."""
+    m = HANDLER_STAMP.search(path.name)
+    if m:
+        return int(m.group(1)) / 10 ** (len(m.group(1)) - 10)
     try:
         return path.stat().st_mtime
     except OSError:
@@ -305,8 +315,8 @@ def place_ranks(files: list[RankFile]) -> Job:
                                         -min(x.rank for x in keys[k]))) if keys else None
     chosen: dict[int, RankFile] = {}
     # of two files of one rank, the newer is kept (a log folder holds every run, and a single
-    # trace opens its newest file too); the same modification time falls back to the name
-    for f in sorted(placed, key=lambda f: (f.rank, -_mtime(f.path), str(f.path))):
+    # trace opens its newest file too): by the handler's name stamp, else mtime, else the name
+    for f in sorted(placed, key=lambda f: (f.rank, -written_at(f.path), str(f.path))):
         if main_key is not None and f.rank_from == "distributedInfo" and f.job_key != main_key:
             diags.append(f"{f.path.name}: from another job ({_job_desc(f.job_key)}; the job's: "
                          f"{_job_desc(main_key)}): left out")
