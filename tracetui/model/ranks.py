@@ -739,8 +739,10 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
             for i in rows:
                 diffs[coll["rank"][i]].append(int(end[i]) - ref_end[k])
     est = {r: (_median_low(diffs[r]) if diffs[r] else None) for r in ranks}
+    unsure: list[str] = []  # why the matching cannot be trusted to name a straggler
     for r in ranks:
         if est[r] is not None and abs(est[r]) > RUN_APART_NS:
+            unsure.append(f"rank {r}'s collectives end {est[r] / 1e9:+,.1f} s from rank {ref}'s (another run?)")
             diags.append(f"rank {r}: its collectives end {est[r] / 1e9:+,.1f} s from rank {ref}'s (median); "
                          f"clocks are rarely that far apart: is it from another run?")
     per_host: dict = {}
@@ -811,6 +813,9 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
         if len(set(per.values())) > 1:
             diags.append(f"group {g or 'default'}: ranks hold different numbers of collectives: "
                          + ", ".join(f"rank {r}: {c}" for r, c in sorted(per.items())))
+            if how.get(g) == "order":  # one collective missing on a rank shifts every match after it
+                unsure.append(f"group {g or 'default'} is matched by order and its ranks hold different "
+                              f"numbers of collectives (a rank cut short, or one the others lack)")
     # stragglers
     hta = _hta_straggler_counts(ranks, rank_a, a_start, a_end, coll, keys, steps, offset)
     per_rank = []
@@ -826,6 +831,10 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
             "hta_straggler_count": hta.get(r, 0),
         })
     straggler = _name_straggler(per_rank, waits_total, len(collectives))
+    if unsure and straggler["rank"] is not None:  # a wrong match names a wrong rank: say why, name none
+        straggler = {"rank": None, "share": straggler.get("share"),
+                     "evidence": "not named, the matching is not reliable: " + "; ".join(unsure)
+                                 + ". Taken at face value: " + straggler["evidence"]}
     info_by = {r: i for i, r in enumerate(info["rank"])}
     for pr in per_rank:
         j = info_by[pr["rank"]]
