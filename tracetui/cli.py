@@ -417,8 +417,11 @@ def _diff_report(paths: list, args) -> int:
 def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, job: bool = False) -> int:
     if job:  # several ranks of one job, a folder of them, or an index: the job view
         from tracetui.ui.app import TraceApp
-        TraceApp(list(paths), load_opts=load_opts, job=True).run()
-        return 0
+        app = TraceApp(list(paths), load_opts=load_opts, job=True)
+        app.run()
+        if app.failure is not None:  # no rank could be read: the line `tracetui ranks` prints, exit 2
+            _error(app.failure)
+        return app.return_code or 0
     from tracetui.model.load import resolve_input
     resolved = [resolve_input(p) for p in paths]  # fail fast with a one-line error, before the UI starts
     early = None

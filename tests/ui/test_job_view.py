@@ -323,3 +323,24 @@ def test_help_scroll_and_no_steps(job_dir, job_json, tmp_path, monkeypatch):
 def _rows(table) -> list[str]:
     """The heatmap's rows as drawn on screen (after any horizontal scroll)."""
     return [table.render_line(y).text for y in range(1, table.size.height)]
+
+
+def test_a_job_with_no_readable_rank_exits_2_with_its_line(tmp_path, capsys, monkeypatch):
+    """QA: `tracetui DIR` on ranks none of which could be read showed the error, but quitting
+    exited 0 with nothing on stderr (`tracetui ranks DIR` exits 2 with the line)."""
+    (tmp_path / "rank-0.json").write_bytes(b"\x9b\x01 not json")
+    (tmp_path / "rank-1.json").write_text("{not json either")
+    real_run = TraceApp.run
+
+    async def quit_after_load(pilot):
+        for _ in range(300):
+            await pilot.pause(0.05)
+            if pilot.app.failure:
+                break
+        await pilot.press("q")
+
+    monkeypatch.setattr(TraceApp, "run", lambda self, **k: real_run(self, headless=True, size=(80, 24),
+                                                                   auto_pilot=quit_after_load))
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rank-0.json: not JSON" in err and "no rank of the job could be read" in err
