@@ -462,7 +462,7 @@ pgs AS (
   SELECT array_to_string(members, ',') AS rset, min(name) AS pg FROM (
     SELECT DISTINCT g.name AS name, list_sort(list_intersect(g.ranks, (SELECT rs FROM present))) AS members
     FROM (SELECT unnest(groups) AS g FROM info0))
-  WHERE len(members) >= 2 AND len(members) < (SELECT len(rs) FROM present) GROUP BY members),
+  WHERE len(members) >= 1 AND len(members) < (SELECT len(rs) FROM present) GROUP BY members),
 sig AS (SELECT name, dtype, msg_bytes, array_to_string(list_sort(list(DISTINCT rank)), ',') AS rset FROM c0
         WHERE source = 'annotation' AND "group" = '' GROUP BY name, dtype, msg_bytes),
 c AS (

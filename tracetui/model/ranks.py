@@ -627,7 +627,8 @@ def backend_groups(info: dict, coll: dict, world: int | None = None) -> dict:
     gloo's ``gloo:*`` annotations carry no group, and gloo runs each process group on its own
     worker threads, so a subgroup's collectives interleave with the default group's. A collective
     signature (name, dtype, size) held by exactly the ranks of one process group smaller than the
-    job (``distributedInfo.pg_config``; members absent from the job left out) is that group's: its
+    job (``distributedInfo.pg_config``; members absent from the job left out, so a subgroup with
+    one member left still takes that rank's collectives out of the world's order) is that group's: its
     rows get the group's name and size (an all-gather's size, reckoned with the world size, is
     rescaled to the group's). Everything else keeps no group. ``STRAGGLER_SQL`` does the same."""
     present = sorted(set(info.get("rank", [])))
@@ -637,7 +638,7 @@ def backend_groups(info: dict, coll: dict, world: int | None = None) -> dict:
     for gl in groups:
         for g in gl or []:
             rs = tuple(r for r in sorted(set(g["ranks"])) if r in set(present))
-            if 2 <= len(rs) < len(present):
+            if 1 <= len(rs) < len(present):  # one present member: the others are missing from the folder
                 by_set[rs] = min(by_set.get(rs, g["name"]), g["name"])
                 sizes[(rs, g["name"])] = len(g["ranks"])
     if not by_set or not coll.get("rank"):
