@@ -455,7 +455,8 @@ def _table_opens(con, index, table) -> bool:
 
 STRAGGLER_SQL = """
 WITH c0 AS (SELECT rank, start_ns, end_ns, seq, comms_id, name, dtype, msg_bytes, source, "group", stream
-            FROM read_parquet('{coll}')),
+            FROM read_parquet('{coll}')
+            WHERE NOT (kind = 'p2p' AND source = 'annotation' AND "group" = '' AND seq < 0 AND comms_id = '')),
 info0 AS (SELECT rank, host, groups FROM read_parquet('{info}')),
 present AS (SELECT list_sort(list(rank)) AS rs FROM info0),
 pgs AS (

@@ -621,6 +621,25 @@ UNRECORDED = "default"
 without its kernel): the default process group, and any subgroup ``backend_groups`` cannot place."""
 
 
+def _without_unpaired_p2p(coll: dict) -> tuple[dict, dict]:
+    """``coll`` without the point-to-point rows no id pairs (a backend annotation's send/recv with
+    no group, sequence or comms id), and how many each rank had. Matched by order with the
+    world's collectives, a send on rank 0 to rank 1 was 'the same collective' as unrelated
+    sends and recvs on every other rank, with waits and a last arriver (``STRAGGLER_SQL`` drops
+    the same rows)."""
+    drop = [i for i, (kind, src, g, seq, cid) in enumerate(zip(coll.get("kind", []), coll.get("source", []),
+                                                               coll.get("group", []), coll.get("seq", []),
+                                                               coll.get("comms_id", [])))
+            if kind == "p2p" and src == "annotation" and not g and seq < 0 and not cid]
+    if not drop:
+        return coll, {}
+    counts: dict = {}
+    for i in drop:
+        counts[coll["rank"][i]] = counts.get(coll["rank"][i], 0) + 1
+    gone = set(drop)
+    return {k: [v for i, v in enumerate(vals) if i not in gone] for k, vals in coll.items()}, counts
+
+
 def backend_groups(info: dict, coll: dict, world: int | None = None) -> dict:
     """``coll`` with the process group filled in where the backend's annotations leave it out.
 
@@ -709,7 +728,12 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
     """
     diags = list(diagnostics or [])
     ranks = sorted(set(info["rank"]))
+    coll, p2p = _without_unpaired_p2p(coll)  # before grouping, as STRAGGLER_SQL's first step
     coll = backend_groups(info, coll, job_world)
+    if p2p:
+        diags.append(f"{sum(p2p.values())} point-to-point transfer(s) left out of matching and waits "
+                     f"(gloo's send/recv annotations name no peer; " + ", ".join(f"rank {r}: {n}" for r, n in sorted(p2p.items()))
+                     + "): a send pairs with one rank's recv, not with every rank's")
     n_ranks = len(ranks)
     if n_ranks == 1:
         diags.append(f"one rank only (rank {ranks[0]}): waits, arrivals and stragglers compare ranks, "

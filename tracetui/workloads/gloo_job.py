@@ -21,7 +21,7 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: float, steps: int,
-            subgroup: tuple = ()) -> None:
+            subgroup: tuple = (), p2p: bool = False) -> None:
     import torch
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -56,6 +56,14 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
             if rank in subgroup:
                 dist.all_reduce(torch.ones(2048, dtype=torch.float64), group=sub)
             dist.reduce_scatter_tensor(torch.empty(128), torch.ones(128 * world))
+        if p2p:  # a ring of blocking sends: each rank to the next, from the one before (rank 0 first)
+            got, mine = torch.empty(512), torch.full((512,), float(rank))
+            if rank == 0:
+                dist.send(mine, 1 % world)
+                dist.recv(got, world - 1)
+            else:
+                dist.recv(got, rank - 1)
+                dist.send(mine, (rank + 1) % world)
         slow()
         dist.broadcast(t, 0)
 
@@ -76,14 +84,14 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
 
 
 def record_gloo_job(out_dir, world: int = 3, slow_rank: int = 1, slow_s: float = 0.01,
-                    steps: int = 3, subgroup: tuple = ()) -> list[Path]:
+                    steps: int = 3, subgroup: tuple = (), p2p: bool = False) -> list[Path]:
     """Run the job and return the rank files, rank order. With ``subgroup`` (ranks), each step
     also runs an all-reduce on a ``new_group`` of those ranks and a reduce-scatter on the world
-    (gloo runs it as an all-reduce)."""
+    (gloo runs it as an all-reduce); with ``p2p``, a ring of send/recv."""
     import torch.multiprocessing as mp
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    mp.spawn(_worker, args=(world, str(out), _free_port(), slow_rank, slow_s, steps, tuple(subgroup)),
+    mp.spawn(_worker, args=(world, str(out), _free_port(), slow_rank, slow_s, steps, tuple(subgroup), p2p),
              nprocs=world, join=True)
     return [out / f"job_rank-{r}.pt.trace.json" for r in range(world)]
 
