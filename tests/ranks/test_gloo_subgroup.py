@@ -150,6 +150,8 @@ def test_a_subgroup_member_missing_from_the_folder_keeps_the_world_aligned(sub_j
     ref = _reference(sub_job)
     world = [c for c in doc["collectives"] if c["group"] == "default"]
     assert len(world) == len(ref["default"][0]) and all(c["ranks"] == 3 for c in world)
+    # rank 0's subgroup collectives are its alone now: no one to be last against
+    assert sum(p["last_count"] for p in doc["per_rank"]) == len(world)
     assert not any("disagree" in x or "different numbers" in x for x in doc["diagnostics"]), doc["diagnostics"]
     for c in world:  # each wait from the raw JSON of the collective's index on each rank
         starts = {p["rank"]: ns(ref["default"][p["rank"]][c["index"]]["ts"]) + raw(sub_job[p["rank"]])["baseTimeNanoseconds"]
@@ -161,5 +163,40 @@ def test_a_subgroup_member_missing_from_the_folder_keeps_the_world_aligned(sub_j
     out = tmp_path / "idx"
     assert main(["index", str(d), "-o", str(out), "--workers", "1"]) == 0
     rows = ix.straggler_query(out)
-    assert [(r["rank"], r["collectives"]) for r in rows] == [(p["rank"], p["collectives"]) for p in doc["per_rank"]]
+    assert [(r["rank"], r["collectives"], r["last_count"]) for r in rows] == \
+        [(p["rank"], p["collectives"], p["last_count"]) for p in doc["per_rank"]]
     assert [r["wait_total_ns"] for r in rows] == [round(p["wait_total_us"] * 1000) for p in doc["per_rank"]]
+
+
+def test_ranks_without_collectives_do_not_turn_the_world_into_a_subgroup(sub_job, tmp_path, capsys):
+    """Review: with ranks 2 and 3 holding no collective (their annotations cut away), every world
+    collective was held by exactly {0, 1}, the subgroup's ranks, and was relabelled group 1
+    (size 2: bus bandwidth and the all-gather's size halved). Only ranks that hold collectives
+    decide a subgroup now; the idle ranks are named, and the SQL lists them too."""
+    d = tmp_path / "job"
+    d.mkdir()
+    for r, f in enumerate(sub_job):
+        doc = raw(f)
+        if r >= 2:
+            doc["traceEvents"] = [e for e in doc["traceEvents"]
+                                  if not str(e.get("name", "")).startswith(("gloo:", "c10d::"))]
+        (d / f.name).write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["ranks", str(d), "--json", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    ref = _reference(sub_job)
+    world = [c for c in doc["collectives"] if c["group"] == "default"]
+    # with only ranks 0 and 1 communicating, their subgroup is every rank that holds collectives:
+    # its all-reduces cannot be told from the world's and stay in the world's order
+    assert len(world) == len(ref["default"][0]) + len(ref["1"][0]) and all(c["group_size"] == WORLD for c in world)
+    gathers = [a for a in ref["default"][0] if a["name"] == "gloo:all_gather"]
+    assert [c["msg_bytes"] for c in world if c["kind"] == "all_gather"] == [
+        4 * WORLD * a["args"]["Input Dims"][0][0] for a in gathers]  # float32, the gathered output
+    assert any(x.startswith("rank(s) 2-3 hold no collective") for x in doc["diagnostics"])
+    pytest.importorskip("duckdb")
+    from tracetui.model import index as ix
+    out = tmp_path / "idx"
+    assert main(["index", str(d), "-o", str(out), "--workers", "1"]) == 0
+    rows = ix.straggler_query(out)
+    assert [(r["rank"], r["collectives"], r["last_count"]) for r in rows] == \
+        [(p["rank"], p["collectives"], p["last_count"]) for p in doc["per_rank"]]

@@ -458,7 +458,7 @@ WITH c0 AS (SELECT rank, start_ns, end_ns, seq, comms_id, name, dtype, msg_bytes
             FROM read_parquet('{coll}')
             WHERE NOT (kind = 'p2p' AND source = 'annotation' AND "group" = '' AND seq < 0 AND comms_id = '')),
 info0 AS (SELECT rank, host, groups FROM read_parquet('{info}')),
-present AS (SELECT list_sort(list(rank)) AS rs FROM info0),
+present AS (SELECT list_sort(list(DISTINCT rank)) AS rs FROM c0 WHERE source = 'annotation' AND "group" = ''),
 pgs AS (
   SELECT array_to_string(members, ',') AS rset, min(name) AS pg FROM (
     SELECT DISTINCT g.name AS name, list_sort(list_intersect(g.ranks, (SELECT rs FROM present))) AS members
@@ -489,14 +489,15 @@ hostoff AS (
 al AS (SELECT k.rank, k.grp, k.key, k.start_ns - coalesce(o.off, 0) AS s
        FROM k JOIN info USING (rank) LEFT JOIN hostoff o USING (clock)),
 w AS (
-  SELECT rank, max(s) OVER m - s AS wait,
+  SELECT rank, max(s) OVER m - s AS wait, count(*) OVER m AS n,
          row_number() OVER (PARTITION BY grp, key ORDER BY s DESC, rank) AS pos,
          s - lead(s) OVER (PARTITION BY grp, key ORDER BY s DESC, rank) AS gap
   FROM al WINDOW m AS (PARTITION BY grp, key))
-SELECT rank, count(*) AS collectives, sum(wait) AS wait_total_ns, avg(wait) AS wait_mean_ns,
-       count(*) FILTER (WHERE pos = 1) AS last_count,
+SELECT i.rank, count(w.rank) AS collectives, coalesce(sum(wait), 0) AS wait_total_ns,
+       coalesce(avg(wait), 0) AS wait_mean_ns,
+       count(*) FILTER (WHERE pos = 1 AND n > 1) AS last_count,
        coalesce(sum(gap) FILTER (WHERE pos = 1), 0) AS caused_wait_ns
-FROM w GROUP BY rank ORDER BY rank
+FROM info0 i LEFT JOIN w ON w.rank = i.rank GROUP BY i.rank ORDER BY i.rank
 """
 """Per rank: total and mean wait, how often last, the waiting it caused; clocks aligned per host
 as ``ranks.analyze`` does (lower median of collective-end differences to the reference rank);

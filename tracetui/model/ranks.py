@@ -650,8 +650,11 @@ def backend_groups(info: dict, coll: dict, world: int | None = None) -> dict:
     one member left still takes that rank's collectives out of the world's order) is that group's: its
     rows get the group's name and size (an all-gather's size, reckoned with the world size, is
     rescaled to the group's). Everything else keeps no group. ``STRAGGLER_SQL`` does the same."""
-    present = sorted(set(info.get("rank", [])))
-    groups = info.get("groups") or [[] for _ in present]
+    free = [i for i, (src, g) in enumerate(zip(coll.get("source", []), coll.get("group", []))) if src == "annotation" and not g]
+    # the ranks that hold such collectives: a rank with none (its annotations cut away) must not
+    # make the world's collectives look like those of a subgroup of the others
+    present = sorted({coll["rank"][i] for i in free})
+    groups = info.get("groups") or [[] for _ in info.get("rank", [])]
     by_set: dict = {}
     sizes: dict = {}
     for gl in groups:
@@ -662,7 +665,6 @@ def backend_groups(info: dict, coll: dict, world: int | None = None) -> dict:
                 sizes[(rs, g["name"])] = len(g["ranks"])
     if not by_set or not coll.get("rank"):
         return coll
-    free = [i for i, (src, g) in enumerate(zip(coll["source"], coll["group"])) if src == "annotation" and not g]
     holders: dict = {}
     for i in free:
         holders.setdefault((coll["name"][i], coll["dtype"][i], coll["msg_bytes"][i]), set()).add(coll["rank"][i])
@@ -796,7 +798,7 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
         latest = int(a_start[ra].max())
         wait[ra] = latest - a_start[ra]
         li = rows[int(np.argmax(a_start[ra]))]
-        last[li] = True
+        last[li] = len(rows) > 1  # a collective one rank holds alone has no one to be last against
         if len(rows) > 1:
             second = int(np.sort(a_start[ra])[-2])
             caused[coll["rank"][li]] += latest - second
@@ -841,6 +843,10 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
             if how.get(g) == "order":  # one collective missing on a rank shifts every match after it
                 unsure.append(f"group {g or 'default'} is matched by order and its ranks hold different "
                               f"numbers of collectives (a rank cut short, or one the others lack)")
+    idle = [r for r in ranks if not (rank_a == r).any()]
+    if idle and len(idle) < len(ranks):
+        diags.append(f"rank(s) {_spans(idle)} hold no collective while the others do (cut short, or "
+                     f"their annotations were not recorded)")
     # stragglers
     hta = _hta_straggler_counts(ranks, rank_a, a_start, a_end, coll, keys, steps, offset)
     per_rank = []
