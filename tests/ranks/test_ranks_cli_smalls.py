@@ -56,6 +56,18 @@ def test_unreachable_ray_address_fails_in_one_line_at_once(gloo_job, tmp_path, c
     assert not (tmp_path / "idx").exists()
 
 
+def test_address_auto_with_no_cluster_running_is_one_line(gloo_job, tmp_path, capsys, monkeypatch):
+    """Review: `--address auto` (which the probe leaves to Ray) with no cluster running printed
+    Ray's 35-line ConnectionError traceback, exit 1."""
+    pytest.importorskip("ray")
+    pytest.importorskip("pyarrow")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # no cluster of another test's to find
+    rc, _, err = run(capsys, "index", gloo_job[0].parent, "-o", tmp_path / "idx", "--engine", "ray", "--address", "auto")
+    assert rc == 2 and len(err) == 1 and err[0].startswith("tracetui: error: --address auto: no Ray cluster to join (")
+    assert not (tmp_path / "idx").exists()
+
+
 def test_probe_lets_a_listening_address_through():
     from tracetui.model.index import EngineError, probe_address
     with socket.socket() as s:

@@ -301,7 +301,10 @@ def _map_ray(job, write, workers, address, load_opts, progress) -> int:
     if started:
         if address:
             probe_address(address)
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            except (ConnectionError, RuntimeError) as e:  # `auto` with no cluster running, a refused handshake
+                raise EngineError(f"--address {address}: no Ray cluster to join ({str(e).splitlines()[0]})") from None
         else:
             ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
                      runtime_env={"env_vars": {"TRACETUI_PARALLEL": "0"}})
