@@ -152,6 +152,24 @@ def test_a_file_named_twice_is_read_once_and_said(damaged, capsys):
     doc = json.loads(out)
     assert rc == 0 and doc["ranks"] == 3  # the folder's readable ranks, 0, 2 and 3, rank 3 once
     assert f"{other}: named 2 times (also as {files[3]}): read once" in doc["diagnostics"]
+    rc, out, _ = run(capsys, "ranks", folder, folder, "--json", "--workers", "1")  # a folder twice: one line
+    doc = json.loads(out)
+    n_files = len([f for f in folder.iterdir() if f.name.endswith((".json", ".json.gz"))])
+    again = [d for d in doc["diagnostics"] if "named" in d]
+    assert again == [f"{n_files} files named more than once (e.g. {sorted(folder.iterdir())[0]}; a folder given "
+                     f"twice?): each read once"], again
+
+
+def test_an_unreadable_copy_of_a_rank_does_not_make_two_files_a_job(damaged, tmp_path):
+    """Review: `tracetui a_rank0.json b_rank0.json` with b empty opened the job view on one rank
+    (the skipped file counted as a second rank); two files of one rank are not a job."""
+    from tracetui.model.ranks import is_job
+    good = damaged["files"][0]
+    a = tmp_path / f"a_{good.name}"
+    a.write_bytes(good.read_bytes())
+    b = tmp_path / f"b_{good.name}"
+    b.write_bytes(b"")
+    assert not is_job([a, b])
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its permissions")

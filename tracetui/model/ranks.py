@@ -219,11 +219,14 @@ def expand_inputs(items, said: list[str] | None = None) -> list[Path]:
     for p in out:
         seen.setdefault(p.resolve(), []).append(p)
     if said is not None:
-        for names in seen.values():
-            if len(names) > 1:
-                others = sorted({str(q) for q in names[1:]} - {str(names[0])})
-                said.append(f"{names[0]}: named {len(names)} times"
-                            + (f" (also as {', '.join(others)})" if others else "") + ": read once")
+        again = [names for names in seen.values() if len(names) > 1]
+        if len(again) > 3:  # a folder given twice: one line, not one per file
+            said.append(f"{len(again)} files named more than once (e.g. {again[0][0]}; a folder given twice?): "
+                        f"each read once")
+        for names in again if len(again) <= 3 else []:
+            others = sorted({str(q) for q in names[1:]} - {str(names[0])})
+            said.append(f"{names[0]}: named {len(names)} times"
+                        + (f" (also as {', '.join(others)})" if others else "") + ": read once")
     return [names[0] for names in seen.values()]
 
 
@@ -381,7 +384,8 @@ def is_job(items) -> bool:
         return False
     # other files beside them are named in the job's diagnostics; a file named as a rank that
     # could not be read counts as one (the job view says it was skipped)
-    return len(job.ranks) >= 1 and len(job.ranks) + sum(f.rank is not None for f in job.skipped) >= 2
+    ranks = {rf.rank for rf in job.ranks} | {f.rank for f in job.skipped if f.rank is not None}
+    return len(job.ranks) >= 1 and len(ranks) >= 2  # distinct ranks: an unreadable copy of rank 0 is not rank 1
 
 
 # ---------------------------------------------------------------- one rank -> tables
