@@ -75,8 +75,27 @@ def test_of_two_runs_the_newer_files_are_kept(tmp_path):
         os.utime(p, (now - 3600, now - 3600))
     job = R.discover([tmp_path])
     assert [rf.path.name for rf in job.ranks] == [p.name for p in new]
+    for p in old:  # an hour apart: the other run's files, named as such
+        assert f"{p.name}: from an earlier run (written 60 min before the newest run's files): left out" in job.diagnostics
+    for p in old:  # 5 s apart: one run's files; of a rank's two, the newer
+        os.utime(p, (now - 5, now - 5))
+    job = R.discover([tmp_path])
+    assert [rf.path.name for rf in job.ranks] == [p.name for p in new]
     for r, p in enumerate(old):
         assert f"{p.name}: rank {r} again, older than {new[r].name} (an earlier run?): left out" in job.diagnostics
+
+
+def test_a_rank_the_newest_run_lacks_is_missing_not_taken_from_an_older_run(tmp_path):
+    """Review: with the newest run's rank 1 unreadable (a re-run that crashed), rank 1 came from
+    the older run, silently, beside the newer rank 0 (waits of 6,431 s)."""
+    groups = [_pg("0", [0, 1])]
+    old = [_rank(tmp_path, f"w.{1_796_432_351_029_602_067 + r}.pt.trace.json", r, 2, groups) for r in (0, 1)]
+    new0 = _rank(tmp_path, "w.1796432708188616934.pt.trace.json", 0, 2, groups)
+    (tmp_path / "w.1796432708188573675.pt.trace.json").write_bytes(b"")  # the new run's rank 1: empty
+    job = R.discover([tmp_path])
+    assert [rf.path.name for rf in job.ranks] == [new0.name]
+    assert "1 of 2 ranks missing: 1" in job.diagnostics
+    assert all(any(d.startswith(f"{p.name}: from an earlier run") for d in job.diagnostics) for p in old)
 
 
 def test_a_gzip_damaged_after_its_head_is_still_placed_from_distributedInfo(tmp_path, monkeypatch):

@@ -295,6 +295,37 @@ def _group_conflicts(files: list[RankFile]) -> list[str]:
     return out
 
 
+RUN_GAP_S = 60.0
+"""Files of one rank written further apart than this are of two runs: a job's ranks export their
+traces at the same step's end, seconds apart, and a log folder gets a new run's files minutes later."""
+
+
+def _newest_run(placed: list[RankFile], main_key, diags: list[str]) -> list[RankFile]:
+    """Where some rank has several files (a log folder keeps every run), the job's files of the
+    newest run only: the job's files sorted by when they were written, cut at the first gap over
+    ``RUN_GAP_S``. The older run's files are named, and a rank the newest run lacks is missing
+    rather than taken from another run (one rank of each run gave waits of 6,431 s)."""
+    mine = [f for f in placed if main_key is None or f.rank_from != "distributedInfo" or f.job_key == main_key]
+    ranks = [f.rank for f in mine]
+    if len(set(ranks)) == len(ranks):
+        return placed
+    times = sorted(((written_at(f.path), f) for f in mine), key=lambda x: -x[0])
+    cut = next((t for (t, _), (u, _) in zip(times, times[1:]) if t - u > RUN_GAP_S), None)
+    if cut is None:
+        return placed
+    newest = min(t for t, _ in times if t >= cut)
+    older = {id(f) for t, f in times if t < cut}
+    for t, f in times:
+        if id(f) in older:
+            diags.append(f"{f.path.name}: from an earlier run (written {_ago(newest - t)} before the newest "
+                         f"run's files): left out")
+    return [f for f in placed if id(f) not in older]
+
+
+def _ago(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 7200 else f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
 def place_ranks(files: list[RankFile]) -> Job:
     """Choose the job's ranks among ``files`` and name every file left out and every rank missing."""
     diags: list[str] = []
@@ -316,6 +347,7 @@ def place_ranks(files: list[RankFile]) -> Job:
     # are one rank, not a job), then one that records its world size, then the lowest rank
     main_key = max(keys, key=lambda k: (len({x.rank for x in keys[k]}), k[0] is not None,
                                         -min(x.rank for x in keys[k]))) if keys else None
+    placed = _newest_run(placed, main_key, diags)
     chosen: dict[int, RankFile] = {}
     # of two files of one rank, the newer is kept (a log folder holds every run, and a single
     # trace opens its newest file too): by the handler's name stamp, else mtime, else the name
