@@ -200,3 +200,27 @@ def test_ranks_without_collectives_do_not_turn_the_world_into_a_subgroup(sub_job
     rows = ix.straggler_query(out)
     assert [(r["rank"], r["collectives"], r["last_count"]) for r in rows] == \
         [(p["rank"], p["collectives"], p["last_count"]) for p in doc["per_rank"]]
+
+
+def test_a_subgroup_that_cannot_be_told_apart_is_said(sub_job, tmp_path, capsys):
+    """QA round 2: without record_shapes every all-reduce looks alike, the subgroup's collectives
+    sat in the world's order with no word. pg_config lists the group: the job now says it."""
+    d = tmp_path / "noshapes"
+    d.mkdir()
+    for f in sub_job:
+        doc = raw(f)
+        for e in doc["traceEvents"]:
+            for k in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
+                e.get("args", {}).pop(k, None)
+        (d / f.name).write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["ranks", str(d), "--json", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    groups = {g["pg_name"] for f in sub_job for g in raw(f)["distributedInfo"]["pg_config"] if g["pg_size"] < WORLD}
+    assert groups == {"1"}
+    assert not any(c["group"] == "1" for c in doc["collectives"])
+    assert any(x.startswith("process group(s) 1 (smaller than the job, in pg_config) hold no collective told apart")
+               for x in doc["diagnostics"]), doc["diagnostics"]
+    capsys.readouterr()
+    assert main(["ranks", str(sub_job[0].parent), "--json", "--workers", "1"]) == 0  # with shapes: told apart, no line
+    assert not any("told apart" in x for x in json.loads(capsys.readouterr().out)["diagnostics"])

@@ -676,6 +676,24 @@ def _without_unpaired_p2p(coll: dict) -> tuple[dict, dict]:
     return {k: [v for i, v in enumerate(vals) if i not in gone] for k, vals in coll.items()}, counts
 
 
+def _subgroups_not_told_apart(info: dict, coll: dict) -> list[str]:
+    """The process groups smaller than the job that ``pg_config`` lists but that no collective was
+    placed in, when the backend's annotations name no group (gloo): their collectives, if any
+    ran, sit in the default group's order (``backend_groups`` needs a signature that only their
+    ranks hold; without ``record_shapes`` every all-reduce looks alike)."""
+    if not any(src == "annotation" and not g for src, g in zip(coll.get("source", []), coll.get("group", []))):
+        return []
+    n = len(set(info.get("rank", [])))
+    names = {str(g["name"]) for gl in (info.get("groups") or []) for g in (gl or [])
+             if isinstance(g, dict) and g.get("ranks") and len(set(g["ranks"])) < n}
+    missing = sorted(names - {str(g) for g in coll.get("group", []) if g})
+    if not missing:
+        return []
+    return [f"process group(s) {', '.join(missing)} (smaller than the job, in pg_config) hold no collective "
+            f"told apart as theirs: any they ran are matched in the default group's order (record with "
+            f"record_shapes=True so their sizes tell them apart)"]
+
+
 def backend_groups(info: dict, coll: dict, world: int | None = None) -> dict:
     """``coll`` with the process group filled in where the backend's annotations leave it out.
 
@@ -768,6 +786,7 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
     ranks = sorted(set(info["rank"]))
     coll, p2p = _without_unpaired_p2p(coll)  # before grouping, as STRAGGLER_SQL's first step
     coll = backend_groups(info, coll, job_world)
+    diags += _subgroups_not_told_apart(info, coll)
     if p2p:
         diags.append(f"{sum(p2p.values())} point-to-point transfer(s) left out of matching and waits "
                      f"(gloo's send/recv annotations name no peer; " + ", ".join(f"rank {r}: {n}" for r, n in sorted(p2p.items()))
