@@ -182,3 +182,17 @@ def test_no_straggler_is_named_when_order_matching_lost_its_step():
     doc = R.analyze(info, cut, steps)
     assert doc["straggler"]["rank"] is None
     assert "matched by order and its ranks hold different numbers" in doc["straggler"]["evidence"]
+
+
+def test_replicated_ranks_carry_a_default_group_of_the_new_world(tmp_path):
+    """The generator kept its source's pg_config (a default group of 3 ranks in a job of 4): a
+    job's metadata that disagreed with itself, and a 'subgroup' of the world in the analysis."""
+    from tests.conftest import DATA
+    from tracetui.workloads.replicate import replicate
+    out = replicate(DATA / "gloo_rank0.pt.trace.json.gz", tmp_path, 4, seed=1)
+    for f in out["files"]:
+        di = json.loads(Path(f).read_text())["distributedInfo"]
+        (default,) = [g for g in di["pg_config"] if g["pg_desc"] == "default_pg"]
+        assert (di["world_size"], default["pg_size"], default["ranks"]) == (4, 4, [0, 1, 2, 3])
+    job = R.discover([tmp_path])
+    assert len(job.ranks) == 4 and not job.diagnostics

@@ -685,7 +685,8 @@ def _subgroups_not_told_apart(info: dict, coll: dict) -> list[str]:
         return []
     n = len(set(info.get("rank", [])))
     names = {str(g["name"]) for gl in (info.get("groups") or []) for g in (gl or [])
-             if isinstance(g, dict) and g.get("ranks") and len(set(g["ranks"])) < n}
+             if isinstance(g, dict) and g.get("ranks") and len(set(g["ranks"])) < n and str(g["name"]) != "0"}
+    # "0": torch's default group, the world (a generated job may still list its source's world)
     missing = sorted(names - {str(g) for g in coll.get("group", []) if g})
     if not missing:
         return []

@@ -75,6 +75,9 @@ def replicate(src, out_dir, n: int, per_host: int = 1, straggler: int | None = N
         d = {k: v for k, v in doc.items() if k != "traceEvents"}
         di = dict(d.get("distributedInfo") or {"backend": "gloo"})
         di.update(rank=r, world_size=n)
+        if isinstance(di.get("pg_config"), list):  # the default group spans the new world, not the source's
+            di["pg_config"] = [dict(g, pg_size=n, ranks=list(range(n))) if isinstance(g, dict)
+                               and g.get("pg_desc") == "default_pg" else g for g in di["pg_config"]]
         d["distributedInfo"] = di
         d["host_name"] = f"node{host}"
         d["traceEvents"] = evs
