@@ -272,7 +272,11 @@ class JobScreen(Screen):
     def action_metric(self) -> None:
         if self.doc is None:
             return
-        self.metric = (self.metric + 1) % len(METRICS)
+        for step in range(1, len(METRICS) + 1):  # skip a metric no cell has (exposed comm on CPU ranks)
+            m = (self.metric + step) % len(METRICS)
+            if any(r.get(METRICS[m][0]) is not None for r in self.doc["steps"]):
+                break
+        self.metric = m
         self._head()
         self._fill()
 
