@@ -42,3 +42,23 @@ def gloo_annotations(path) -> list[dict]:
 def copy(src, dst) -> Path:
     shutil.copyfile(src, dst)
     return Path(dst)
+
+
+def assert_sql_agrees(rows: list[dict], doc: dict) -> None:
+    """``index.straggler_query`` rows and the analysis' ``per_rank`` (``ranks --json``) say the
+    same per rank: collectives, arrivals last, total wait and the waiting caused (ns vs µs)."""
+    assert [(r["rank"], r["collectives"], r["last_count"], r["wait_total_ns"], r["caused_wait_ns"]) for r in rows] == \
+        [(p["rank"], p["collectives"], p["last_count"], round(p["wait_total_us"] * 1000), round(p["caused_wait_us"] * 1000))
+         for p in doc["per_rank"]]
+
+
+def without_shapes(files, folder: Path) -> Path:
+    """Copies of ``files`` in ``folder`` as a recording with record_shapes=False would write them."""
+    folder.mkdir()
+    for f in files:
+        doc = raw(f)
+        for e in doc["traceEvents"]:
+            for k in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
+                e.get("args", {}).pop(k, None)
+        (folder / f.name).write_text(json.dumps(doc))
+    return folder

@@ -11,7 +11,7 @@ import pytest
 
 from tracetui.cli import main
 
-from .conftest import gloo_annotations, raw
+from .conftest import assert_sql_agrees, gloo_annotations, raw, without_shapes
 
 WORLD, SUB, SLOW = 4, (0, 1), 2
 
@@ -103,24 +103,13 @@ def test_index_and_sql_agree_on_the_subgroup_job(sub_job, tmp_path, capsys):
     from_traces = json.loads(capsys.readouterr().out)
     doc = ix.analyze_index(out)
     assert json.loads(json.dumps(doc)) == from_traces
-    rows = ix.straggler_query(out)
-    for r, p in zip(rows, doc["per_rank"]):
-        assert (r["rank"], r["collectives"], r["last_count"]) == (p["rank"], p["collectives"], p["last_count"])
-        assert r["wait_total_ns"] == round(p["wait_total_us"] * 1000)
-        assert r["caused_wait_ns"] == round(p["caused_wait_us"] * 1000)
+    assert_sql_agrees(ix.straggler_query(out), doc)
 
 
 def test_reduce_scatter_named_without_recorded_shapes(sub_job, tmp_path, capsys):
     """record_shapes off: no Input Dims to compare, the op still names the reduce-scatter (the
     one kind gloo runs as another), and no all-reduce is taken for one."""
-    d = tmp_path / "noshapes"
-    d.mkdir()
-    for f in sub_job:
-        doc = raw(f)
-        for e in doc["traceEvents"]:
-            for k in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
-                e.get("args", {}).pop(k, None)
-        (d / f.name).write_text(json.dumps(doc))
+    d = without_shapes(sub_job, tmp_path / "noshapes")
     from tracetui.model.ranks import load_job
     _, tables = load_job([d], workers=1)
     for r, t in enumerate(tables):
@@ -162,10 +151,7 @@ def test_a_subgroup_member_missing_from_the_folder_keeps_the_world_aligned(sub_j
     from tracetui.model import index as ix
     out = tmp_path / "idx"
     assert main(["index", str(d), "-o", str(out), "--workers", "1"]) == 0
-    rows = ix.straggler_query(out)
-    assert [(r["rank"], r["collectives"], r["last_count"]) for r in rows] == \
-        [(p["rank"], p["collectives"], p["last_count"]) for p in doc["per_rank"]]
-    assert [r["wait_total_ns"] for r in rows] == [round(p["wait_total_us"] * 1000) for p in doc["per_rank"]]
+    assert_sql_agrees(ix.straggler_query(out), doc)
 
 
 def test_ranks_without_collectives_do_not_turn_the_world_into_a_subgroup(sub_job, tmp_path, capsys):
@@ -197,22 +183,13 @@ def test_ranks_without_collectives_do_not_turn_the_world_into_a_subgroup(sub_job
     from tracetui.model import index as ix
     out = tmp_path / "idx"
     assert main(["index", str(d), "-o", str(out), "--workers", "1"]) == 0
-    rows = ix.straggler_query(out)
-    assert [(r["rank"], r["collectives"], r["last_count"]) for r in rows] == \
-        [(p["rank"], p["collectives"], p["last_count"]) for p in doc["per_rank"]]
+    assert_sql_agrees(ix.straggler_query(out), doc)
 
 
 def test_a_subgroup_that_cannot_be_told_apart_is_said(sub_job, tmp_path, capsys):
     """QA round 2: without record_shapes every all-reduce looks alike, the subgroup's collectives
     sat in the world's order with no word. pg_config lists the group: the job now says it."""
-    d = tmp_path / "noshapes"
-    d.mkdir()
-    for f in sub_job:
-        doc = raw(f)
-        for e in doc["traceEvents"]:
-            for k in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
-                e.get("args", {}).pop(k, None)
-        (d / f.name).write_text(json.dumps(doc))
+    d = without_shapes(sub_job, tmp_path / "noshapes")
     capsys.readouterr()
     assert main(["ranks", str(d), "--json", "--workers", "1"]) == 0
     doc = json.loads(capsys.readouterr().out)
