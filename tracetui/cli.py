@@ -30,12 +30,16 @@ def bundled_default() -> list[Path]:
     return [p for p in (BUNDLED / f"{n}.json.gz" for n in BUNDLED_LADDER) if p.exists()]
 
 
-def count(text: str) -> int:
-    """An argparse type: an int >= 0 (``--top -5`` printed the first rows but the last five)."""
+def _whole(text: str) -> int:
     try:
-        n = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def count(text: str) -> int:
+    """An argparse type: an int >= 0 (``--top -5`` printed the first rows but the last five)."""
+    n = _whole(text)
     if n < 0:
         raise argparse.ArgumentTypeError(f"{text} is negative: 0 or more")
     return n
@@ -52,10 +56,7 @@ def torch_version(text: str) -> str:
 def positive(text: str) -> int:
     """An argparse type: an int >= 1 (``--workers 0`` ran one worker, silently; ``-3`` and ``0``
     get the same message)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    n = _whole(text)
     if n < 1:
         raise argparse.ArgumentTypeError(f"{text}: 1 or more")
     return n
