@@ -107,30 +107,49 @@ class Pending:
 
 def spawn(child: Callable[[], T]) -> Pending | None:
     """Start ``child()`` in a forked child; None when this process cannot fork."""
+    def send(w: int) -> None:
+        gc.disable()  # the child computes one value and exits: collecting cycles would only cost time
+        payload = pickle.dumps(child(), protocol=5)
+        with os.fdopen(w, "wb") as f:
+            f.write(payload)
+
+    try:
+        pid, r = fork_child(send)
+    except OSError:
+        return None
+    return Pending(pid, r)
+
+
+def fork_child(body: Callable[[int], None], close: tuple = ()) -> tuple[int, int]:
+    """Fork a child that runs ``body(w)`` with the write end of a new pipe, then exits (status 0
+    when ``body`` returned, 1 on any error: the parent reads the pipe and checks the status),
+    never returning into the parent's code. Returns ``(pid, read end)``; the child is in
+    ``_LIVE`` until reaped. ``close``: the parent's descriptors the child must not hold (other
+    children's pipes, whose end of file would otherwise wait for it). A failed fork closes the
+    pipe and raises."""
     r, w = os.pipe()
     try:
         pid = os.fork()
-    except OSError:
+    except BaseException:
         os.close(r)
         os.close(w)
-        return None
-    if pid == 0:
+        raise
+    if pid == 0:  # pragma: no cover - the child; what it does is seen through the pipe
         code = 1
         try:
             os.close(r)
+            for fd in close:
+                os.close(fd)
             quiet_child()
-            gc.disable()  # the child computes one value and exits: collecting cycles would only cost time
-            payload = pickle.dumps(child(), protocol=5)
-            with os.fdopen(w, "wb") as f:
-                f.write(payload)
+            body(w)
             code = 0
-        except BaseException:  # noqa: BLE001 - any failure means "parent, do it yourself"
+        except BaseException:  # noqa: BLE001 - the status says it
             pass
         finally:
             os._exit(code)
     os.close(w)
     _LIVE.add(pid)
-    return Pending(pid, r)
+    return pid, r
 
 
 def quiet_child() -> None:

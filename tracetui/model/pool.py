@@ -168,9 +168,9 @@ def settle() -> None:
 
 
 def _fork_children(fn, tasks: list, n: int, kids: dict, bufs: dict) -> None:
-    """Fork ``n`` children running ``_child``, each with its own result pipe (into ``kids`` and
-    ``bufs`` as each starts). A fork that fails closes its pipe and raises (the caller reaps the
-    children already started)."""
+    """Fork ``n`` children running ``_child`` (``forked.fork_child``), each with its own result
+    pipe (into ``kids`` and ``bufs`` as each starts). A fork that fails raises (the caller reaps
+    the children already started)."""
     from . import forked
     # the counter is a page of its own, shared with this map's children only: a block of
     # multiprocessing's shared heap (RawValue) is reused by the next map once freed, while a
@@ -180,26 +180,8 @@ def _fork_children(fn, tasks: list, n: int, kids: dict, bufs: dict) -> None:
     # cannot start under Textual (its stderr has no descriptor)
     counter, lock = mmap.mmap(-1, _COUNTER.size), mp.get_context("fork").Lock()
     for _ in range(n):
-        r, w = os.pipe()
-        try:
-            pid = os.fork()
-        except BaseException:
-            os.close(r)
-            os.close(w)
-            raise
-        if pid == 0:  # pragma: no cover - the child; what it does is seen through its results
-            code = 1
-            try:
-                os.close(r)
-                for other in kids:
-                    os.close(other)
-                _child(fn, tasks, counter, lock, w)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(w)
+        pid, r = forked.fork_child(lambda w: _child(fn, tasks, counter, lock, w), close=tuple(kids))
         kids[r], bufs[r] = pid, bytearray()
-        forked._LIVE.add(pid)
 
 
 def _close_all(bufs: dict) -> None:
@@ -248,8 +230,6 @@ def _child(fn, tasks: list, counter, lock, w: int) -> None:
     driver (31.5-32.3k page faults against 33.5-35.3k over 32 HTA ranks in one forked worker)."""
     import gc
     gc.freeze()
-    from . import forked
-    forked.quiet_child()
     _init_worker()
     while True:
         with lock:
