@@ -42,7 +42,7 @@ dt = time.perf_counter() - t0
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
 import resource
 child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the split's helper, if any
-split = sys.modules.get("tracetui.model.split")
+split = sys.modules.get("tracetui.read.split")
 print(json.dumps({"seconds": dt, "rss_mb": int(hwm) / 1024, "child_rss_mb": child_kb / 1024, "n": n,
                   "child_private_mb": split.TIMES.get("child private MB", -1) if split and child_kb else -1,
                   "timings": getattr(locals().get("t"), "timings", None)}))

@@ -27,8 +27,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--input", type=Path, default=ROOT / "tests" / "data" / "gloo_rank0.pt.trace.json.gz")
     args = ap.parse_args()
-    from tracetui.model import pool
-    from tracetui.model.index import build_index
+    from tracetui.jobs import pool
+    from tracetui.jobs.index import build_index
     from tracetui.workloads.replicate import replicate
     forked = pool.as_done
 

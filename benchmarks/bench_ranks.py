@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 QUERY = """
 import json, resource, sys, time
 t0 = time.perf_counter()
-from tracetui.model.index import straggler_query
+from tracetui.jobs.index import straggler_query
 t1 = time.perf_counter()
 rows = straggler_query(sys.argv[1])
 t2 = time.perf_counter()
@@ -61,7 +61,7 @@ def timed(fn, *a, **k) -> float:
 
 def _alone(src: Path, out: Path) -> float:
     """One 1-worker build in this (pool) process: its wall time."""
-    from tracetui.model.index import build_index
+    from tracetui.jobs.index import build_index
     return timed(build_index, [src], out, workers=1)
 
 
@@ -73,8 +73,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ray", action="store_true", help="also build the index on a local Ray instance")
     args = ap.parse_args()
-    from tracetui.model.index import build_index
-    from tracetui.model.pool import settle
+    from tracetui.jobs.index import build_index
+    from tracetui.jobs.pool import settle
     from tracetui.workloads.replicate import replicate
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, CPU pressure {pressure()} "
           f"(other work on it competes for the cores); input {args.input.name}")

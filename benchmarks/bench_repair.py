@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.make_large_trace import replicate  # noqa: E402
-from tracetui.model.load import LoadReport, decode  # noqa: E402
+from tracetui.read.load import LoadReport, decode  # noqa: E402
 
 def _one_quote(raw: bytes) -> bytes:
     """An unescaped quote pair in one name, in the middle of the file."""

@@ -24,9 +24,20 @@ from typing import Callable
 import torch
 import triton
 
-from .geglu import SUPPORTED_DTYPES, geglu, geglu_backward, geglu_interleaved_backward, geglu_interleaved_kernel
-from .geglu_gemm import (INTERPRETER_CONFIG, TMA_CONFIG, _autotuned, geglu_dual_gemm_kernel,
-                         geglu_dual_gemm_tma_kernel)
+from tracetui.kernels.geglu import (
+    SUPPORTED_DTYPES,
+    geglu,
+    geglu_backward,
+    geglu_interleaved_backward,
+    geglu_interleaved_kernel,
+)
+from tracetui.kernels.geglu_gemm import (
+    INTERPRETER_CONFIG,
+    TMA_CONFIG,
+    _autotuned,
+    geglu_dual_gemm_kernel,
+    geglu_dual_gemm_tma_kernel,
+)
 
 PATHS = ("tma", "pointer", "cublas")
 """``tma``: persistent dual GEMM, device-built TMA descriptors, GeGLU epilogue (one launch).

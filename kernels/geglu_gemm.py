@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .geglu import SUPPORTED_DTYPES, gelu_tanh_f32, gelu_tanh_fast_f32
+from tracetui.kernels.geglu import SUPPORTED_DTYPES, gelu_tanh_f32, gelu_tanh_fast_f32
 
 # Autotuner configs on a GPU: (BLOCK_M, BLOCK_N of the output, BLOCK_K, GROUP_M, stages, warps).
 # The MMA is BLOCK_M x 2*BLOCK_N; stages x (BM*BK + BK*2BN) x 2 bytes must fit in shared memory.

@@ -70,7 +70,7 @@ def _names(tree: dict) -> Counter:
 
 
 def run_cli(argv: list[str], limit: float) -> dict:
-    from tracetui.cli import main
+    from tracetui.cli.main import main
     out, err = io.BytesIO(), io.StringIO()
     saved = sys.stdout, sys.stderr
     wrapper = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
@@ -128,7 +128,7 @@ async def _app(path: Path, limit: float) -> dict:
 
 def run_app(path: str, limit: float) -> dict:
     from tracetui.model import TraceError
-    from tracetui.model.load import resolve_input
+    from tracetui.read.load import resolve_input
     try:
         resolved = resolve_input(Path(path))  # as the CLI does before it starts the app
     except TraceError as e:

@@ -1,3 +1,3 @@
-from tracetui.cli import main
+from tracetui.cli.main import main
 
 raise SystemExit(main())

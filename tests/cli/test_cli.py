@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tracetui.cli import main
+from tracetui.cli.main import main
 from tracetui.model import load_trace
 
 from tests.conftest import TRACES

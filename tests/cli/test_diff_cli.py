@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from tracetui.cli import bundled_default, main
+from tracetui.cli.main import bundled_default, main
 
 from tests.conftest import TRACES
 

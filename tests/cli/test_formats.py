@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from tracetui.cli import main
+from tracetui.cli.main import main
 from tracetui.textsafe import visible
 
 from tests.conftest import TRACES

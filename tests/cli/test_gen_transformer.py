@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tracetui.cli import main
+from tracetui.cli.main import main
 
 TINY = ["--device", "cpu", "--layers", "2", "--dim", "32", "--heads", "2", "--seq", "16", "--batch", "2",
         "--vocab", "64", "--active", "2"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from tracetui.cli import main
+from tracetui.cli.main import main
 
 from tests.conftest import DATA, TRACES
 

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from tracetui.cli import main
+from tracetui.cli.main import main
 
 from tests.conftest import TRACES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from tracetui.cli import main
+from tracetui.cli.main import main
 
 
 def _raw(path):
@@ -143,7 +143,7 @@ def test_a_torch_version_that_is_not_one_is_refused(peer_dir, capsys):
     """`--torch-version abc` was taken and silently ignored (the rule fell back to the recorded
     version); a real version, with a local suffix, still sets the rule."""
     import pytest
-    from tracetui import mcp_tools
+    from tracetui.mcp import tools as mcp_tools
     path = peer_dir / "call_stack_backward_thread.json"
     with pytest.raises(SystemExit) as e:
         main(["summary", "--torch-version", "abc", str(path)])

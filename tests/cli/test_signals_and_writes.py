@@ -12,16 +12,16 @@ import time
 import pytest
 
 from tracetui import atomic
-from tracetui.model import split
+from tracetui.read import split
 
 # The CLI, with every forked helper made to sleep before its work: a stand-in for the 5-8 s a
 # helper spends on the half of a 1 GB trace, long enough to see whether SIGTERM ends it.
 SLOW_HELPER = """
 import sys, time
-import tracetui.model.forked as forked
+import tracetui.read.forked as forked
 spawn = forked.spawn
 forked.spawn = lambda child: spawn(lambda: (time.sleep(60), child())[1])
-from tracetui.cli import main
+from tracetui.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -103,7 +103,7 @@ def test_write_all_leaves_old_files_or_none_on_a_full_disk(tmp_path, monkeypatch
 
 def test_gen_on_a_full_disk_writes_no_truncated_trace_and_no_empty_sidecar(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
-    from tracetui.cli import main
+    from tracetui.cli.main import main
     out = tmp_path / "linear.json.gz"
     _full_disk_after(0, monkeypatch)
     argv = ["gen", "linear", "--device", "cpu", "--no-stack", "--active", "1", "--batch", "2",

@@ -319,7 +319,7 @@ def test_gen_train_cli_names_and_refusals(tmp_path, monkeypatch, capsys):
     by default; --train elsewhere is refused with one error line."""
     import gzip
     import json
-    from tracetui.cli import main
+    from tracetui.cli.main import main
     monkeypatch.chdir(tmp_path)
     assert main(["gen", "mlp", "--train", "--impl", "fused", "--device", "cpu", "--batch", "2", "--seq", "3",
                  "--dim", "24", "--hidden", "40", "--active", "1", "--no-stack"]) == 0

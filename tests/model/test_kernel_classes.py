@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.model.events import GPU_KINDS
+from tracetui.read.events import GPU_KINDS
 
 from tests.conftest import PEER, TRACES
 

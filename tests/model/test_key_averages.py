@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.model.events import GPU_KINDS, K
+from tracetui.read.events import GPU_KINDS, K
 from tracetui.model.stats import aggregate, rollups
 from tracetui.model.trace import OP_KINDS
 from tracetui.workloads.record import key_averages_path, read_key_averages

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.model.events import K
+from tracetui.read.events import K
 
 from tests.conftest import DATA, TRACES
 from tests.memory_workload import LEAK_ELEMS

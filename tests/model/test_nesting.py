@@ -93,7 +93,8 @@ def test_nesting_split_over_two_processes_gives_the_one_walks_tree(tmp_path, mon
     import numpy as np
 
     from benchmarks.make_large_trace import replicate
-    from tracetui.model import forked, nesting
+    from tracetui.read import forked
+    from tracetui.model import nesting
 
     from tests.conftest import TRACES
 
@@ -119,7 +120,7 @@ def test_nesting_split_over_two_processes_gives_the_one_walks_tree(tmp_path, mon
 def test_a_failing_child_leaves_its_part_to_the_parent():
     import os
 
-    from tracetui.model import forked
+    from tracetui.read import forked
 
     me = os.getpid()
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.model.events import K
+from tracetui.read.events import K
 
 from tests.conftest import PEER
 

@@ -123,7 +123,7 @@ def test_model_path_gives_the_hand_labels(path):
     import numpy as np
 
     from tracetui.model import load_trace
-    from tracetui.model.events import GPU_KINDS
+    from tracetui.read.events import GPU_KINDS
     t = load_trace(path)
     labels = {(r["kind"], r["launching_op"], r["name"]): r["expected"] for r in ROWS}
     gpu = np.nonzero(np.isin(t.tree.kind, list(GPU_KINDS)))[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.model.events import K
+from tracetui.read.events import K
 
 from tests.conftest import TRACES
 

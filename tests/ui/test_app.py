@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tracetui.model import split
+from tracetui.read import split
 from tracetui.model.trace import start_load
 from tracetui.ui import app as app_module
 from tracetui.ui.app import ExplorerScreen, LoadingScreen, TraceApp

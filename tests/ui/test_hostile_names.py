@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tracetui.cli import main
+from tracetui.cli.main import main
 from tracetui.ui.app import TraceApp
 from tracetui.ui.diff_view import DiffPane, DiffScreen
 

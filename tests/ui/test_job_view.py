@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tracetui.cli import main
+from tracetui.cli.main import main
 from tracetui.ui.app import ExplorerScreen, TraceApp
 from tracetui.ui.job_view import METRICS, JobScreen, fmt
 
@@ -136,7 +136,7 @@ async def _enter_and_back(job_dir, job_json):
 
 
 def test_folder_of_ranks_opens_the_job_view(job_dir):
-    from tracetui.ranks_cli import opens_job
+    from tracetui.cli.ranks import opens_job
     files = sorted(job_dir.iterdir())
     assert opens_job([job_dir]) and opens_job(files[:2]) and opens_job([job_dir / "gen_rank-*.json"])
     assert not opens_job(files[:1])
@@ -154,7 +154,7 @@ def test_an_index_opens_the_job_view_with_the_same_numbers(job_dir, job_json, tm
     pytest.importorskip("duckdb")
     idx = tmp_path / "job.idx"
     assert main(["index", str(job_dir), "-o", str(idx), "--workers", "1"]) == 0
-    from tracetui.ranks_cli import opens_job
+    from tracetui.cli.ranks import opens_job
     assert opens_job([idx])
 
     async def run():
@@ -182,7 +182,7 @@ def _children() -> set[int]:
 def test_quitting_mid_load_ends_the_pool(tmp_path, monkeypatch):
     """q while 24 ranks load: the app ends at once and no pool process outlives it."""
     import time
-    from tracetui.model import pool
+    from tracetui.jobs import pool
     from tracetui.workloads.replicate import replicate
     replicate(DATA / "cpu_transformer_eager.json.gz", tmp_path, 24, seed=5)
     forked, real = [], os.fork
@@ -257,7 +257,7 @@ def test_skipped_ranks_are_listed_under_d(job_dir, tmp_path, capsys):
     """A folder whose ranks include unreadable files still opens the job view (as `tracetui DIR`
     routes it); the header counts the diagnostics of `ranks --json` and D lists each skipped rank."""
     import shutil
-    from tracetui.ranks_cli import opens_job
+    from tracetui.cli.ranks import opens_job
     d = tmp_path / "job"
     shutil.copytree(job_dir, d)
     (d / "gen_rank-1.pt.trace.json").write_text("not a trace")

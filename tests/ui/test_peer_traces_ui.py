@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from tracetui.model.events import GPU_KINDS
+from tracetui.read.events import GPU_KINDS
 from tracetui.ui.app import TraceApp
 from tracetui.ui.tables import AggTable
 

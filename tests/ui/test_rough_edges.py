@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.model.events import K
+from tracetui.read.events import K
 from tracetui.ui.app import TraceApp
 from tracetui.ui.detail_pane import DetailPane
 from tracetui.ui.details import describe

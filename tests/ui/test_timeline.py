@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.model.events import K
+from tracetui.read.events import K
 from tracetui.ui.app import ExplorerScreen, TraceApp
 from tracetui.ui.timeline import HEAD_ROWS, RangeTable, Timeline
 

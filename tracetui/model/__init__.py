@@ -1,5 +1,5 @@
 """Pure analysis layer: load, link, roll up, decode names, diff. Never imports Textual or Rich."""
-from .errors import TraceError
-from .trace import Trace, load_trace
+from tracetui.read.errors import TraceError
+from tracetui.model.trace import Trace, load_trace
 
 __all__ = ["Trace", "TraceError", "load_trace"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .events import GPU_KINDS, HOST_KINDS, K
-from .nesting import OVERHANG_NS
-from .tree import LAUNCH_WORDS
+from tracetui.read.events import GPU_KINDS, HOST_KINDS, K
+from tracetui.model.nesting import OVERHANG_NS
+from tracetui.model.tree import LAUNCH_WORDS
 
 
 def diagnostic_nodes(trace) -> dict[str, np.ndarray]:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from .events import GPU_KINDS, K
-from .windows import _clip, _merged, runtime_role
+from tracetui.read.events import GPU_KINDS, K
+from tracetui.model.windows import _clip, _merged, runtime_role
 
 HOST_ROWS = (
     ("annot", (K["annotation"], K["module"]), "annotations and nn.Module scopes (outermost)"),

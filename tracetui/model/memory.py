@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from .events import HOST_KINDS, K
+from tracetui.read.events import HOST_KINDS, K
 
 DEVICE_TYPES = {0: "CPU", 1: "GPU"}
 """c10::DeviceType of ``Device Type``: 0 CPU, 1 CUDA (a GPU is labelled with its ``Device Id``)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .taxonomy import CLASSES, classify
+from tracetui.model.taxonomy import CLASSES, classify
 
 INDUCTOR_RE = re.compile(r"^(?:graph_\d+_)?(?:triton_(poi|red|per|tem|for|mm|bmm|spl)|(cpp))_(.*)$")
 """Inductor kernel names: Triton (GPU) ``triton_poi_fused_…_0`` and C++ (CPU, with

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import forked
+from tracetui.read import forked
 
 OVERHANG_NS = 1000
 """A child may end this much after its parent before it counts as a partial overlap (clock skew)."""

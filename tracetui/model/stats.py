@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import GPU_KINDS, HOST_KINDS, K
-from .tree import Tree
+from tracetui.read.events import GPU_KINDS, HOST_KINDS, K
+from tracetui.model.tree import Tree
 
 STEP_KEY = "ProfilerStep*"
 _STEP_RE = re.compile(r"^ProfilerStep#\d+$")
@@ -154,7 +154,7 @@ class Agg:
 
 def aggregate(tree: Tree, r: Rollups, kinds: frozenset) -> list[Agg]:
     """Rows grouped by key_averages()'s name key, for the node kinds in ``kinds``; by device then CPU time."""
-    from .events import KINDS
+    from tracetui.read.events import KINDS
     sel = np.nonzero(np.isin(tree.kind, list(kinds)))[0]
     if not sel.size:
         return []

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import K, EventStore
+from tracetui.read.events import K, EventStore
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 """torch.profiler's own marker, written by ``prof.step()``; first choice whenever it is there."""

@@ -13,19 +13,19 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import TraceError
-from .heap import large_arrays_on_heap
-from .events import GPU_KINDS, HOST_KINDS, K, KINDS, EventStore, build_store
-from .load import LENIENT_NOTE, LoadReport, clean_meta, decode, read_bytes, resolve_input
-from . import split as _split
-from .split import decode_index
-from .names import KernelName, decode_kernel
-from .selftime import SelfTimeRule, self_time_rule
-from .stats import Agg, Rollups, aggregate, rollups
-from .steps import StepChoice, choose_steps
-from .taxonomy import classify
-from .tree import Tree, build_tree
-from .windows import StepWindow, Windows
+from tracetui.read.errors import TraceError
+from tracetui.read.heap import large_arrays_on_heap
+from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, KINDS, EventStore, build_store
+from tracetui.read.load import LENIENT_NOTE, LoadReport, clean_meta, decode, read_bytes, resolve_input
+from tracetui.read import split as _split
+from tracetui.read.split import decode_index
+from tracetui.model.names import KernelName, decode_kernel
+from tracetui.model.selftime import SelfTimeRule, self_time_rule
+from tracetui.model.stats import Agg, Rollups, aggregate, rollups
+from tracetui.model.steps import StepChoice, choose_steps
+from tracetui.model.taxonomy import classify
+from tracetui.model.tree import Tree, build_tree
+from tracetui.model.windows import StepWindow, Windows
 
 Progress = Callable[[str, float], None]
 """Callback(stage, fraction done) used by the app's loading worker."""
@@ -254,7 +254,7 @@ class Trace:
     @cached_property
     def memory(self):
         """The ``[memory]`` instants as a model (memory.py); reads their args (the lazy pass)."""
-        from .memory import build_memory  # noqa: PLC0415
+        from tracetui.model.memory import build_memory  # noqa: PLC0415
         return build_memory(self)
 
     @property

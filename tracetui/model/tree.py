@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .events import GPU_KINDS, HOST_KINDS, K, EventStore
-from .nesting import nest
+from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, EventStore
+from tracetui.model.nesting import nest
 
 DIAGNOSTICS = {
     "partial_overlaps": "events that outlast their parent on a thread (closed there, by torch's rule)",
@@ -337,7 +337,7 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
 def _thread_label(store: EventStore, pid, tid) -> str:
     label = store.thread_names.get((pid, tid))
     if not label:  # thread 0 and negative ids say what they are (lanes.LABEL_RULES)
-        from .lanes import thread_label
+        from tracetui.model.lanes import thread_label
         label = thread_label(store, pid, tid) if isinstance(tid, int) and tid <= 0 else f"thread {tid}"
     pname = store.process_names.get(pid) or "pid"
     return f"{label} [{pname} {pid}]"

@@ -21,7 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .events import GPU_KINDS, K
+from tracetui.read.events import GPU_KINDS, K
 
 RUNTIME_ROLES = (
     (re.compile(r"GraphLaunch"), "launch", "a CUDA/HIP graph launch enqueues a whole captured graph"),

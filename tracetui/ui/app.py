@@ -20,21 +20,21 @@ from textual.widgets import ContentSwitcher, DataTable, Input, Label, ProgressBa
 from textual.worker import get_current_worker
 
 from tracetui.model import Trace, TraceError, load_trace
-from tracetui.model.events import KINDS, K
+from tracetui.read.events import KINDS, K
 from tracetui.model.names import shorten_cpp
 from tracetui.textsafe import visible
 
-from .details import describe
-from .detail_pane import DetailPane
-from .footer import StableFooter
-from .idle_gc import IdleCollector, release_frozen
-from .format import plain
-from .tab_bar import TabBar
-from .tables import AggTable
-from .threads import DaemonExecutor
-from .memory_view import MemoryView
-from .timeline import RangeTable, Timeline
-from .tree_view import Row, TraceTree
+from tracetui.ui.details import describe
+from tracetui.ui.detail_pane import DetailPane
+from tracetui.ui.footer import StableFooter
+from tracetui.ui.idle_gc import IdleCollector, release_frozen
+from tracetui.ui.format import plain
+from tracetui.ui.tab_bar import TabBar
+from tracetui.ui.tables import AggTable
+from tracetui.ui.threads import DaemonExecutor
+from tracetui.ui.memory_view import MemoryView
+from tracetui.ui.timeline import RangeTable, Timeline
+from tracetui.ui.tree_view import Row, TraceTree
 
 HELP_MD = (Path(__file__).with_name("help.md")).read_text(encoding="utf-8")
 SEARCH_SETTLE_S = 0.15
@@ -365,7 +365,7 @@ class ExplorerScreen(Screen):
     def action_diagnostics(self) -> None:
         """The root row: its detail pane spells out the status line's diagnostics and repairs,
         each with what it means and an example; D again jumps to the example of each in turn."""
-        from .details import diagnostic_examples
+        from tracetui.ui.details import diagnostic_examples
         examples = diagnostic_examples(self.trace)
         at = getattr(self, "_diag_at", None)  # (index of the example shown, its node)
         on_overview = getattr(self, "current", None) == 0 and at is not None and at[0] < 0
@@ -604,7 +604,7 @@ class ExplorerScreen(Screen):
             cols = list(table.columns_shown)
             # plain numbers (no "18,374.0" for a spreadsheet to re-parse), headers saying /step
             # in per-step mode as the table's own do
-            from .tables import PER_STEP_COLUMNS
+            from tracetui.ui.tables import PER_STEP_COLUMNS
 
             def cell(i, a, c):
                 if c in ("name", "kind", "share %"):
@@ -617,7 +617,7 @@ class ExplorerScreen(Screen):
         if view == "timeline":
             tl = self.timeline
             if tl.summary is not None:
-                from .timeline import range_rows
+                from tracetui.ui.timeline import range_rows
                 header = [c if c != "time" else "time µs" for c in RangeTable.COLUMNS]  # one unit, plain numbers
                 return f"{stem}-range", header, [list(r) for r in range_rows(tl.summary, str, lambda ns: round(ns / 1e3, 3))]
             lane = tl.lanes[tl.cur.lane]
@@ -640,7 +640,7 @@ class ExplorerScreen(Screen):
         return f"{stem}-subtree", header, rows
 
     def action_export(self, fmt: str) -> None:
-        from tracetui.export import write
+        from tracetui.report.export import write
         stem, header, rows = self.export_table()
         try:
             path = write(Path.cwd(), stem, fmt, header, rows)
@@ -702,7 +702,7 @@ class TraceApp(App):
         self.idle_gc.install()
         early, self.early = self.early, None
         if self.job:
-            from .job_view import JobScreen
+            from tracetui.ui.job_view import JobScreen
             self.push_screen(JobScreen(self.paths, self.load_opts))
             return
         self.push_screen(LoadingScreen(self.paths if self.diff else self.paths[:1], self._loaded, early,
@@ -723,10 +723,10 @@ class TraceApp(App):
         while len(self.screen_stack) > 1 and not isinstance(self.screen, LoadingScreen):
             self.pop_screen()
         if self.diff and len(traces) == 2:
-            from .diff_view import DiffScreen
+            from tracetui.ui.diff_view import DiffScreen
             self.switch_screen(DiffScreen(traces[0], traces[1]))
         elif self.diff and len(traces) > 2:
-            from .diff_view import LadderScreen
+            from tracetui.ui.diff_view import LadderScreen
             self.switch_screen(LadderScreen(traces))
         else:
             self.switch_screen(ExplorerScreen(traces[0]))
@@ -748,7 +748,7 @@ class TraceApp(App):
         """What ctrl+o opens, decided as the command line decides (``ranks_cli.opens_job``): a
         folder of ranks of one job or an index opens the job view, anything else one trace. In a
         worker: deciding reads the head of every file in the folder."""
-        from tracetui.ranks_cli import opens_job
+        from tracetui.cli.ranks import opens_job
         try:
             job = opens_job([path])
         except OSError:  # a folder it may not list: opening it as a trace says why
@@ -757,10 +757,10 @@ class TraceApp(App):
 
     def _open_routed(self, path: Path, job: bool) -> None:
         if job:
-            from .job_view import JobScreen
+            from tracetui.ui.job_view import JobScreen
             self.push_screen(JobScreen([path], self.load_opts, back=True))
             return
-        from tracetui.model.load import resolve_input
+        from tracetui.read.load import resolve_input
         try:
             p = resolve_input(path)
         except TraceError as e:

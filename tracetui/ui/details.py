@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from tracetui.model.events import GPU_KINDS, K
+from tracetui.read.events import GPU_KINDS, K
 from tracetui.model.names import shorten_cpp
 from tracetui.model.perf import estimate, peak_for
 from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.textsafe import visible
 
-from .format import KIND_STYLE, fmt_us, plain
+from tracetui.ui.format import KIND_STYLE, fmt_us, plain
 
 LAUNCH_LABELS = {  # Kineto's arg -> (label that fits the 14-column label field, unit after the value)
     "grid": ("grid", ""), "block": ("block", ""), "registers per thread": ("registers", " per thread"),

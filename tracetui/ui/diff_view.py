@@ -19,13 +19,13 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from tracetui.model.diff import DiffResult, diff_traces
+from tracetui.compare.diff import DiffResult, diff_traces
 from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
 from tracetui.textsafe import visible
 
-from .footer import StableFooter
-from .idle_gc import release_frozen
+from tracetui.ui.footer import StableFooter
+from tracetui.ui.idle_gc import release_frozen
 
 STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta"}
 STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕"}
@@ -115,11 +115,11 @@ class DiffScreen(Screen):
     @work(thread=True, exclusive=True, group="diff")
     def align(self) -> None:
         res = diff_traces(self.a, self.b)  # pure model work, off the UI thread
-        from tracetui.model.changes import changes, diff_dict
+        from tracetui.compare.changes import changes, diff_dict
         j = diff_dict(res)
         cs = changes(res)
         lines: list[str] = []
-        from tracetui.report import print_diff
+        from tracetui.report.traces import print_diff
         print_diff(res, write=lines.append, top=0, rows=False)
         self.app.call_from_thread(self._show, res, j, cs, lines)
 
@@ -147,7 +147,7 @@ class DiffScreen(Screen):
         self.query_one("#changes", DataTable).focus()
 
     def _fill_changes(self) -> None:
-        from tracetui.model.changes import KIND_LABEL
+        from tracetui.compare.changes import KIND_LABEL
         ch = self.query_one("#changes", DataTable)
         ch.clear()
         self._change_rows = []
@@ -358,7 +358,7 @@ class DiffScreen(Screen):
             return
         r = self.result.rows[self.row]
         item = r.a if side == "a" else r.b
-        from .app import ExplorerScreen
+        from tracetui.ui.app import ExplorerScreen
         screen = ExplorerScreen(self.a if side == "a" else self.b)
         self.app.push_screen(screen)
         if item is not None:
@@ -422,7 +422,7 @@ class LadderScreen(Screen):
 
     @work(thread=True, exclusive=True, group="ladder")
     def build(self) -> None:
-        from tracetui.model.ladder import ladder
+        from tracetui.compare.ladder import ladder
         ld = ladder(self.traces, top=4)
         self.app.call_from_thread(self._show, ld)
 
@@ -440,7 +440,7 @@ class LadderScreen(Screen):
             t.add_row(Text(name), f"{r['device_us_per_step']:,.1f}", delta, str(r["kernels_per_step"]),
                       f"{r['launch_cpu_us_per_step']:,.1f}",
                       f"{r['cpu_us_per_step']:,.1f}", un)
-        from tracetui.report import ladder_lines
+        from tracetui.report.traces import ladder_lines
         lines = ladder_lines(ld, names)
         self.query_one("#ladder-text", Static).update(hanging("\n".join(lines[len(ld["rungs"]) + 1:]).strip("\n")))
         first, last = ld["rungs"][0], ld["rungs"][-1]

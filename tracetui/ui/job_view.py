@@ -18,7 +18,7 @@ from textual.worker import get_current_worker
 from tracetui.model import TraceError
 from tracetui.textsafe import visible
 
-from .footer import StableFooter
+from tracetui.ui.footer import StableFooter
 
 METRICS = (
     ("step_us", "step time µs", "the step's host interval on that rank"),
@@ -122,13 +122,13 @@ class JobScreen(Screen):
             self.app.call_from_thread(self._ready, doc)
 
     def _analyze(self, worker) -> dict | None:
-        from tracetui.model.index import MANIFEST
+        from tracetui.jobs.index import MANIFEST
         if len(self.paths) == 1 and (self.paths[0] / MANIFEST).exists():
-            from tracetui.model.index import analyze_index, read_manifest
+            from tracetui.jobs.index import analyze_index, read_manifest
             self.files = {r["rank"]: Path(r["file"]) for r in read_manifest(self.paths[0])["ranks"]}
             return analyze_index(self.paths[0])
-        from tracetui.model.pool import Stopped, run_map
-        from tracetui.model.ranks import analyze_tables, discover, load_rank, require_ranks
+        from tracetui.jobs.pool import Stopped, run_map
+        from tracetui.jobs.ranks import analyze_tables, discover, load_rank, require_ranks
 
         job = require_ranks(discover(self.paths), self.paths)
         self.files = {rf.rank: rf.path for rf in job.ranks}
@@ -293,7 +293,7 @@ class JobScreen(Screen):
         if path is None or not Path(path).exists():
             self.app.notify(f"rank {r}: its trace file is not here", severity="error")
             return
-        from .app import LoadingScreen
+        from tracetui.ui.app import LoadingScreen
 
         def done(traces) -> None:
             self.app._loaded(traces)

@@ -21,8 +21,8 @@ from textual.widgets import Static
 from tracetui.model.memory import Memory, OpStat, Peak, fmt_bytes
 from tracetui.model.trace import Trace
 
-from .format import fmt_us, plain
-from .line_table import LineTable, Lines, format_rows
+from tracetui.ui.format import fmt_us, plain
+from tracetui.ui.line_table import LineTable, Lines, format_rows
 
 AXIS_W = 10
 """Columns of the plot's left axis (the byte labels)."""

@@ -16,7 +16,7 @@ from tracetui.model.trace import Trace
 
 from tracetui.model.names import shorten_cpp
 
-from .format import plain
+from tracetui.ui.format import plain
 
 KERNEL_COLUMNS = ("share %", "total µs", "count", "mean µs", "kind", "name")
 KERNEL_SORTS = ("total µs", "count", "mean µs", "name")

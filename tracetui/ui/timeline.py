@@ -19,7 +19,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import DataTable
 
-from tracetui.model.events import GPU_KINDS, K
+from tracetui.read.events import GPU_KINDS, K
 from tracetui.model.lanes import Lane, build_lanes, extent, fmt_time, range_summary, ticks
 from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace

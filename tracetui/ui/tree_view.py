@@ -10,12 +10,12 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from tracetui.model.events import K
+from tracetui.read.events import K
 from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
 
-from .format import KIND_STYLE, fmt_us, plain
-from .tree_lines import FastTreeLines
+from tracetui.ui.format import KIND_STYLE, fmt_us, plain
+from tracetui.ui.tree_lines import FastTreeLines
 
 CHILD_CAP = 200
 """Children added per expansion; the rest wait behind a '… N more' row (memray-style)."""

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from ..atomic import write_all
-from .models import Workload
+from tracetui.atomic import write_all
+from tracetui.workloads.models import Workload
 
 PROVENANCE_KEY = "tracetui"
 """Top-level trace key holding how the trace was made (workload, impl, sizes, versions, device)."""

@@ -1,0 +1,74 @@
+"""The fork helper hands back exactly what the child computed, or None."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from tracetui.read import forked
+
+from tests.conftest import reaped
+
+pytestmark = pytest.mark.skipif(not forked.available(), reason="needs fork and two cores")
+
+
+def _value():
+    return {"a": np.arange(3_000_000, dtype=np.int64), "names": [f"k{i}" for i in range(50_000)]}
+
+
+def test_a_large_value_arrives_intact():
+    p = forked.spawn(_value)  # ~24 MB pickled: many pipe buffers' worth
+    got = p.result()
+    want = _value()
+    assert np.array_equal(got["a"], want["a"]) and got["names"] == want["names"]
+    assert reaped(p.pid)
+
+
+def test_a_failing_or_cancelled_child_gives_none():
+    def fails():
+        raise RuntimeError("no")
+
+    p = forked.spawn(fails)
+    assert p.result() is None and reaped(p.pid)
+    p = forked.spawn(lambda: __import__("time").sleep(30))
+    p.cancel()
+    assert reaped(p.pid) and p.result() is None
+
+
+def test_beside_runs_both_and_retries_a_failed_child_here():
+    calls = []
+
+    def child():
+        if os.getpid() != parent:
+            raise MemoryError
+        calls.append("here")
+        return 1
+
+    parent = os.getpid()
+    assert forked.beside(child, lambda: 2) == (1, 2) and calls == ["here"]
+    assert forked.beside(child, lambda: 2, retry=False) == (None, 2)
+
+
+def test_serial_is_per_thread():
+    """A one-worker map in one thread (``serial()``) leaves another thread's loads free to fork."""
+    import threading
+    from tracetui.read import forked
+    if not forked.available():
+        pytest.skip("no fork-based parallelism here")
+    inside, seen = threading.Event(), []
+    release = threading.Event()
+
+    def one_worker_map():
+        with forked.serial():
+            seen.append(forked.available())
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=one_worker_map)
+    t.start()
+    inside.wait(5)
+    seen.append(forked.available())
+    release.set()
+    t.join()
+    assert seen == [False, True] and forked.available()

@@ -1,0 +1,154 @@
+"""`tracetui record -- python train.py`: an unedited CPU training script recorded, checked from the
+raw JSON; one file per rank under torchrun (gloo); a failing script leaves a valid trace."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+TRAIN = '''
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 16), torch.randn(8, 4)
+fail_at = int(sys.argv[1]) if len(sys.argv) > 1 else -1
+for i in range(8):
+    if i == fail_at:
+        raise RuntimeError(f"boom at iteration {i}")
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+print("trained", sys.argv[1:])
+'''
+
+DDP = '''
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(5):
+    opt.zero_grad()
+    model(torch.randn(8, 16)).sum().backward()
+    opt.step()
+dist.destroy_process_group()
+'''
+
+
+def record(tmp_path: Path, *program: str, opts=()) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "tracetui", "record", "-o", str(out), *opts, "--", *program],
+                       capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return r, out
+
+
+def events(path: Path) -> tuple[list[dict], dict]:
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    return doc["traceEvents"], doc
+
+
+def inside(evs: list[dict], outer: dict) -> list[dict]:
+    """Events on the outer event's thread within its interval (what the step ran)."""
+    lo, hi = outer["ts"], outer["ts"] + outer["dur"]
+    return [e for e in evs if e.get("ph") == "X" and e.get("tid") == outer["tid"] and lo <= e["ts"] <= hi and e is not outer]
+
+
+def steps_of(evs: list[dict]) -> list[dict]:
+    return sorted((e for e in evs if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")),
+                  key=lambda e: e["ts"])
+
+
+def test_records_an_unedited_training_script(tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    r, out = record(tmp_path, sys.executable, "train.py", "-1", opts=("--stack",))
+    assert r.returncode == 0, r.stderr
+    assert "trained ['-1']" in r.stdout  # its own argv, its own output
+    files = list(out.glob("*.pt.trace.json.gz"))
+    assert [f.name for f in files] == [f"{socket.gethostname()}.rank0.pt.trace.json.gz"]
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary left behind
+    evs, doc = events(files[0])
+    # schedule wait 1, warmup 1, active 3 over 8 optimizer steps: iterations 2, 3, 4 are recorded
+    steps = steps_of(evs)
+    assert [s["name"] for s in steps] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    for s in steps:  # each step: one forward (two Linear -> addmm), one backward, one SGD step
+        names = Counter(e["name"] for e in inside(evs, s))
+        assert names["aten::addmm"] == 2 and names["Optimizer.step#SGD.step"] == 1
+        assert names["aten::mse_loss"] == 1 and names["aten::zero_"] + names["Optimizer.zero_grad#SGD.zero_grad"] >= 1
+    prov = doc["tracetui"]
+    assert prov["recorder"] == "record" and prov["torch"] == torch.__version__
+    assert prov["rank"] == 0 and prov["world_size"] == 1 and prov["step_marker"] == "optimizer"
+    assert prov["with_stack"] and any(e.get("cat") == "python_function" for e in evs)
+    from tracetui.model import load_trace
+    rule = load_trace(files[0]).self_time  # the recorded version picks torch's self-time rule
+    assert rule.reason == f"recorded torch version {torch.__version__}"
+    # afterwards: the summary of what was written, which reads the same steps
+    assert "3 step(s)" in r.stdout and "recorded by tracetui record" in r.stdout
+
+
+def test_a_failing_script_leaves_a_valid_trace_and_its_exit_code(tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    r, out = record(tmp_path, sys.executable, "train.py", "4", opts=("--steps", "Optimizer.step"))
+    plain = subprocess.run([sys.executable, "-c", "raise RuntimeError('x')"], capture_output=True)
+    assert r.returncode == plain.returncode == 1
+    assert "RuntimeError: boom at iteration 4" in r.stderr and "record_boot" not in r.stderr
+    (f,) = out.glob("*.pt.trace.json.gz")
+    evs, doc = events(f)  # valid gzip, valid JSON
+    # --steps Optimizer.step: a step ends where the SGD step's record_function ends; iteration 4
+    # raised before its optimizer step, so #2 and #3 are whole and #4 holds what ran of it
+    steps = steps_of(evs)
+    assert [s["name"] for s in steps][:2] == ["ProfilerStep#2", "ProfilerStep#3"]
+    for s in steps[:2]:
+        assert Counter(e["name"] for e in inside(evs, s))["Optimizer.step#SGD.step"] == 1
+    assert doc["tracetui"]["step_marker"] == "record_function:Optimizer.step"
+    from tracetui.model import load_trace
+    assert load_trace(f).n_steps == len(steps)
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists(),
+                    reason="torchrun not installed")
+def test_torchrun_gloo_writes_one_trace_per_rank(tmp_path):
+    (tmp_path / "ddp.py").write_text(DDP)
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    r, out = record(tmp_path, torchrun, "--standalone", "--nproc_per_node", "2", "ddp.py")
+    assert r.returncode == 0, r.stderr[-3000:]
+    files = sorted(out.glob("*.pt.trace.json.gz"))
+    host = socket.gethostname()
+    assert [f.name for f in files] == [f"{host}.rank0.pt.trace.json.gz", f"{host}.rank1.pt.trace.json.gz"]
+    for rank, f in enumerate(files):
+        evs, doc = events(f)
+        assert doc["tracetui"]["rank"] == rank and doc["tracetui"]["world_size"] == 2
+        assert doc.get("distributedInfo", {}).get("rank", rank) == rank
+        assert [s["name"] for s in steps_of(evs)] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+        assert any("allreduce" in str(e.get("name", "")).lower() for e in evs)  # DDP's gradient sync was recorded
+
+
+def test_program_forms_and_errors(capsys):
+    """What record runs for each accepted form; anything else is one line and exit 2."""
+    from tracetui.cli.main import CliError, main
+    from tracetui.record.launcher import build_command, split_argv
+    from tracetui.record.boot import BOOT
+    assert split_argv(["record", "-o", "d", "--stack", "python", "t.py", "-o", "x"]) == \
+        (["record", "-o", "d", "--stack"], ["python", "t.py", "-o", "x"])  # the program's own -o stays its own
+    assert build_command(["python3", "-u", "-X", "dev", "-m", "pkg.train", "--lr", "1"], CliError) == \
+        (["python3", "-u", "-X", "dev", "-c", BOOT, "module", "pkg.train", "--lr", "1"], "python")
+    assert build_command(["train.py", "a"], CliError)[0] == [sys.executable, "-c", BOOT, "script", "train.py", "a"]
+    cmd, kind = build_command(["torchrun", "--nproc_per_node", "2", "-m", "pkg.train", "--x", "1"], CliError)
+    assert kind == "torchrun" and cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert cmd[3:] == ["--nproc_per_node", "2", "--no-python", sys.executable, "-c", BOOT, "module", "pkg.train", "--x", "1"]
+    for argv, says in ((["record"], "name the program"), (["record", "--", "ls", "-l"], "not a Python program"),
+                       (["record", "--", "python", "-c", "print(1)"], "-c"),
+                       (["record", "--steps", "(", "--", "python", "t.py"], "regular expression")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("tracetui: error: record: ") and says in err and err.count("\n") == 1, err

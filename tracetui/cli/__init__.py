@@ -1,0 +1,1 @@
+"""Argument parsing and dispatch for the `tracetui` command."""

@@ -1,0 +1,1 @@
+"""`tracetui mcp`: the MCP server (server.py) and its bounded tools (tools.py)."""

@@ -1,0 +1,1 @@
+"""Stage 1: bytes on disk -> one columnar event store (input, caps, decode, repair, times, events)."""

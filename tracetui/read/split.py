@@ -1,0 +1,357 @@
+"""Decode and index a large trace on two cores: the second half of ``traceEvents`` in a forked child.
+
+Decoding and indexing are per-event Python work that holds the GIL, so threads cannot share it;
+a forked child can, and it sees the file's bytes without a copy. This is only an optimisation:
+anything unexpected (no fork, a file that is not valid JSON, a split that lands inside a value,
+a child that fails or hangs) returns None and the caller takes the one-process path, which is
+also the one that repairs broken files. The result is the same store the one-process path builds.
+"""
+from __future__ import annotations
+
+import re
+import time
+from itertools import pairwise
+from typing import Callable
+
+import msgspec
+
+from tracetui.read import forked
+from tracetui.read.events import EventStore, build_store, concat_stores
+from tracetui.read.load import (
+    LENIENT_NOTE,
+    Document,
+    Event,
+    LenientEvent,
+    LenientTextTimesEvent,
+    RawTimes,
+    TextTimesEvent,
+    first_byte,
+    text_times,
+)
+
+MIN_BYTES = 16 << 20
+"""Below this the fork costs more than it saves (measured ~60 ms on 61 MB, when a full envelope pass preceded it)."""
+
+
+class _Envelope(msgspec.Struct):
+    """The document with traceEvents left undecoded: validates the whole file and locates the array."""
+    traceEvents: msgspec.Raw
+    deviceProperties: object = None  # as load.Document: any value, load.clean_meta sorts it out
+    distributedInfo: object = None
+    tracetui: object = None
+    schemaVersion: object = None
+    baseTimeNanoseconds: object = None
+    host_name: object = None
+
+
+_envelope = msgspec.json.Decoder(_Envelope)
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_lists = (msgspec.json.Decoder(list[Event]), msgspec.json.Decoder(list[LenientEvent]))
+_times = msgspec.json.Decoder(list[RawTimes], float_hook=str)  # as load.raw_times
+_SEP = re.compile(rb"\}\s*,")
+TIMES: dict = {}
+"""Stage times of the last split load, both processes, and the helper's private memory (for benchmarks)."""
+
+
+def private_mb() -> float:
+    """This process's memory not shared with others (its copy-on-write pages included); -1
+    where /proc cannot say."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            kb = sum(int(line.split()[1]) for line in f if line.startswith(("Private_Clean", "Private_Dirty")))
+    except (OSError, ValueError, IndexError):
+        return -1.0
+    return kb / 1024
+
+
+def enabled(data: bytes, min_bytes: int | None = None) -> bool:
+    return len(data) >= (MIN_BYTES if min_bytes is None else min_bytes) and forked.available()
+
+
+_text_lists = (msgspec.json.Decoder(list[TextTimesEvent], float_hook=str),
+               msgspec.json.Decoder(list[LenientTextTimesEvent], float_hook=str))
+
+
+def _decode_list(buf, text: bool = False) -> tuple[list, bool]:
+    """A JSON array of events: strict schema first, then the lenient one (like load._decode_fast);
+    with ``text``, fractional times stay text (load.text_times)."""
+    lists = _text_lists if text else _lists
+    try:
+        return lists[0].decode(buf), False
+    except msgspec.ValidationError:
+        return lists[1].decode(buf), True
+
+
+def _split_point(arr: memoryview, tries: int = 64, at: float = 0.5, pos: int | None = None,
+                 end: int | None = None) -> int | None:
+    """A comma near ``at`` (a fraction of the array; or from byte ``pos``, before byte ``end``)
+    that looks like it separates two events (the next one decodes as one).
+
+    Only a guess: the decodes of the pieces on both sides are what prove the comma is between events.
+    """
+    pos = int(len(arr) * at) if pos is None else pos
+    stop = len(arr) - 1 if end is None else end
+    for _ in range(tries):
+        m = _SEP.search(arr, pos, stop)
+        if m is None:
+            return None
+        c = m.end() - 1
+        n = _SEP.search(arr, c + 1)
+        nxt = n.start() + 1 if n else len(arr) - 1
+        try:
+            evs = _lists[1].decode(b"[" + bytes(arr[c + 1:nxt]) + b"]")
+            if evs and evs[0].ph:
+                return c
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            pass
+        pos = c + 1
+    return None
+
+
+def _cuts(arr: memoryview, lo: int, hi: int) -> list[int]:
+    """Event-separating commas that split ``arr[lo..hi]`` (its ends: a bracket or a comma) into
+    pieces of about PIECE_BYTES; fewer, larger pieces where no comma qualifies."""
+    n = min(MAX_PIECES, max(1, round((hi - lo) / PIECE_BYTES)))
+    cuts = [lo]
+    for i in range(1, n):
+        c = _split_point(arr, pos=max(lo + (hi - lo) * i // n, cuts[-1] + 1), end=hi)
+        if c is not None and cuts[-1] < c < hi:
+            cuts.append(c)
+    cuts.append(hi)
+    return cuts
+
+
+def _quick_envelope(data: bytes, tries: int = 16, brackets: int = 4096) -> tuple[_Envelope, memoryview, int] | None:
+    """The document's other keys and its traceEvents array, without scanning the array (~1.5 s/GB).
+
+    The head before the array and the tail after its closing bracket (a ``]`` right after an
+    event's ``}``) are decoded as one document with an empty traceEvents. That places the array
+    only together with the two halves' decodes, which must then succeed: a bracket guessed
+    wrong (a list of objects in the tail) makes the second half fail, and the caller retries
+    with the full pass.
+    """
+    m = _EVENTS_KEY.search(data)
+    if m is None:
+        return None
+    a = m.end() - 1  # the array's opening bracket
+    end = len(data)
+    for _ in range(brackets):
+        p = data.rfind(b"]", a, end)
+        if p < 0:
+            return None
+        end = p
+        q = p - 1
+        while q > 0 and data[q] in b" \t\r\n":
+            q -= 1
+        if data[q] not in b"}[":
+            continue
+        try:
+            env = _envelope.decode(data[:a] + b"[]" + data[p + 1:])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            tries -= 1
+            if not tries:
+                return None
+            continue
+        return (env, memoryview(data)[a:p + 1], a) if bytes(env.traceEvents) == b"[]" else None
+    return None
+
+
+def _full_envelope(data: bytes) -> tuple[_Envelope, memoryview, None] | None:
+    """The same by decoding the whole document once: proves where the array is, at full cost."""
+    try:
+        env = _envelope.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return env, memoryview(env.traceEvents), None  # the array's offset in data is not known
+
+
+def decode_index(data: bytes, min_bytes: int | None = None,
+                 progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
+    """(document without its events, the full event store, needed the lenient schema) or None.
+
+    ``progress(fraction)`` is called after each piece of this process's part (it may raise to
+    stop the load: the helper is then killed)."""
+    if not enabled(data, min_bytes) or first_byte(data) != b"{":
+        return None
+    try:
+        found = _quick_envelope(data)
+        got = _decode_halves(data, *found, progress) if found else None
+        if got is None:
+            found = _full_envelope(data)
+            got = _decode_halves(data, *found, progress) if found else None
+    except RecursionError:  # nested too deep: the one-process path says so
+        return None
+    return got
+
+
+def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview, base: int | None,
+                   progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
+    """Fork; each process decodes and indexes one half of ``arr`` (the traceEvents array)."""
+    c = _split_point(arr)
+    if c is None:
+        return None
+    first, second = _parts(data, arr, base, c)
+    t0 = time.perf_counter()
+    try:
+        got, mine = forked.beside(second, lambda: first(progress), retry=False)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # a split inside a value, or a broken file: the one-process path decides
+    return _joined(env, mine, got, t0)
+
+
+PIECE_BYTES = 8 << 20
+MAX_PIECES = 16
+"""Each process decodes its part in pieces of about PIECE_BYTES (at most MAX_PIECES of them)
+and indexes each one before decoding the next, so only one piece's decoded events are alive
+at a time. 270k-event replica (61 MB): the pair's peak 335 -> 216 MB at the same speed. On 1 GB
+(decode_index, two A/Bs of 2 rounds): whole parts 8.75-9.30 s and 1,415 MB private in the
+helper; 60 pieces of 8 MB 10.2-10.9 s and 180 MB; 15 of 32 MB 9.07-9.48 s and 249 MB; the cap of
+16 (~31 MB each) 8.90-8.94 s."""
+
+
+def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -> tuple[Callable, Callable]:
+    """(first, second): decode and index the events before / after the comma at ``arr[c]``.
+
+    Each piece of a part needs brackets at its two ends (the array's own, or commas between
+    events). When ``data`` is a bytearray and ``base`` is where ``arr`` starts in it, those
+    bytes are swapped in place and put back (in a child the writes stay in its own
+    copy-on-write pages), else the piece is copied out.
+    """
+    in_place = base is not None and isinstance(data, bytearray)
+    text = text_times(data)
+    events_of = lambda buf: _decode_list(buf, text)  # noqa: E731
+
+    def piece(x: int, y: int, decode: Callable = events_of):
+        if in_place:
+            ox, oy = data[base + x], data[base + y]
+            data[base + x], data[base + y] = 0x5B, 0x5D  # "[" and "]"
+            try:
+                return decode(arr[x:y + 1])
+            finally:  # the buffer is the lazy args pass's source: it must be the file again
+                data[base + x], data[base + y] = ox, oy
+        buf = bytearray(arr[x:y + 1])
+        buf[0], buf[-1] = 0x5B, 0x5D
+        return decode(buf)
+
+    def part(lo: int, hi: int, child: bool, progress=None) -> tuple[EventStore, int, bool, dict]:
+        stores, offsets, n, lenient = [], [], 0, False
+        t_dec = t_idx = 0.0
+        peak = -1.0
+        cuts = _cuts(arr, lo, hi)
+        for x, y in pairwise(cuts):
+            t0 = time.perf_counter()
+            events, lax = piece(x, y)
+            t1 = time.perf_counter()
+            stores.append(build_store(events, raw_times=lambda: piece(x, y, _times.decode)))
+            t_dec, t_idx = t_dec + t1 - t0, t_idx + time.perf_counter() - t1
+            offsets.append(n)
+            n += len(events)
+            lenient |= lax
+            if child:  # the most it holds: this piece's events and every store so far
+                peak = max(peak, private_mb())
+            del events
+            if progress is not None:
+                progress(len(stores) / (len(cuts) - 1))
+        store = concat_stores(stores, offsets)
+        who = "child" if child else "parent"
+        times = {f"{who} decode": t_dec, f"{who} index": t_idx, f"{who} pieces": len(stores)}
+        if child:
+            times["child private MB"] = peak
+        return store, n, lenient, times
+
+    def second() -> tuple:
+        store, _, lenient, times = part(c, len(arr) - 1, child=True)
+        return store, lenient, times
+
+    def first(progress=None) -> tuple:
+        store, n, lenient, times = part(0, c, child=False, progress=progress)
+        store.source = data
+        return store, n, lenient, times
+
+    return first, second
+
+
+def _joined(env: _Envelope, mine: tuple, got: tuple | None, t0: float) -> tuple[Document, EventStore, bool] | None:
+    """The document and whole store from the two parts' results; None when the child gave none."""
+    if got is None:
+        return None  # no fork, or the child failed: the one-process path, as for any surprise
+    store1, offset, lenient1, parent_t = mine
+    store2, lenient2, child_t = got
+    TIMES.clear()
+    TIMES.update({**parent_t, **child_t, "both": time.perf_counter() - t0})
+    doc = Document(traceEvents=[], deviceProperties=env.deviceProperties, distributedInfo=env.distributedInfo,
+                   tracetui=env.tracetui, schemaVersion=env.schemaVersion,
+                   baseTimeNanoseconds=env.baseTimeNanoseconds, host_name=env.host_name)
+    return doc, concat_stores([store1, store2], [0, offset]), lenient1 or lenient2
+
+
+EARLY_HEAD_BYTES = 32 << 20
+"""How much of a file the child of an early start decodes while this process starts the UI.
+
+Both sides scale with the machine's speed: importing Textual and mounting the app took about as
+long as decoding and indexing ~31 MB of trace (0.55 s against 17.5 ns/byte, 2-core VM). Tried
+around it (first_screen_pty, 9 interleaved rounds on 61 MB): 24 MB 1.70 s, 32 MB 1.65-1.66 s,
+44 MB 1.71 s.
+"""
+
+
+class Early:
+    """The tail of a large trace's events, decoding in a forked child since the CLI started.
+
+    The child gets the larger share, sized so both sides finish together although this process
+    only starts its part once the UI is up. ``finish()`` decodes the head here and joins the
+    two; None from it (or any surprise) means: take the usual path, which proves or repairs.
+    """
+
+    def __init__(self, data, env: _Envelope, first: Callable, pending: forked.Pending, share: float,
+                 path=None, report=None):
+        self.data, self.env, self.first, self.pending, self.share = data, env, first, pending, share
+        self.path, self.report = path, report  # the file ``data`` was read from, and how
+        self.started = time.perf_counter()
+
+    def bytes(self) -> tuple:
+        """The file's contents as read by the caller, and its LoadReport."""
+        return self.data, self.report
+
+    def finish(self, progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
+        try:
+            mine = self.first(progress)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            self.cancel()
+            return None
+        got = self.pending.result()
+        out = _joined(self.env, mine, got, self.started)
+        if out is not None:
+            TIMES["child share"] = self.share
+        return out
+
+    def cancel(self) -> None:
+        self.pending.cancel()
+
+
+def early_share(n_bytes: int, head_bytes: int = EARLY_HEAD_BYTES) -> float:
+    """The child's fraction of the events: both finish together when this process starts its
+    part ``head_bytes`` of decoding later (capped at 0.8, so this process always has a part)."""
+    return min(0.8, (1 + head_bytes / max(n_bytes, 1)) / 2)
+
+
+def start(data: bytes | bytearray, path=None, report=None, head_bytes: int = EARLY_HEAD_BYTES) -> Early | None:
+    """Fork a child that decodes and indexes the tail of ``data`` (read from ``path``, as
+    ``report`` says) now; None where the file is too small, not a plain document, or fork is
+    unavailable."""
+    if not enabled(data) or first_byte(data) != b"{":
+        return None
+    try:
+        found = _quick_envelope(data)
+    except RecursionError:
+        return None
+    if found is None:
+        return None
+    env, arr, base = found
+    share = early_share(len(arr), head_bytes)
+    c = _split_point(arr, at=1 - share)
+    if c is None:
+        return None
+    first, second = _parts(data, arr, base, c)
+    pending = forked.spawn(second)
+    return Early(data, env, first, pending, share, path, report) if pending is not None else None

@@ -1,0 +1,1 @@
+"""Text / JSON / CSV / Markdown renderings of model, compare and jobs results. No Textual here."""
