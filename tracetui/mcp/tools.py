@@ -160,7 +160,10 @@ def confined_inputs(items) -> list[Path]:
     for item in items:
         s = str(item)
         cut = min((s.index(c) for c in GLOB_CHARS if c in s), default=None)
-        confine(s if cut is None else (os.path.dirname(s[:cut]) or "."))
+        try:
+            confine(s if cut is None else (os.path.dirname(s[:cut]) or "."))
+        except ToolInputError:
+            raise ToolInputError(f"{s}: {OUTSIDE}") from None
         try:
             found = expand_inputs([s])
         except TraceError as e:
