@@ -215,8 +215,14 @@ def test_ancestors_walk_is_bounded_by_the_tree():
     """The walk itself, on a parent array that loops (3 -> 1 -> 2 -> 3): it ends, each node once."""
     from types import SimpleNamespace
 
-    import numpy as np
-    parent = np.array([-1, 2, 3, 1])
+    class Parent(list):  # fails instead of hanging when the walk does not end
+        reads = 0
+
+        def __getitem__(self, i):
+            Parent.reads += 1
+            assert Parent.reads < 100, "the walk did not end"
+            return list.__getitem__(self, i)
+    parent = Parent([-1, 2, 3, 1])
     t = SimpleNamespace(tree=SimpleNamespace(parent=parent), name=lambda i: f"n{i}")
     assert [p["id"] for p in mcp_tools._ancestors(t, 3)] == [2, 1, 3]
     assert [p["id"] for p in mcp_tools._ancestors(t, 0)] == [0]
