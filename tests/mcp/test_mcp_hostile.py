@@ -56,10 +56,10 @@ class Wire:
         assert r["id"] == id_, r
         return r["result"]
 
-    def peak_rss(self) -> int:
-        """The server's peak resident memory so far (bytes, from /proc)."""
+    def peak_rss(self, field: str = "VmHWM") -> int:
+        """The server's peak (or, with VmRSS, current) resident memory, in bytes, from /proc."""
         for line in Path(f"/proc/{self.p.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) << 10
         return 0
 
@@ -183,6 +183,24 @@ def test_the_command_line_sets_root_and_limit(tmp_path):
         text = r["content"][0]["text"]
         assert r["isError"] and f"over the {SERVER_MAX_BYTES:,}-byte limit" in text, text
         assert w.peak_rss() < 600 << 20, w.peak_rss()
+    finally:
+        w.close()
+
+
+def test_refused_loads_do_not_pile_up_in_memory(tmp_path):
+    """A refused gzip bomb kept its half-gunzipped buffer alive through the chained exception:
+    each call left about the load limit resident (measured: +530 MB a call at 512M). Now the
+    server returns to where it was."""
+    import gzip
+    (tmp_path / "bomb.json.gz").write_bytes(gzip.compress(b" " * (1 << 20)) * 256)  # 256 MiB of blanks
+    w = Wire("--max-bytes", "64M", cwd=tmp_path)
+    try:
+        first = w.call(2, "open_trace", path="bomb.json.gz")
+        assert first["isError"] and "limit" in first["content"][0]["text"]
+        settled = w.peak_rss("VmRSS")
+        for i in range(3, 9):
+            assert w.call(i, "summary", path="bomb.json.gz")["isError"]
+        assert w.peak_rss("VmRSS") < settled + (48 << 20), (settled, w.peak_rss("VmRSS"))
     finally:
         w.close()
 
