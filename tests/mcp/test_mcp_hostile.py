@@ -244,3 +244,10 @@ def test_ancestors_walk_is_bounded_by_the_tree():
     t = SimpleNamespace(tree=SimpleNamespace(parent=parent), name=lambda i: f"n{i}")
     assert [p["id"] for p in mcp_tools._ancestors(t, 3)] == [2, 1, 3]
     assert [p["id"] for p in mcp_tools._ancestors(t, 0)] == [0]
+
+
+def test_the_corpus_through_the_server_under_3g():
+    """Every corpus case (tests/corpus.py), every tool, one server under prlimit --as=3G:
+    answered within 10 s each, no internal error, the server never down."""
+    from tests.mcp.corpus_mcp import run
+    assert run() == 0
