@@ -87,7 +87,7 @@ class Server:
             self.p.kill()
 
 
-def run(out: Path | None = None) -> int:
+def run(out: Path | None = None, call_seconds: float = CALL_SECONDS) -> int:
     from tests.corpus import all_cases
     failures, rows = [], []
     with tempfile.TemporaryDirectory() as d:
@@ -106,10 +106,10 @@ def run(out: Path | None = None) -> int:
             for tool, extra in CALLS:
                 t0 = time.monotonic()
                 r = server.request("tools/call", {"name": tool, "arguments": {"path": str(paths[c.name]), **extra}},
-                                   timeout=CALL_SECONDS)
+                                   timeout=call_seconds)
                 slowest = max(slowest, time.monotonic() - t0)
                 if r is None:
-                    failures.append(f"{c.name}: {tool}: no answer within {CALL_SECONDS} s"
+                    failures.append(f"{c.name}: {tool}: no answer within {call_seconds} s"
                                     + (" (the server died)" if server.p.poll() is not None else ""))
                     if server.p.poll() is not None:
                         server = Server(root)
