@@ -120,6 +120,8 @@ def test_every_tool_error_carries_its_message(tmp_path, monkeypatch):
                     continue
                 assert r.is_error and says in text, (tool, text)
                 assert text != f"Error executing tool {tool}"
+            r = await client.call_tool("tree", {"path": a, "filter": "x" * 100_000})  # echoed, but cut
+            assert not r.is_error and len(r.content[0].text) <= mcp_tools.MAX_CHARS
     asyncio.run(run())
 
 

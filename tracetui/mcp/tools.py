@@ -65,7 +65,7 @@ def page(items: list, offset: int = 0, limit: int = 50, head: dict | None = None
     if offset > total:
         raise ToolInputError(f"offset {offset} is past the end: the list has {total} item(s)")
     limit = max(1, min(int(limit), MAX_LIMIT))
-    head = dict(head or {})
+    head = _fit(dict(head or {}), MAX_CHARS // 3)  # echoed arguments (a 100k-character filter) cut too
     n = min(limit, max(0, total - offset))
     while True:
         chunk = items[offset:offset + n]

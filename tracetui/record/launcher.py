@@ -169,7 +169,10 @@ def run_record(args, CliError) -> int:
     print(f"[tracetui record] {len(written)} trace(s) in {out} (program exit code {rc}):", file=sys.stderr)
     for p in written:
         print(f"  {p.name}", file=sys.stderr)
-    _afterwards(written[0], args)
+    try:
+        _afterwards(written[0], args)
+    except Exception as e:  # noqa: BLE001 - the summary is extra: the program's exit code stands
+        print(f"[tracetui record] cannot show {written[0].name}: {(str(e).splitlines() or [''])[0]}", file=sys.stderr)
     return rc
 
 
