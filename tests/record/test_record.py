@@ -259,3 +259,46 @@ def test_a_program_that_never_started_is_told_from_one_that_took_no_step(tmp_pat
     r, _ = record(tmp_path, sys.executable, "nostep.py")
     assert r.returncode == 0 and "ran" in r.stdout
     assert "nothing recorded: no optimizer step was taken" in r.stderr
+
+
+COUNTER = '''
+import os, signal, sys, time
+got = []
+signal.signal(signal.SIGINT, lambda s, f: got.append(s))
+open("pid", "w").write(str(os.getpid()))
+deadline = time.monotonic() + 60
+while not got and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(1.5)  # a second SIGINT (one forwarded on top of the terminal's) would land here
+print(f"SIGINT x{len(got)}", flush=True)
+sys.exit(42)
+'''
+
+
+def test_ctrl_c_in_a_terminal_reaches_the_program_once(tmp_path):
+    """A terminal's Ctrl-C goes to the whole foreground group, the program included: record must
+    not forward it a second time (only a SIGINT sent to record's PID alone is passed on)."""
+    import pty
+    import time
+    (tmp_path / "counter.py").write_text(COUNTER)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: tracetui record in the pty's foreground group
+        os.chdir(tmp_path)
+        os.execv(sys.executable, [sys.executable, "-m", "tracetui", "record", "-o", "out", "--",
+                                  sys.executable, "counter.py"])
+    deadline = time.monotonic() + 120
+    while not ((tmp_path / "pid").exists() and (tmp_path / "pid").read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.write(fd, b"\x03")  # Ctrl-C, as typed
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the pty's other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 42, out.decode(errors="replace")[-2000:]
+    assert b"SIGINT x1" in out, out.decode(errors="replace")[-2000:]
