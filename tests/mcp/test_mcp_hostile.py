@@ -254,3 +254,14 @@ def test_the_corpus_through_the_server_under_3g():
     measured by `python tests/mcp/corpus_mcp.py`), no internal error, the server never down."""
     from tests.mcp.corpus_mcp import run
     assert run(call_seconds=60) == 0
+
+
+def test_bad_server_options_are_one_line(capsys, tmp_path):
+    """A --max-bytes that is no size (silently the machine-sized default before) or a --root that
+    is no folder: exit 2 with one line, the server never started."""
+    from tracetui.cli.main import main
+    for argv, says in ((["mcp", "--max-bytes", "abc"], "--max-bytes"), (["mcp", "--max-bytes", "0"], "--max-bytes"),
+                       (["mcp", "--root", str(tmp_path / "missing")], "not a folder")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("tracetui: error: mcp: ") and says in err and err.count("\n") == 1, err

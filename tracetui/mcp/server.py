@@ -108,8 +108,12 @@ def server_roots(args) -> list[str]:
 def _set_max_bytes(args, CliError) -> None:
     """The loader's limit for this server: --max-bytes, else TRACETUI_MAX_BYTES, else SERVER_MAX_BYTES."""
     from tracetui.read.load import MAX_BYTES_ENV, max_bytes
+    import re
     given = getattr(args, "max_bytes", None)
     if given is not None:
+        if not re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*[KMGT]?(i?B)?\s*", str(given), re.IGNORECASE) or not float(
+                re.sub(r"[^0-9.]", "", str(given)) or 0) > 0:
+            raise CliError(f"mcp: --max-bytes {given!r}: give a size such as 512M or 2G")
         os.environ[MAX_BYTES_ENV] = str(given)
     elif not os.environ.get(MAX_BYTES_ENV, "").strip():
         os.environ[MAX_BYTES_ENV] = str(SERVER_MAX_BYTES)
