@@ -256,10 +256,11 @@ def test_the_corpus_through_the_server_under_3g():
     assert run(call_seconds=60) == 0
 
 
-def test_bad_server_options_are_one_line(capsys, tmp_path):
+def test_bad_server_options_are_one_line(capsys, tmp_path, monkeypatch):
     """A --max-bytes that is no size (silently the machine-sized default before) or a --root that
     is no folder: exit 2 with one line, the server never started."""
     from tracetui.cli.main import main
+    monkeypatch.delenv("TRACETUI_MAX_BYTES", raising=False)  # restored afterwards, whatever main sets
     for argv, says in ((["mcp", "--max-bytes", "abc"], "--max-bytes"), (["mcp", "--max-bytes", "0"], "--max-bytes"),
                        (["mcp", "--root", str(tmp_path / "missing")], "not a folder")):
         assert main(argv) == 2

@@ -125,10 +125,10 @@ def _set_max_bytes(args, CliError) -> None:
 
 def serve(args, CliError) -> int:
     """Run the server on stdin/stdout until the client closes it."""
-    _set_max_bytes(args, CliError)
     for r in getattr(args, "root", None) or []:
         if not os.path.isdir(r):
             raise CliError(f"mcp: --root {r}: not a folder")
+    _set_max_bytes(args, CliError)  # sets TRACETUI_MAX_BYTES for this process: last, once all is checked
     try:
         server = build_server(getattr(args, "max_chars", None), server_roots(args))
     except ImportError:
