@@ -9,7 +9,9 @@ from decimal import Decimal
 
 import numpy as np
 
-from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.app import TraceApp
+
+from tracetui.ui.explorer import ExplorerScreen
 from tracetui.ui.detail_pane import DetailPane
 from tracetui.ui.memory_view import braille_plot
 

@@ -10,7 +10,8 @@ import pytest
 
 from tracetui.model import load_trace
 from tracetui.read.events import K
-from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.app import TraceApp
+from tracetui.ui.explorer import ExplorerScreen
 from tracetui.ui.timeline import HEAD_ROWS, RangeTable, Timeline
 
 from tests.ui.synth import MAIN, S_BWD, S_FWD, make

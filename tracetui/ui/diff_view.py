@@ -26,6 +26,7 @@ from tracetui.textsafe import visible
 
 from tracetui.ui.footer import StableFooter
 from tracetui.ui.idle_gc import release_frozen
+from tracetui.ui.navigate import OpenDiff, OpenTrace
 
 STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta"}
 STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕"}
@@ -358,11 +359,7 @@ class DiffScreen(Screen):
             return
         r = self.result.rows[self.row]
         item = r.a if side == "a" else r.b
-        from tracetui.ui.app import ExplorerScreen
-        screen = ExplorerScreen(self.a if side == "a" else self.b)
-        self.app.push_screen(screen)
-        if item is not None:
-            screen.call_after_refresh(screen.jump, item.node)
+        self.post_message(OpenTrace(self.a if side == "a" else self.b, item.node if item is not None else None))
 
 
 _DELTA_LINE = re.compile(r"^(  [ +\-]*[\d,]+\.\d  )(.*)$")
@@ -458,4 +455,4 @@ class LadderScreen(Screen):
         i = self.query_one("#ladder", DataTable).cursor_row
         i = max(i, 1)
         if i < len(self.traces):
-            self.app.push_screen(DiffScreen(self.traces[i - 1], self.traces[i]))
+            self.post_message(OpenDiff(self.traces[i - 1], self.traces[i]))

@@ -19,6 +19,7 @@ from tracetui.model import TraceError
 from tracetui.textsafe import visible
 
 from tracetui.ui.footer import StableFooter
+from tracetui.ui.navigate import OpenRank
 
 METRICS = (
     ("step_us", "step time µs", "the step's host interval on that rank"),
@@ -293,16 +294,7 @@ class JobScreen(Screen):
         if path is None or not Path(path).exists():
             self.app.notify(f"rank {r}: its trace file is not here", severity="error")
             return
-        from tracetui.ui.app import LoadingScreen
-
-        def done(traces) -> None:
-            self.app._loaded(traces)
-            screen = self.app.screen
-            step = next((s for s in traces[0].steps if traces[0].name(s) == n), None) if n else None
-            if step is not None:
-                self.app.call_after_refresh(screen.jump, step)
-
-        self.app.push_screen(LoadingScreen([Path(path)], done, load_opts=self.load_opts))
+        self.post_message(OpenRank(Path(path), n or None, self.load_opts))
 
     def system_commands(self):
         """For the command palette: (title, help, callback)."""
