@@ -24,6 +24,7 @@ from tracetui.model.lanes import Lane, build_lanes, extent, fmt_time, range_summ
 from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
 from tracetui.textsafe import visible
+from tracetui.ui.format import fit
 
 CLASS_COLOUR = {
     "gemm": "#d7005f", "conv": "#ff8700", "attention": "#af5fd7", "norm": "#d787d7",
@@ -577,13 +578,15 @@ NAME_W = 44
 """Names in the range table are cut to this many characters (the table fits 80 columns)."""
 
 
-def _cut(name: str) -> str:
-    return name if len(name) <= NAME_W else name[:NAME_W - 1] + "…"
+def _short(name: str) -> str:
+    """A name as the range table shows it: templates folded, head and tail kept (``fit``)."""
+    return fit(shorten_cpp(name), NAME_W)
 
 
-def range_rows(summary: dict, cut=_cut, fmt_time=fmt_time) -> list[tuple[str, str, str, str, str]]:
-    """The range summary as table rows: (what, name, count, time, % of the range); ``fmt_time``
-    writes a time in ns (the export writes µs as plain numbers)."""
+def range_rows(summary: dict, cut=_short, fmt_time=fmt_time) -> list[tuple[str, str, str, str, str]]:
+    """The range summary as table rows: (what, name, count, time, % of the range); ``cut`` writes
+    a kernel's or op's name (the export passes ``str``: names whole, as the trace has them),
+    ``fmt_time`` a time in ns (the export writes µs as plain numbers)."""
     win = max(summary["window_ns"], 1)
     rows = []
     for st in summary["streams"]:
@@ -593,7 +596,7 @@ def range_rows(summary: dict, cut=_cut, fmt_time=fmt_time) -> list[tuple[str, st
                      f"{100 * st['idle_ns'] / win:.1f}"))
     for what, key in (("kernel", "kernels"), ("op", "ops")):
         for k in summary[key]:
-            rows.append((what, cut(shorten_cpp(k["name"])), str(k["count"]), fmt_time(k["time_ns"]),
+            rows.append((what, cut(k["name"]), str(k["count"]), fmt_time(k["time_ns"]),
                          f"{100 * k['time_ns'] / win:.1f}"))
     rows.append(("launches", "launch calls started in the range", str(summary["launches"]),
                  fmt_time(summary["launch_ns"]), f"{100 * summary['launch_ns'] / win:.1f}"))
