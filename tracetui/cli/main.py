@@ -367,10 +367,14 @@ def _diff_report(paths: list, args) -> int:
     from tracetui.compare.ladder import ladder
     from tracetui.report.traces import print_ladder
     fmt = fmt_of(args)
-    if fmt not in ("text", "json"):
-        raise CliError(f"--format {fmt}: a ladder of three or more traces is written as text or json")
-    print_ladder(ladder(traces, top=top if top != 10 else 3), [Path(p).name.split(".")[0] for p in paths],
-                 as_json=fmt == "json")
+    ld = ladder(traces, top=top if top != 10 else 3)
+    names = [Path(p).name.split(".")[0] for p in paths]
+    if fmt in ("csv", "md"):  # rungs, steps, changes, cpu_changes (csv: rungs unless --table)
+        from tracetui.report.traces import emit_report, ladder_tables
+        emit_report(ld, fmt, table=getattr(args, "table", None), first="rungs", tables=ladder_tables(ld, names),
+                    title="tracetui diff (ladder)")
+        return 0
+    print_ladder(ld, names, as_json=fmt == "json")
     return 0
 
 
