@@ -353,3 +353,35 @@ def test_a_job_with_no_readable_rank_exits_2_with_its_line(tmp_path, capsys, mon
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rank-0.json: not JSON" in err and "no rank of the job could be read" in err
+
+
+def test_e_exports_the_heatmap_as_ranks_json_has_it(job_dir, job_json, tmp_path, monkeypatch):
+    """`e` did nothing on the job view (issue 36): it writes the heatmap, one row per rank and one
+    column per step, the metric shown (`m` moves to the next), numbers as `ranks --json` has them."""
+    import csv
+    monkeypatch.chdir(tmp_path)
+
+    async def run():
+        app = TraceApp([job_dir], job=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _ready(pilot)
+            s = app.screen
+            for key in ("step_us", "wait_us"):
+                while METRICS[s.metric][0] != key:
+                    await pilot.press("m")
+                s.last_export = None
+                await pilot.press("e")
+                for _ in range(200):
+                    if s.last_export is not None:
+                        break
+                    await pilot.pause(0.02)
+                rows = list(csv.reader(s.last_export.open(encoding="utf-8", newline="")))
+                steps = sorted({(r["step"], r["name"]) for r in job_json["steps"]})
+                assert rows[0] == ["rank"] + [f"{n} {METRICS[s.metric][1]}" for _, n in steps]
+                want = {(r["rank"], r["name"]): r.get(key) for r in job_json["steps"]}
+                assert [int(r[0]) for r in rows[1:]] == [p["rank"] for p in job_json["per_rank"]]
+                for r in rows[1:]:
+                    for (_, n), cell in zip(steps, r[1:]):
+                        v = want.get((int(r[0]), n))
+                        assert (cell == "") if v is None else float(cell) == pytest.approx(v)
+    asyncio.run(run())

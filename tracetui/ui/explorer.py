@@ -21,6 +21,7 @@ from tracetui.read.events import KINDS, K
 from tracetui.textsafe import visible
 from tracetui.ui.detail_pane import DetailPane
 from tracetui.ui.details import describe
+from tracetui.ui.exporting import EXPORT_BINDINGS, ExportsView
 from tracetui.ui.footer import StableFooter
 from tracetui.ui.format import plain
 from tracetui.ui.idle_gc import keep_out_of_gc, release_frozen
@@ -35,7 +36,7 @@ SEARCH_SETTLE_S = 0.15
 SEARCH_KINDS = (None, "module", "op", "kernel", "runtime", "annotation", "step", "python")
 
 
-class ExplorerScreen(Screen):
+class ExplorerScreen(ExportsView, Screen):
     """Tree + details, kernel and op tables, timeline for one trace."""
 
     BINDINGS = [
@@ -58,8 +59,7 @@ class ExplorerScreen(Screen):
         Binding("5", "tab('memory')", "Memory", show=False),
         Binding("escape", "close_search", "Close search / back", show=False),
         Binding("y", "copy_name", "Copy name", show=False),
-        Binding("e", "export('csv')", "Export CSV", show=False),
-        Binding("E", "export('md')", "Export Markdown", show=False),
+        *EXPORT_BINDINGS,
     ]
 
     def __init__(self, trace: Trace):
@@ -281,8 +281,8 @@ class ExplorerScreen(Screen):
             return
         k = int(ks[self.kernel_cycle % ks.size])
         self.kernel_cycle += 1
+        self.jump(k)  # first: the jump's view change clears the status line
         self._status(f"kernel {self.kernel_cycle % ks.size or ks.size}/{ks.size}")
-        self.jump(k)
 
     # ---- search
     def action_search(self) -> None:
@@ -365,10 +365,15 @@ class ExplorerScreen(Screen):
         i = SEARCH_KINDS.index(self.kind_filter)
         self.kind_filter = SEARCH_KINDS[(i + 1) % len(SEARCH_KINDS)]
         box = self.query_one("#search", Input)
-        if box.value:
-            self.matches = self.find(box.value)
-            self.match_i = -1
-        self._status()
+        if not box.value:
+            self._status()
+            return
+        self.matches = self.find(box.value)
+        # the match under the cursor keeps its place (n goes on from it); else n starts at the first
+        here = np.nonzero(self.matches == getattr(self, "current", -1))[0]
+        self.match_i = int(here[0]) if here.size else -1
+        n = self.matches.size
+        self._status(f"match {self.match_i + 1}/{n}" if here.size else f"{n:,} matches" if n else "no match")
 
     # ---- view options
     def action_full_name(self) -> None:
@@ -404,7 +409,10 @@ class ExplorerScreen(Screen):
         self.query_one("#details").toggle_class("hidden")
 
     def _show_view(self, name: str) -> None:
-        self.query_one(ContentSwitcher).current = name
+        switcher = self.query_one(ContentSwitcher)
+        if switcher.current != name and self.is_mounted:  # a message about one view ("occurrence
+            self._status()                                 # 1/1746 (n/N …)") does not follow to the next
+        switcher.current = name
         self.query_one(TabBar).active = name
 
     def action_tab(self, name: str) -> None:
@@ -507,18 +515,6 @@ class ExplorerScreen(Screen):
             self.notify(f"subtree cut at {self.EXPORT_ROWS:,} rows", severity="warning")
         header = ["depth", "kind", "name", "CPU total µs", "CPU self µs", "device µs", "kernels"]
         return f"{stem}-subtree", header, rows
-
-    def action_export(self, fmt: str) -> None:
-        from tracetui.report.export import write
-        stem, header, rows = self.export_table()
-        try:
-            path = write(Path.cwd(), stem, fmt, header, rows)
-        except OSError as e:
-            self.notify(f"export failed: {visible(str(e))}", severity="error", markup=False)
-            return
-        self.last_export = path
-        self.notify(f"{len(rows):,} rows written to {visible(str(path))}", title="exported", timeout=8,
-                    markup=False)
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:
