@@ -42,6 +42,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tracetui", description="Read PyTorch profiler traces in the terminal.")
+    from tracetui import __version__
+    p.add_argument("--version", action="version", version=f"tracetui {__version__}")
     sub = p.add_subparsers(dest="cmd")
     lo = argparse.ArgumentParser(add_help=False)  # how a trace is read: every reading subcommand
     lo.add_argument("--steps", metavar="REGEX", default=None,
@@ -106,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["open"] + argv
     if argv and argv[0] == "record":  # everything after `--` is the program, untouched by argparse
         from tracetui.record.launcher import split_argv
