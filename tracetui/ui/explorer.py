@@ -28,7 +28,8 @@ from tracetui.ui.idle_gc import keep_out_of_gc, release_frozen
 from tracetui.ui.memory_view import MemoryView
 from tracetui.ui.tab_bar import TabBar
 from tracetui.ui.tables import AggTable
-from tracetui.ui.timeline import RangeTable, Timeline
+from tracetui.ui.range_table import RangeTable
+from tracetui.ui.timeline import Timeline
 from tracetui.ui.tree_view import Row, TraceTree
 
 SEARCH_SETTLE_S = 0.15
@@ -494,7 +495,7 @@ class ExplorerScreen(ExportsView, Screen):
         if view == "timeline":
             tl = self.timeline
             if tl.summary is not None:
-                from tracetui.ui.timeline import range_rows
+                from tracetui.ui.range_table import range_rows
                 header = [c if c != "time" else "time µs" for c in RangeTable.COLUMNS]  # one unit, plain numbers
                 return f"{stem}-range", header, [list(r) for r in range_rows(tl.summary, str, lambda ns: round(ns / 1e3, 3))]
             lane = tl.lanes[tl.cur.lane]
