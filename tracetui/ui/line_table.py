@@ -109,6 +109,7 @@ class LineTable(ScrollView, can_focus=True):
         self._widths: list[int] = []
         self._given: Lines | None = None   # as set, before fitting them to the width
         self._fit_width = -1
+        self._fitted: dict = {}            # (id of the given lines, width) -> (given, fitted)
         self._base: Style | None = None
         self.set_rows([])
 
@@ -136,7 +137,13 @@ class LineTable(ScrollView, can_focus=True):
         """Show the rows laid out for ``width`` cells (the flex column cut to it; 0: as given)."""
         lines = self._given
         if width and self.flex is not None:
-            lines = relayout(self.columns, lines, self.flex, width, self.least)
+            key = (id(lines), width)
+            hit = self._fitted.get(key)
+            if hit is None or hit[0] is not lines:  # ~2 ms for 200 look-alike names: once per page and width
+                if len(self._fitted) >= 64:
+                    self._fitted.pop(next(iter(self._fitted)))
+                hit = self._fitted[key] = (lines, relayout(self.columns, lines, self.flex, width, self.least))
+            lines = hit[1]
         self._fit_width = width
         self._header, self._lines, self._widths = lines.header, lines.lines, lines.widths
         self.virtual_size = Size(len(self._header), len(self._lines) + 1)
