@@ -4,13 +4,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tracetui.jobs.route import is_index as _is_index, opens_job  # noqa: F401 - opens_job: the CLI's (moved below the ui)
+
 
 def add_parsers(sub, lo, fo=None) -> None:
     r = sub.add_parser("ranks", parents=[lo] + ([fo] if fo is not None else []), help="the ranks of a job: collectives matched across ranks, "
                                                    "clock offsets, waits, stragglers, per-step figures")
     r.add_argument("paths", nargs="+", help="rank files, a folder of them, a glob, or an index (tracetui index)")
     r.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
-    from tracetui.cli.main import count, positive
+    from tracetui.cli.common import count, positive
     r.add_argument("--top", type=count, default=10, help="collectives listed in the text report (0: all)")
     r.add_argument("--workers", type=positive, default=None, help="processes loading ranks (default: one per core)")
     i = sub.add_parser("index", parents=[lo], help="write each rank's tables as Parquet (needs tracetui[dist])")
@@ -95,24 +97,3 @@ def refuse_index_options(paths, args, CliError) -> None:
             raise CliError(f"{paths[0]}: {opt}: an index keeps the steps and times it was built with "
                            f"(pass {opt} to tracetui index, or give the trace files)")
 
-
-def _is_index(p: Path) -> bool:
-    from tracetui.jobs.index import MANIFEST
-    return (p / MANIFEST).exists()
-
-
-def opens_job(paths) -> bool:
-    """``tracetui PATH...`` opens the job view: an index, a folder of two or more ranks of one job,
-    or two or more files that are distinct ranks of one job (anything else opens as before)."""
-    if not paths:
-        return False
-    ps = [Path(p) for p in paths]
-    if len(ps) == 1:
-        p = ps[0]
-        quoted_glob = not p.exists() and any(c in str(p) for c in "*?[")
-        if not p.is_dir() and not quoted_glob:
-            return False
-        if p.is_dir() and _is_index(p):
-            return True
-    from tracetui.jobs.ranks import is_job
-    return is_job(ps)

@@ -20,6 +20,7 @@ from typing import Union
 import msgspec
 
 from tracetui.read import repair
+from tracetui.read.depth import decode_limit
 from tracetui.read.errors import TraceError
 
 TRACE_GLOBS = ("*.pt.trace.json.gz", "*.pt.trace.json", "*.json.gz", "*.json")
@@ -492,13 +493,14 @@ def decode(path: Path, data: bytes, report: LoadReport) -> tuple[Document, bytes
     Invalid JSON takes the tolerant path; a non-trace raises TraceError.
     """
     try:
-        try:
-            return _decode_fast(path, data, report), data
-        except msgspec.DecodeError as e:
-            first = first_byte(data)
-            if first not in (b"{", b"["):
-                raise TraceError(path, f"not JSON (starts with {first!r})") from None
-            return _decode_tolerant(path, data, report, e)
+        with decode_limit():  # the same nesting limit whatever the process set (read/depth.py)
+            try:
+                return _decode_fast(path, data, report), data
+            except msgspec.DecodeError as e:
+                first = first_byte(data)
+                if first not in (b"{", b"["):
+                    raise TraceError(path, f"not JSON (starts with {first!r})") from None
+                return _decode_tolerant(path, data, report, e)
     except RecursionError:  # msgspec counts depth, also while skipping a value it does not keep
         raise TraceError(path, NESTING_NOTE) from None
 

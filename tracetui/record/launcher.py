@@ -125,8 +125,9 @@ def _traces_in(folder: Path) -> dict:
     return {p: p.stat().st_mtime_ns for p in folder.glob("*.pt.trace.json.gz") if p.is_file()}
 
 
-def run_record(args, CliError) -> int:
-    """Run the program under the recorder; report what it wrote; exit with the program's code."""
+def run_record(args, CliError, opener=None) -> int:
+    """Run the program under the recorder; report what it wrote; exit with the program's code.
+    ``opener(paths)`` opens the app (the CLI passes it when a terminal is there for --open)."""
     import json
     import subprocess
 
@@ -170,7 +171,7 @@ def run_record(args, CliError) -> int:
     for p in written:
         print(f"  {p.name}", file=sys.stderr)
     try:
-        _afterwards(written[0], args)
+        _afterwards(written[0], args, opener)
     except Exception as e:  # noqa: BLE001 - the summary is extra: the program's exit code stands
         print(f"[tracetui record] cannot show {written[0].name}: {(str(e).splitlines() or [''])[0]}", file=sys.stderr)
     return rc
@@ -230,11 +231,11 @@ def _rank_order(p: Path):
     return (int(m[1]) if m else 1 << 30, p.name)
 
 
-def _afterwards(path: Path, args) -> None:
-    """The summary of the first rank's trace, or the app on it with --open (on a terminal)."""
-    from tracetui.cli.main import _interactive, _open
-    if args.open and _interactive():
-        _open([path])
+def _afterwards(path: Path, args, opener=None) -> None:
+    """The summary of the first rank's trace, or the app on it with --open (on a terminal: the
+    CLI passes ``opener`` then; record imports no front end)."""
+    if args.open and opener is not None:
+        opener([path])
         return
     from tracetui.model import load_trace
     from tracetui.report.traces import print_summary

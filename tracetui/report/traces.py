@@ -454,6 +454,20 @@ def print_ladder(ld: dict, names: list[str], as_json: bool = False, write=None) 
         emit(line)
 
 
+def ladder_tables(ld: dict, names: list[str]) -> list:
+    """The csv/md tables of a ladder (``diff A B C …``): ``rungs`` (one row per trace, its
+    per-step figures), ``steps`` (one per neighbour pair, its totals), ``changes`` and
+    ``cpu_changes`` (the pair's top changes, each led by the pair's ``from`` and ``to`` names)."""
+    from tracetui.report.export import records_table
+    rungs = [{"name": n, **r} for n, r in zip(names, ld["rungs"])]
+    steps = [{"from": names[s["from"]], "to": names[s["to"]], **s["totals"]} for s in ld["steps"]]
+
+    def changes(key: str) -> list[dict]:
+        return [{"from": names[s["from"]], "to": names[s["to"]], **c} for s in ld["steps"] for c in s[key]]
+    return [records_table("rungs", rungs), records_table("steps", steps),
+            records_table("changes", changes("top")), records_table("cpu_changes", changes("cpu_top"))]
+
+
 def _cut(text: str, n: int) -> str:
     """``text`` in at most ``n`` characters, an ellipsis saying where it was cut."""
     return text if len(text) <= n else text[:n - 1] + "…"

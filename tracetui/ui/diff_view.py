@@ -24,8 +24,10 @@ from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
 from tracetui.textsafe import visible
 
+from tracetui.ui.exporting import EXPORT_BINDINGS, ExportsView, stem_of, table_rows
 from tracetui.ui.footer import StableFooter
 from tracetui.ui.idle_gc import release_frozen
+from tracetui.ui.navigate import OpenDiff, OpenTrace
 
 STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta"}
 STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕"}
@@ -56,7 +58,7 @@ def _keep(r, flt: str | None, text: str) -> bool:
     return True
 
 
-class DiffScreen(Screen):
+class DiffScreen(ExportsView, Screen):
     BINDINGS = [
         Binding("n,right_square_bracket", "next_diff", "Next difference"),
         Binding("N,left_square_bracket", "prev_diff", "Prev difference", show=False),
@@ -70,6 +72,7 @@ class DiffScreen(Screen):
         Binding("a", "open('a')", "Open A here", show=False),
         Binding("b", "open('b')", "Open B here", show=False),
         Binding("escape", "back", "Back", show=False),
+        *EXPORT_BINDINGS,
     ]
 
     def __init__(self, a: Trace, b: Trace):
@@ -124,7 +127,7 @@ class DiffScreen(Screen):
         self.app.call_from_thread(self._show, res, j, cs, lines)
 
     def _show(self, res: DiffResult, j: dict, cs: list, lines: list[str]) -> None:
-        self.result, self.changes = res, cs
+        self.result, self.changes, self.doc = res, cs, j
         t = j["totals"]
         A, B = j["a"], j["b"]
         s = Text()
@@ -358,11 +361,17 @@ class DiffScreen(Screen):
             return
         r = self.result.rows[self.row]
         item = r.a if side == "a" else r.b
-        from tracetui.ui.app import ExplorerScreen
-        screen = ExplorerScreen(self.a if side == "a" else self.b)
-        self.app.push_screen(screen)
-        if item is not None:
-            screen.call_after_refresh(screen.jump, item.node)
+        self.post_message(OpenTrace(self.a if side == "a" else self.b, item.node if item is not None else None))
+
+
+    def export_table(self):
+        """The aligned kernel list as the panes show it (filter, search and sort applied), with
+        the columns of ``diff --format csv``."""
+        if self.result is None:
+            return "still aligning the two traces: nothing to export yet"
+        from tracetui.report.export import records_table
+        header, rows = table_rows(records_table("kernels", [self.doc["kernels"][i] for i in self.order]))
+        return f"{stem_of(self.a.path)}-vs-{stem_of(self.b.path)}-diff", header, rows
 
 
 _DELTA_LINE = re.compile(r"^(  [ +\-]*[\d,]+\.\d  )(.*)$")
@@ -390,11 +399,12 @@ def hanging(text: str):
     return Group(*parts)
 
 
-class LadderScreen(Screen):
+class LadderScreen(ExportsView, Screen):
     """A → B → C …: per-step figures of each rung and the biggest changes between neighbours."""
 
     BINDINGS = [
         Binding("enter", "open_diff", "Diff with previous rung"),
+        *EXPORT_BINDINGS,
     ]
 
     def __init__(self, traces: list[Trace]):
@@ -458,4 +468,12 @@ class LadderScreen(Screen):
         i = self.query_one("#ladder", DataTable).cursor_row
         i = max(i, 1)
         if i < len(self.traces):
-            self.app.push_screen(DiffScreen(self.traces[i - 1], self.traces[i]))
+            self.post_message(OpenDiff(self.traces[i - 1], self.traces[i]))
+
+    def export_table(self):
+        """The rungs, per step, as ``diff A B C --format csv`` writes them."""
+        if self.ladder is None:
+            return "still comparing the rungs: nothing to export yet"
+        from tracetui.report.traces import ladder_tables
+        header, rows = table_rows(ladder_tables(self.ladder, [stem_of(t.path) for t in self.traces])[0])
+        return f"{stem_of(self.traces[0].path)}-ladder", header, rows

@@ -18,7 +18,9 @@ from textual.worker import get_current_worker
 from tracetui.model import TraceError
 from tracetui.textsafe import visible
 
+from tracetui.ui.exporting import EXPORT_BINDINGS, ExportsView
 from tracetui.ui.footer import StableFooter
+from tracetui.ui.navigate import OpenRank
 
 METRICS = (
     ("step_us", "step time µs", "the step's host interval on that rank"),
@@ -35,6 +37,11 @@ CELL_W = 9
 def fmt(v) -> str:
     """A number as the job view shows it (µs to the unit): the same rounding the tests apply."""
     return "-" if v is None else f"{v:,.0f}"
+
+
+def _blank(v):
+    """None (no such step on that rank, or a metric it lacks) as an empty cell."""
+    return "" if v is None else v
 
 
 def heat(frac: float) -> Style:
@@ -66,7 +73,7 @@ class JobDiagnosticsScreen(ModalScreen):
             yield Static(t, id="job-diag-text")
 
 
-class JobScreen(Screen):
+class JobScreen(ExportsView, Screen):
     """Rank × step heatmap over the job's ``ranks`` document; Enter opens the rank in the explorer."""
 
     CSS_PATH = "job_view.tcss"
@@ -77,6 +84,7 @@ class JobScreen(Screen):
         Binding("enter", "open_rank", "Open rank"),
         Binding("D", "diagnostics", "Diagnostics"),
         Binding("escape", "cancel", "Cancel loading / back", show=False),
+        *EXPORT_BINDINGS,
     ]
 
     def __init__(self, paths: list[Path], load_opts: dict | None = None, workers: int | None = None,
@@ -293,16 +301,16 @@ class JobScreen(Screen):
         if path is None or not Path(path).exists():
             self.app.notify(f"rank {r}: its trace file is not here", severity="error")
             return
-        from tracetui.ui.app import LoadingScreen
+        self.post_message(OpenRank(Path(path), n or None, self.load_opts))
 
-        def done(traces) -> None:
-            self.app._loaded(traces)
-            screen = self.app.screen
-            step = next((s for s in traces[0].steps if traces[0].name(s) == n), None) if n else None
-            if step is not None:
-                self.app.call_after_refresh(screen.jump, step)
-
-        self.app.push_screen(LoadingScreen([Path(path)], done, load_opts=self.load_opts))
+    def export_table(self):
+        """The heatmap as shown: one row per rank, one column per step, the metric in µs."""
+        if self.doc is None:
+            return "the ranks are still loading: nothing to export yet"
+        key, title, _ = METRICS[self.metric]
+        ranks, names, cell = self._grid()
+        rows = [[r] + [_blank((cell.get((r, n)) or {}).get(key)) for n in names] for r in ranks]
+        return f"job-{key.removesuffix('_us')}", ["rank"] + [f"{n} {title}" for n in names], rows
 
     def system_commands(self):
         """For the command palette: (title, help, callback)."""
