@@ -217,7 +217,7 @@ def test_one_worker_means_one_process(gen_job, tmp_path, monkeypatch):
 def test_a_rank_value_that_does_not_fit_the_index_names_its_rank(gen_job, tmp_path, monkeypatch):
     """A job-table value out of its column's type (a trace's "Seq": 1e30) is one line naming the
     rank's file; the job tables are built in the driver, so the error first named no rank."""
-    from tracetui.jobs import ranks as R
+    from tracetui.jobs import tables as R  # where load_rank finds rank_tables
     from tracetui.read.errors import TraceError
     real = R.rank_tables
     bad = gen_job["files"][1]

@@ -28,8 +28,9 @@ from tracetui.read.errors import TraceError
 MANIFEST = "tracetui-index.json"
 """The index's manifest: job, ranks, diagnostics; written last, so its presence means complete."""
 
-INDEX_VERSION = 2
-"""2: info.groups (the rank's process groups, from distributedInfo.pg_config)."""
+INDEX_VERSION = 3
+"""2: info.groups (the rank's process groups, from distributedInfo.pg_config); 3: steps.comm_ns
+counts the backend's own intervals on every rank (gloo on GPU ranks), not -1 on CPU ranks."""
 
 TABLES = ("info", "steps", "collectives", "kernels", "ops", "memory")
 
@@ -126,7 +127,7 @@ def rank_parquet(rf, world: int | None, load_opts: dict | None = None) -> tuple[
     tables (kernels, ops) come as Parquet bytes, the job tables as plain columns (a few rows:
     pickling them costs 20 µs where an Arrow table's pickle cost 400), which the driver appends
     to their merged files."""
-    from tracetui.jobs.ranks import load_rank
+    from tracetui.jobs.tables import load_rank
     tables = load_rank(rf, world, load_opts)
     if "skipped" in tables:  # not readable as a trace: no tables, only why (ranks.load_rank)
         return int(rf.rank), tables
@@ -150,7 +151,8 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def build_index(items, out, workers: int | None = None, engine: str = "local", address: str | None = None,
                 load_opts: dict | None = None, progress=None) -> dict:
     """Index the ranks among ``items`` into ``out`` (replaced atomically). Returns what was done."""
-    from tracetui.jobs.ranks import discover, rank_results, require_ranks, skipped_line
+    from tracetui.jobs.placement import discover, require_ranks, skipped_line
+    from tracetui.jobs.tables import rank_results
     _pa(), _duckdb()
     t0 = time.perf_counter()
     job = require_ranks(discover(items), items)
@@ -391,7 +393,7 @@ def _connect():
     return con
 
 
-def analyze_index(index: Path) -> dict:
+def analyze_index(index: Path, rank_clocks: bool = False) -> dict:
     """``ranks.analyze`` over an index: the same document as ``tracetui ranks`` on the traces."""
     from tracetui.jobs.ranks import analyze
     man = read_manifest(index)
@@ -399,7 +401,7 @@ def analyze_index(index: Path) -> dict:
     info = _lists(con, index, "info")
     coll = _lists(con, index, "collectives", order="rank, start_ns, end_ns")
     steps = _lists(con, index, "steps", order="rank, step")
-    return analyze(info, coll, steps, man.get("diagnostics", []), man.get("world_size"))
+    return analyze(info, coll, steps, man.get("diagnostics", []), man.get("world_size"), rank_clocks=rank_clocks)
 
 
 def _lists(con, index, table, order="rank") -> dict:
