@@ -27,8 +27,7 @@ from pathlib import Path
 from tracetui.jobs import index_folder as folder
 from tracetui.read.errors import TraceError
 
-MANIFEST = "tracetui-index.json"
-"""The index's manifest: job, ranks, diagnostics; written last, so its presence means complete."""
+MANIFEST = folder.MANIFEST
 
 INDEX_VERSION = 3
 """2: info.groups (the rank's process groups, from distributedInfo.pg_config); 3: steps.comm_ns

@@ -23,6 +23,9 @@ from pathlib import Path
 
 from tracetui.read.errors import TraceError
 
+MANIFEST = "tracetui-index.json"
+"""The index's manifest: job, ranks, diagnostics; written last, so its presence means complete."""
+
 LINK_HOPS = 40
 """Symlinks followed from ``-o`` to the index they name (the kernel's own limit)."""
 
@@ -60,7 +63,6 @@ def target(out, inputs: list) -> Path:
     for p in inputs:
         if Path(os.path.abspath(p)).is_relative_to(out):
             raise TraceError(out, f"-o: holds the job's own traces ({Path(p).name}): not replaced")
-    from tracetui.jobs.index import MANIFEST
     if out.exists() and not is_ours(out) and not (out.is_dir() and (out / MANIFEST).is_file()):
         raise TraceError(out, "exists and is not a tracetui index: not replaced")
     return out

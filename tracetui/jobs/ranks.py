@@ -61,9 +61,10 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
 
 def load_job(items, workers: int | None = None, load_opts: dict | None = None, progress=None):
     """Discover the ranks among ``items``, load them in parallel, and return (job, tables per rank)."""
-    from tracetui.jobs.pool import map_ranks
+    from tracetui.jobs.pool import run_map
     job = require_ranks(discover(items), items)
-    tables = map_ranks(job, workers=workers, load_opts=load_opts, progress=progress)
+    # a rank that could not be read comes as its ``skipped`` result (``rank_results`` sorts them out)
+    tables = run_map(load_rank, [(rf, job.world, load_opts) for rf in job.ranks], workers, progress)
     return job, tables
 
 
