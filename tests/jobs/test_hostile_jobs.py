@@ -165,6 +165,45 @@ def test_a_symlink_loop_beside_good_ranks_is_named_and_skipped(tmp_path, capsys)
     _one_line(capsys.readouterr().err.strip().splitlines(), "rank_7.pt.trace.json", "loop")
 
 
+def test_a_rank_number_past_int32_in_a_file_name_is_not_taken(tmp_path, capsys):
+    files = [_rank(tmp_path, r, info=False) for r in range(2)]
+    big = tmp_path / ("rank" + "9" * 30 + ".pt.trace.json")
+    files[1].rename(big)
+    capsys.readouterr()
+    assert main(["ranks", str(files[0]), str(big), "--json", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["rank"] for p in doc["per_rank"]] == [0]
+    assert any("past 2,147,483,647: not taken" in d for d in doc["diagnostics"]), doc["diagnostics"]
+
+
+JOB_VIEW = """
+import asyncio, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2500 << 20, 2500 << 20))
+from tracetui.ui.app import TraceApp
+from tracetui.ui.job_view import JobScreen
+
+async def run():
+    app = TraceApp([sys.argv[1]], job=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(1500):
+            if isinstance(app.screen, JobScreen) and app.screen.doc is not None:
+                break
+            await pilot.pause(0.02)
+        print(str(app.screen.query_one("#job-head").render()))
+asyncio.run(run())
+"""
+
+
+def test_a_billion_world_size_in_the_job_view(tmp_path):
+    """The app's job view on the same kind of folder, under a 2.5 GB address-space limit: it opens."""
+    for r in range(4):
+        _rank(tmp_path, r, world=10**9, info=(r == 0))
+    r = subprocess.run([sys.executable, "-c", JOB_VIEW, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "4 ranks of 1000000000" in r.stdout, r.stdout
+
+
 # ---------------------------------------------------------------- the index
 pa = pytest.importorskip  # (the index tests below need the dist extra)
 

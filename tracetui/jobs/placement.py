@@ -157,8 +157,10 @@ def _rank_file(path: Path, di, host=None, base_ns=None) -> RankFile:
         rf.info = di
     else:
         m = RANK_IN_NAME.search(Path(path).name)
-        if m:
+        if m and len(m.group(1)) <= 12 and int(m.group(1)) <= MAX_RANK:
             rf.rank, rf.rank_from = int(m.group(1)), "file name"
+        elif m:
+            rf.odd = f"the rank in its name ({m.group(1)[:20]}) is past {MAX_RANK:,}: not taken"
     return rf
 
 
