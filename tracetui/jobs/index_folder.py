@@ -142,7 +142,7 @@ def writing(out: Path):
     try:
         yield
     except OSError as e:
-        if isinstance(e, TraceError):
+        if isinstance(e, (TraceError, ConnectionError)):  # an input's error, a cluster's: not the output's
             raise
         why = e.strerror or (str(e).splitlines() or [type(e).__name__])[0]
         raise TraceError(out, f"cannot write the index: {why}") from None
