@@ -384,4 +384,39 @@ def test_e_exports_the_heatmap_as_ranks_json_has_it(job_dir, job_json, tmp_path,
                     for (_, n), cell in zip(steps, r[1:]):
                         v = want.get((int(r[0]), n))
                         assert (cell == "") if v is None else float(cell) == pytest.approx(v)
+def test_c_lists_the_collectives(job_dir, job_json):
+    """``c``: a table of every collective matched across ranks (issue 36: the job view had no list
+    of them). Its rows are the recorded gloo annotations of a rank, in start order (raw JSON); every
+    cell is the ``ranks --json`` figure; the detail line gives each rank's start and wait."""
+    import gzip
+    from tracetui.ui.job_view import JobCollectivesScreen
+    rank0 = json.loads(gzip.decompress((DATA / "gloo_rank0.pt.trace.json.gz").read_bytes()))["traceEvents"]
+    anns = sorted((e for e in rank0 if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                   and e["name"].startswith("gloo:")), key=lambda e: e["ts"])
+
+    async def run():
+        app = TraceApp([job_dir], job=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await _ready(pilot)
+            await pilot.press("c")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, JobCollectivesScreen)
+            table = screen.query_one("#coll-table")
+            assert table.row_count == len(anns) == len(job_json["collectives"])
+            assert sorted(table.get_cell_at((j, 2)).plain for j in range(table.row_count)) == \
+                sorted(a["name"] for a in anns)
+            for j, c in enumerate(job_json["collectives"]):
+                assert table.get_cell_at((j, 6)) == fmt(c["latency_us"])
+                assert table.get_cell_at((j, 7)) == fmt(max(p["wait_us"] for p in c["per_rank"]))
+                assert table.get_cell_at((j, 8)) == str(c["last_rank"])
+            await pilot.press("down", "down")
+            detail = str(screen.query_one("#coll-detail").render())
+            c = job_json["collectives"][2]
+            for p in c["per_rank"]:
+                assert f"rank {p['rank']} start {fmt(p['start_us'])} µs wait {fmt(p['wait_us'])} µs" in detail
+            await pilot.press("escape")
+            await pilot.pause()
+            assert isinstance(app.screen, JobScreen)
+
     asyncio.run(run())

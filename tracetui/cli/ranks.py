@@ -15,6 +15,9 @@ def add_parsers(sub, lo, fo=None) -> None:
     from tracetui.cli.common import count, positive
     r.add_argument("--top", type=count, default=10, help="collectives listed in the text report (0: all)")
     r.add_argument("--workers", type=positive, default=None, help="processes loading ranks (default: one per core)")
+    r.add_argument("--rank-clocks", action="store_true",
+                   help="estimate a clock offset for every rank, even between ranks of one host "
+                        "(default: one clock per host, offsets estimated only across hosts)")
     i = sub.add_parser("index", parents=[lo], help="write each rank's tables as Parquet (needs tracetui[dist])")
     i.add_argument("paths", nargs="+", help="rank files, a folder of them, or a glob")
     i.add_argument("-o", "--output", type=Path, required=True, help="index folder to write (replaced atomically)")
@@ -48,13 +51,13 @@ def run(args, load_opts: dict, CliError) -> int:
         from tracetui.jobs import index as ix
         refuse_index_options(args.paths, args, CliError)
         try:
-            doc = ix.analyze_index(Path(args.paths[0]))
+            doc = ix.analyze_index(Path(args.paths[0]), rank_clocks=args.rank_clocks)
         except ix.MissingExtra as e:
             raise CliError(str(e)) from None
     else:
         from tracetui.jobs.ranks import analyze_tables, load_job
         job, tables = load_job(args.paths, workers=args.workers, load_opts=load_opts)
-        doc = analyze_tables(job, tables)
+        doc = analyze_tables(job, tables, rank_clocks=args.rank_clocks)
     from tracetui.report.traces import emit_report, fmt_of
     fmt = fmt_of(args)
     if fmt in ("csv", "md"):  # the shared writers (tracetui/report/export.py); csv: per_rank unless --table
