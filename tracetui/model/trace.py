@@ -21,7 +21,7 @@ from tracetui.read import split as _split
 from tracetui.read.split import decode_index
 from tracetui.model.names import KernelName, decode_kernel
 from tracetui.model.selftime import SelfTimeRule, self_time_rule
-from tracetui.model.stats import Agg, Rollups, aggregate, rollups
+from tracetui.model.stats import Agg, Rollups, aggregate, rollups, torch_device
 from tracetui.model.steps import StepChoice, choose_steps
 from tracetui.model.taxonomy import classify
 from tracetui.model.tree import Tree, build_tree
@@ -228,7 +228,9 @@ class Trace:
     # ---- tables
     @cached_property
     def op_table(self) -> list[Agg]:
-        return aggregate(self.tree, self.roll, OP_KINDS)
+        """key_averages()'s rows: device totals as torch counts them, ``device_scope_us`` with
+        op-less kernels and every thread of a step (``stats.torch_device``)."""
+        return aggregate(self.tree, self.roll, OP_KINDS, device=torch_device(self.tree))
 
     @cached_property
     def kernel_table(self) -> list[Agg]:

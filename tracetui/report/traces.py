@@ -76,7 +76,8 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None) -> dict
         kernels.append({"name": a.name, "count": a.count, "total_us": a.device_total_us,
                         "mean_us": a.mean_device_us, "class": info.klass, "library": info.library})
     ops = [{"name": a.name, "kind": a.kind, "count": a.count, "cpu_total_us": a.cpu_total_us,
-            "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us}
+            "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us,
+            "device_scope_us": a.device_scope_us}
            for a in t.op_table if op_kinds is None or a.kind in op_kinds]  # default: every key_averages() row
     first_step = []
     if t.steps:

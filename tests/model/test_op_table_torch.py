@@ -1,0 +1,106 @@
+"""The op table as `summary --json` and the MCP `ops` tool print it, against torch's own
+key_averages() sidecars: count, CPU total, self CPU and device total, row by row.
+
+torch merges an op into its parent when it has the parent's name and is the parent's only child
+(``EventList._remove_dup_nodes``); autocast records ops that way. ``cpu_autocast_train`` holds
+such pairs (``tests/data/record_autocast.py``), so its sidecar is the reference for the rule.
+"""
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracetui.mcp import tools
+from tracetui.model import load_trace
+from tracetui.report.traces import summary_dict
+from tracetui.workloads.record import key_averages_path, read_key_averages
+
+from tests.conftest import DATA, TRACES
+
+AUTOCAST = DATA / "cpu_autocast_train.json.gz"
+# Kineto's "Activity Buffer Request" (cat overhead, pid -1, tid 0) is nested by torch under the
+# main thread's ops and one kernel is linked to it by a correlation id the JSON does not hold;
+# the model leaves those events out (tests/model/test_key_averages.py keeps the same gap).
+OVERHEAD_GAP = {"transformer_eager_rf.json.gz"}
+SIDECARS = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="Kineto overhead events"))
+            if p.name in OVERHEAD_GAP else p
+            for p in sorted(TRACES.glob("*.json.gz")) + sorted(DATA.glob("*.json.gz"))
+            if key_averages_path(p).exists()]
+
+
+def _close(ours: float, theirs: float) -> bool:
+    return abs(ours - theirs) <= max(0.01 * abs(theirs), 0.011)
+
+
+def _check(rows: list[dict], path: Path) -> int:
+    """Every key_averages() row with CPU time is one op row with the same four figures."""
+    ref, _ = read_key_averages(key_averages_path(path))
+    ops = {r["name"]: r for r in rows}
+    checked = 0
+    for want in ref:
+        if not want["cpu_total_us"]:
+            continue  # the GPU-side twin of an annotation, or a kernel: not an op row
+        got = ops.get(want["name"])
+        assert got is not None, f"{want['name']!r} missing in {path.name}"
+        assert got["count"] == want["count"], (want["name"], got["count"], want["count"])
+        for col in ("cpu_total_us", "cpu_self_us", "device_total_us"):
+            assert _close(got[col], want[col]), (path.name, want["name"], col, got[col], want[col])
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("path", SIDECARS, ids=lambda p: p.name)
+def test_summary_ops_equal_key_averages(path):
+    assert _check(summary_dict(load_trace(path), top=0)["ops"], path) > 5
+
+
+def _raw_counts(path: Path) -> collections.Counter:
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    return collections.Counter(e["name"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op")
+
+
+def test_autocast_recording_holds_nested_duplicates():
+    """The reference is not vacuous: the raw file has more calls than torch counts."""
+    ref, _ = read_key_averages(key_averages_path(AUTOCAST))
+    torch_count = {r["name"]: r["count"] for r in ref if r["cpu_total_us"]}
+    raw = _raw_counts(AUTOCAST)
+    doubled = {n for n in torch_count if raw[n] == 2 * torch_count[n]}
+    assert {"aten::scaled_dot_product_attention", "aten::cross_entropy_loss"} <= doubled
+
+
+def test_cli_summary_json_merges_duplicates():
+    out = subprocess.run([sys.executable, "-m", "tracetui", "summary", "--json", "--top", "0", str(AUTOCAST)],
+                         capture_output=True, text=True, check=True).stdout
+    assert _check(json.loads(out)["ops"], AUTOCAST) > 100
+
+
+def test_mcp_ops_merges_duplicates():
+    rows, offset = [], 0
+    while offset is not None:  # the tool pages its rows
+        page = tools.ops(str(AUTOCAST), offset=offset, limit=100)
+        rows += page["ops"]
+        offset = page.get("next_offset")
+    assert _check(rows, AUTOCAST) > 100
+    sdpa = next(r for r in rows if r["name"] == "aten::scaled_dot_product_attention")
+    t = load_trace(AUTOCAST)
+    # the ids are the surviving (outer) calls: each one's only child is the merged inner call
+    for i in sdpa["ids"]:
+        kids = t.tree.children(i)
+        assert len(kids) == 1 and t.name(int(kids[0])) == "aten::scaled_dot_product_attention"
+
+
+def test_step_and_diff_counts_merge_duplicates():
+    """Per step (the diff's op counts) a merged pair is one call, as in key_averages()."""
+    from tracetui.compare.diff import _op_counts
+    t = load_trace(AUTOCAST)
+    ref, _ = read_key_averages(key_averages_path(AUTOCAST))
+    want = {r["name"]: r["count"] for r in ref if r["cpu_total_us"]}
+    per_step, _ = _op_counts(t)
+    for name in ("aten::scaled_dot_product_attention", "aten::cross_entropy_loss"):
+        assert per_step[name] == pytest.approx(want[name] / t.n_steps)
