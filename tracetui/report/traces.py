@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import orjson
 
 from tracetui.read.events import K, KINDS
@@ -69,12 +70,16 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None) -> dict
     classes: dict = {}
     kernels = []
     for a in t.kernel_table:
-        info = t.kernel_info(int(a.nodes[0]))
-        c = classes.setdefault(info.klass, {"count": 0, "total_us": 0.0})
-        c["count"] += a.count
-        c["total_us"] += a.device_total_us
-        kernels.append({"name": a.name, "count": a.count, "total_us": a.device_total_us,
-                        "mean_us": a.mean_device_us, "class": info.klass, "library": info.library})
+        info, by_class = t.row_info(a.nodes)  # each instance classed with its own launching op
+        for k, n in zip(*np.unique(t.classes_of(a.nodes), return_counts=True)):
+            c = classes.setdefault(str(k), {"count": 0, "total_us": 0.0})
+            c["count"] += int(n)
+            c["total_us"] += by_class[str(k)]
+        row = {"name": a.name, "count": a.count, "total_us": a.device_total_us, "mean_us": a.mean_device_us,
+               "class": info.klass, "library": info.library}
+        if len(by_class) > 1:  # a name with mixed classes says so: µs per class, biggest first
+            row["classes_us"] = by_class
+        kernels.append(row)
     ops = [{"name": a.name, "kind": a.kind, "count": a.count, "cpu_total_us": a.cpu_total_us,
             "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us,
             "device_scope_us": a.device_scope_us}
