@@ -95,12 +95,16 @@ def test_mcp_ops_merges_duplicates():
         assert len(kids) == 1 and t.name(int(kids[0])) == "aten::scaled_dot_product_attention"
 
 
-def test_step_and_diff_counts_merge_duplicates():
-    """Per step (the diff's op counts) a merged pair is one call, as in key_averages()."""
-    from tracetui.compare.diff import _op_counts
+def test_per_step_counts_merge_duplicates():
+    """Per step (what the per-step tables and the diff's op counts read: nodes not merged into
+    their parent, ``Rollups.dup``) a merged pair is one call, as in key_averages()."""
+    import numpy as np
     t = load_trace(AUTOCAST)
     ref, _ = read_key_averages(key_averages_path(AUTOCAST))
     want = {r["name"]: r["count"] for r in ref if r["cpu_total_us"]}
-    per_step, _ = _op_counts(t)
     for name in ("aten::scaled_dot_product_attention", "aten::cross_entropy_loss"):
-        assert per_step[name] == pytest.approx(want[name] / t.n_steps)
+        nodes = np.array([i for i in range(len(t.tree.kind)) if t.name(i) == name])
+        kept = nodes[~t.roll.dup[nodes]]
+        per_step = [int((t.roll.step_of[kept] == s).sum()) for s in t.steps]
+        assert sum(per_step) == want[name] and len(set(per_step)) == 1, (name, per_step)
+        assert len(nodes) == 2 * want[name]  # the raw nesting: each call recorded twice

@@ -81,8 +81,8 @@ def test_op_before_name():
     assert classify(norm_ew, launching_op="aten::native_group_norm")[0] == "norm"
     assert classify("my_user_kernel")[0] == "other" and classify("my_user_kernel", user_triton=True)[0] == "triton"
     # the project's own Triton kernels are known by name, launched by the user or not
-    assert classify("geglu_kernel", user_triton=True)[:2] == ("pointwise", "tracetui/Triton")
-    assert classify("geglu_dual_gemm_tma_kernel", user_triton=True)[:2] == ("gemm", "tracetui/Triton")
+    assert classify("geglu_kernel", user_triton=True)[:2] == ("pointwise", "Triton (tracetui)")
+    assert classify("geglu_dual_gemm_tma_kernel", user_triton=True)[:2] == ("gemm", "Triton (tracetui)")
 
 
 def test_every_kernel_the_project_ships_has_a_rule():
@@ -99,7 +99,7 @@ def test_every_kernel_the_project_ships_has_a_rule():
     assert len(shipped) >= 7, shipped
     for name, want in shipped.items():
         klass, library, _ = classify(name, user_triton=True)
-        assert (klass, library) == (want, "tracetui/Triton"), name
+        assert (klass, library) == (want, "Triton (tracetui)"), name
         assert name in {r["name"] for r in ROWS}, f"add {name} to tests/data/kernel_corpus.tsv"
 
 

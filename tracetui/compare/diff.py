@@ -918,8 +918,7 @@ def _op_counts(t: Trace) -> tuple[Counter, Counter]:
     """Per-step count and CPU time of every op/annotation name (steps themselves excluded)."""
     steps = max(len(t.steps), 1)
     tree = t.tree
-    sel = np.nonzero(np.isin(tree.kind, [K["op"], K["annotation"]]) & ~t.roll.dup &  # as key_averages() counts
-                     (t.roll.step_of >= 0 if t.steps else True))[0]
+    sel = np.nonzero(np.isin(tree.kind, [K["op"], K["annotation"]]) & (t.roll.step_of >= 0 if t.steps else True))[0]
     ids, inv = np.unique(tree.name_id[sel], return_inverse=True)
     n = np.bincount(inv.ravel(), minlength=ids.size)
     d = np.bincount(inv.ravel(), weights=tree.dur[sel], minlength=ids.size)

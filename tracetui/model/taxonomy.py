@@ -114,10 +114,10 @@ TABLE: tuple[Rule, ...] = (
          "an old (torch 2.0/2.1) Inductor name: triton__0d1d2d... lists argument alignment, not the work"),
     Rule("name", r"^(?:graph_\d+_)?cpp_fused_", "other", "Inductor (C++)", "an Inductor C++ kernel (CPU)"),
     # what this project ships (kernels/, tracetui.kernels): its Triton kernels by their exact names
-    Rule("name", r"^geglu_dual_gemm(?:_tma)?_kernel$", "gemm", "tracetui/Triton",
+    Rule("name", r"^geglu_dual_gemm(?:_tma)?_kernel$", "gemm", "Triton (tracetui)",
          "tracetui's fused GeGLU (kernels/geglu_gemm.py): gate and up GEMMs in one pass with gelu(gate)*up "
          "in the epilogue, so its work is GEMM work"),
-    Rule("name", r"^geglu_(?:strided_|bwd_|interleaved_|interleaved_bwd_)?kernel$", "pointwise", "tracetui/Triton",
+    Rule("name", r"^geglu_(?:strided_|bwd_|interleaved_|interleaved_bwd_)?kernel$", "pointwise", "Triton (tracetui)",
          "tracetui's GeGLU activation kernels (kernels/geglu.py): gelu(gate)*up and its gradient, elementwise"),
 
     # -- 3. the launching op (innermost op above the runtime call) ------------------------------
