@@ -63,11 +63,16 @@ def _cpu_parents(tree: Tree, python_owns_time: bool) -> tuple[np.ndarray, np.nda
     return _nearest_not(tree.cparent, pyish), host & ~pyish
 
 
-def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarray) -> np.ndarray:
-    """Duration less the time of the node's children in torch's tree (``_cpu_parents``); a frame
-    torch leaves out less its own contained host children.
+def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarray,
+                torch_compat: bool = False) -> np.ndarray:
+    """Duration less the time its children in torch's tree (``_cpu_parents``) cover; a frame
+    torch leaves out, less its own contained host children.
 
-    Not clamped: torch reports a negative self time when children overlap, and so do we.
+    Children can overlap each other: ``record_function``'s annotation starts inside the
+    ``__enter__`` frame and ends inside ``__exit__``, so neither nests in the other and both are
+    children of the frame that opened it. torch subtracts each child's whole duration, counting
+    the overlap twice (``optimizer.py: zero_grad`` at -93 µs in key_averages()); we subtract the
+    union of the children's intervals (``_overlap``). ``torch_compat=True`` keeps torch's sum.
     """
     n, dur = len(tree.kind), tree.dur
     child_all = np.zeros(n, dtype=np.int64)
@@ -76,7 +81,35 @@ def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarr
     child = np.zeros(n, dtype=np.int64)
     mn = np.nonzero(member & (cpar >= 0))[0]
     np.add.at(child, cpar[mn], dur[mn])
+    if not torch_compat:
+        child_all -= _overlap(tree, tree.cparent, hn)
+        child -= _overlap(tree, cpar, mn)
     return np.where(host, dur - np.where(member, child, child_all), 0)
+
+
+def _overlap(tree: Tree, par: np.ndarray, kids: np.ndarray) -> np.ndarray:
+    """Per parent, the ns its children ``kids`` (under ``par``) cover more than once: their summed
+    durations less the length of their union. Any overlap among siblings shows between two that
+    are adjacent in start order, so only those parents are walked."""
+    out = np.zeros(len(tree.kind), dtype=np.int64)
+    if not kids.size:
+        return out
+    start, end = tree.start[kids], tree.start[kids] + tree.dur[kids]
+    o = np.lexsort((start, par[kids]))
+    k, p, s, e = kids[o], par[kids][o], start[o], end[o]
+    hit = np.unique(p[1:][(p[1:] == p[:-1]) & (s[1:] < e[:-1])])
+    for parent in hit.tolist():
+        lo, hi = np.searchsorted(p, [parent, parent + 1])
+        covered, reach = 0, None
+        for a, b in zip(s[lo:hi].tolist(), e[lo:hi].tolist()):
+            if reach is None or a >= reach:
+                covered += b - a
+                reach = b
+            elif b > reach:
+                covered += b - reach
+                reach = b
+        out[parent] = int(tree.dur[k[lo:hi]].sum()) - covered
+    return out
 
 
 def _duplicates(tree: Tree, cpar: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +150,7 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     gpu = np.isin(kind, list(GPU_KINDS))
     cpu_total = np.where(host, tree.dur, 0).astype(np.int64)
     cpar, member = _cpu_parents(tree, python_owns_time)
-    cpu_self = _self_times(tree, host, cpar, member)
+    cpu_self = _self_times(tree, host, cpar, member, torch_compat)
     dup, into = _duplicates(tree, cpar, member)
     np.add.at(cpu_self, into, cpu_self[dup])
     cpu_self[dup] = 0
