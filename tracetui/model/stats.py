@@ -289,3 +289,32 @@ def aggregate(tree: Tree, r: Rollups, kinds: frozenset, device: np.ndarray | Non
                 None if device is None else float(scope[i])) for i in range(m)]
     rows.sort(key=lambda a: (-a.device_total_us, -a.cpu_total_us, a.name))
     return rows
+
+
+COUNTS = {
+    "root": "the whole trace",
+    "thread": "this thread's own events and launches; a step counts every thread",
+    "step thread": "this thread's part of the step",
+    "step": "device, kernels: the step's window, every thread",
+}
+"""What a row's CPU, device and kernel figures count, where that is not the node's own subtree:
+a thread's totals can be smaller than its steps' (backward on autograd's thread counts for the
+step, not for the main thread), and the row says so (``what_it_counts``)."""
+
+
+COUNTS_SHORT = {"thread": "own launches", "step": "all threads"}
+"""The same, as a tree row's tag (the explorer's tree: the detail pane has room for the rest)."""
+
+
+def what_it_counts(tree: Tree, node: int, short: bool = False) -> str | None:
+    """``COUNTS``'s line (``COUNTS_SHORT``'s tag) for a root, thread or step node; else None."""
+    kind = int(tree.kind[node])
+    key = None
+    if kind == K["root"]:
+        key = "root"
+    elif kind == K["step"]:
+        key = "step"
+    elif kind == K["thread"]:
+        p = int(tree.parent[node])
+        key = "step thread" if p > 0 and tree.kind[p] == K["step"] else "thread"
+    return (COUNTS_SHORT if short else COUNTS).get(key) if key else None

@@ -7,6 +7,7 @@ import numpy as np
 import orjson
 
 from tracetui.read.events import K, KINDS
+from tracetui.model.stats import what_it_counts
 from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.textsafe import json_safe, visible
@@ -186,10 +187,14 @@ def _short(name: str) -> str:
 
 def _node_fields(t: Trace, node: int) -> dict:
     r = t.roll
-    return {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
-            "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
-            "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
-            "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US}
+    out = {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
+           "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
+           "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
+           "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US}
+    counts = what_it_counts(t.tree, node)
+    if counts:  # a root, thread or step row says what its figures count
+        out["counts"] = counts
+    return out
 
 
 def tree_dict(t: Trace, node: int, depth: int | None, keep: set | None, level: int = 0,
@@ -324,7 +329,9 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
         dev = f" dev {r.device[node] * US:.1f}µs" if r.device[node] else ""
         ker = f" k={int(r.kernels[node])}" if r.kernels[node] and kind not in ("kernel",) else ""
         cpu = f" cpu {r.cpu_total[node] * US:.1f}µs" if r.cpu_total[node] else ""
-        _out(f"{'  ' * indent}{visible(t.name(node))} [{kind}]{cpu}{dev}{ker}")
+        counts = what_it_counts(t.tree, node)
+        counts = f" ({counts})" if counts else ""
+        _out(f"{'  ' * indent}{visible(t.name(node))} [{kind}]{cpu}{dev}{ker}{counts}")
         if depth is not None and level >= depth:
             continue
         kids = _tree_kids(t, node, keep, python)
