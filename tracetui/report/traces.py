@@ -170,6 +170,8 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
         _out(f"\n{'top kernels by device time':72s} {'count':>6s} {'total µs':>10s} {'mean µs':>10s}")
         for k in d["kernels"]:
             _out(f"  {visible(_short(k['name']))[:70]:70s} {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}")
+            if k.get("classes_us"):  # its instances differ in class (launching ops): say how
+                _out("    mixed classes: " + ", ".join(f"{c} {v:.1f} µs" for c, v in k["classes_us"].items()))
     _out(f"\n{'top ops':44s} {'count':>6s} {'CPU total µs':>13s} {'CPU self µs':>12s} {'device µs':>10s}")
     for o in d["ops"]:
         _out(f"  {visible(o['name'])[:42]:42s} {o['count']:6d} {o['cpu_total_us']:13.1f} {o['cpu_self_us']:12.1f} {o['device_total_us']:10.1f}")
