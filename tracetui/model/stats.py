@@ -90,25 +90,32 @@ def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarr
 def _overlap(tree: Tree, par: np.ndarray, kids: np.ndarray) -> np.ndarray:
     """Per parent, the ns its children ``kids`` (under ``par``) cover more than once: their summed
     durations less the length of their union. Any overlap among siblings shows between two that
-    are adjacent in start order, so only those parents are walked."""
+    are adjacent in start order, so only those parents' children are measured: times relative
+    to the parent's start, each parent's range shifted past the last one's, so one running
+    maximum of the ends (what the earlier children reach) serves every parent at once."""
     out = np.zeros(len(tree.kind), dtype=np.int64)
     if not kids.size:
         return out
-    start, end = tree.start[kids], tree.start[kids] + tree.dur[kids]
+    start = tree.start[kids]
     o = np.lexsort((start, par[kids]))
-    k, p, s, e = kids[o], par[kids][o], start[o], end[o]
+    k, p, s = kids[o], par[kids][o], start[o]
+    e = s + tree.dur[k]
     hit = np.unique(p[1:][(p[1:] == p[:-1]) & (s[1:] < e[:-1])])
-    for parent in hit.tolist():
-        lo, hi = np.searchsorted(p, [parent, parent + 1])
-        covered, reach = 0, None
-        for a, b in zip(s[lo:hi].tolist(), e[lo:hi].tolist()):
-            if reach is None or a >= reach:
-                covered += b - a
-                reach = b
-            elif b > reach:
-                covered += b - reach
-                reach = b
-        out[parent] = int(tree.dur[k[lo:hi]].sum()) - covered
+    if not hit.size:
+        return out
+    m = np.isin(p, hit)
+    k, p, s, e = k[m], p[m], s[m], e[m]
+    _, g = np.unique(p, return_inverse=True)
+    g = g.ravel()
+    pdur = np.maximum(tree.dur[hit], 0)
+    shift = np.r_[0, np.cumsum(pdur + 1)[:-1]][g]
+    rs = np.clip(s - tree.start[p], 0, pdur[g]) + shift
+    re = np.clip(e - tree.start[p], 0, pdur[g]) + shift
+    reach = np.maximum.accumulate(re)
+    before = np.r_[0, reach[:-1]]
+    before[np.r_[True, g[1:] != g[:-1]]] = 0  # a parent's first child: nothing covered yet
+    covered = np.maximum(re - np.maximum(rs, before), 0)
+    np.add.at(out, p, tree.dur[k] - covered)
     return out
 
 
