@@ -308,7 +308,10 @@ def ops(path: str, name: str | None = None, kind: str | None = None, offset: int
         steps: str | None = None, torch_version: str | None = None) -> dict:
     """CPU-side events aggregated by name as key_averages() does: count, cpu_total_us, cpu_self_us,
     device_total_us, kind (op, annotation, step, runtime, module, python), and `ids` (the first
-    nodes). `name` filters by substring, `kind` by kind. Rows as in `summary --json --top 0`; paged."""
+    nodes). An op recorded twice, nested, the inner its parent's only child (autocast's
+    re-dispatch) is one call, as torch merges it. device_total_us is key_averages()'s;
+    device_scope_us adds kernels launched outside any op and, for a step, every thread's work.
+    `name` filters by substring, `kind` by kind. Rows as in `summary --json --top 0`; paged."""
     return _agg_page(path, "ops", name, kind, offset, limit, steps, torch_version)
 
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import orjson
 
 from tracetui.read.events import K, KINDS
+from tracetui.model.stats import what_it_counts
 from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.textsafe import json_safe, visible
@@ -69,14 +71,19 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None) -> dict
     classes: dict = {}
     kernels = []
     for a in t.kernel_table:
-        info = t.kernel_info(int(a.nodes[0]))
-        c = classes.setdefault(info.klass, {"count": 0, "total_us": 0.0})
-        c["count"] += a.count
-        c["total_us"] += a.device_total_us
-        kernels.append({"name": a.name, "count": a.count, "total_us": a.device_total_us,
-                        "mean_us": a.mean_device_us, "class": info.klass, "library": info.library})
+        info, by_class = t.row_info(a.nodes)  # each instance classed with its own launching op
+        for k, n in zip(*np.unique(t.classes_of(a.nodes), return_counts=True)):
+            c = classes.setdefault(str(k), {"count": 0, "total_us": 0.0})
+            c["count"] += int(n)
+            c["total_us"] += by_class[str(k)]
+        row = {"name": a.name, "count": a.count, "total_us": a.device_total_us, "mean_us": a.mean_device_us,
+               "class": info.klass, "library": info.library}
+        if len(by_class) > 1:  # a name with mixed classes says so: µs per class, biggest first
+            row["classes_us"] = by_class
+        kernels.append(row)
     ops = [{"name": a.name, "kind": a.kind, "count": a.count, "cpu_total_us": a.cpu_total_us,
-            "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us}
+            "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us,
+            "device_scope_us": a.device_scope_us}
            for a in t.op_table if op_kinds is None or a.kind in op_kinds]  # default: every key_averages() row
     first_step = []
     if t.steps:
@@ -163,6 +170,8 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
         _out(f"\n{'top kernels by device time':72s} {'count':>6s} {'total µs':>10s} {'mean µs':>10s}")
         for k in d["kernels"]:
             _out(f"  {visible(_short(k['name']))[:70]:70s} {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}")
+            if k.get("classes_us"):  # its instances differ in class (launching ops): say how
+                _out("    mixed classes: " + ", ".join(f"{c} {v:.1f} µs" for c, v in k["classes_us"].items()))
     _out(f"\n{'top ops':44s} {'count':>6s} {'CPU total µs':>13s} {'CPU self µs':>12s} {'device µs':>10s}")
     for o in d["ops"]:
         _out(f"  {visible(o['name'])[:42]:42s} {o['count']:6d} {o['cpu_total_us']:13.1f} {o['cpu_self_us']:12.1f} {o['device_total_us']:10.1f}")
@@ -180,10 +189,14 @@ def _short(name: str) -> str:
 
 def _node_fields(t: Trace, node: int) -> dict:
     r = t.roll
-    return {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
-            "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
-            "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
-            "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US}
+    out = {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
+           "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
+           "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
+           "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US}
+    counts = what_it_counts(t.tree, node)
+    if counts:  # a root, thread or step row says what its figures count
+        out["counts"] = counts
+    return out
 
 
 def tree_dict(t: Trace, node: int, depth: int | None, keep: set | None, level: int = 0,
@@ -318,7 +331,9 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
         dev = f" dev {r.device[node] * US:.1f}µs" if r.device[node] else ""
         ker = f" k={int(r.kernels[node])}" if r.kernels[node] and kind not in ("kernel",) else ""
         cpu = f" cpu {r.cpu_total[node] * US:.1f}µs" if r.cpu_total[node] else ""
-        _out(f"{'  ' * indent}{visible(t.name(node))} [{kind}]{cpu}{dev}{ker}")
+        counts = what_it_counts(t.tree, node)
+        counts = f" ({counts})" if counts else ""
+        _out(f"{'  ' * indent}{visible(t.name(node))} [{kind}]{cpu}{dev}{ker}{counts}")
         if depth is not None and level >= depth:
             continue
         kids = _tree_kids(t, node, keep, python)
