@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tracetui.compare.diff import ANCHOR_CLASSES, DiffResult, Row, _absorbed_ops
+from tracetui.compare.diff import DiffResult
+from tracetui.compare.fusion import absorbed_ops as _absorbed_ops
+from tracetui.compare.items import ANCHOR_CLASSES
+from tracetui.compare.rows import Row
 from tracetui.model.names import shorten_cpp
 
 KINDS = (
