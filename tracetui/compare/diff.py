@@ -63,7 +63,7 @@ def diff_traces(a: Trace, b: Trace) -> DiffResult:
     unfusions: list[Fusion] = []
     if _worth_mirroring(rows):
         rows, unfusions = _unfusions(rows, match(ib, ia))
-    explain(rows, ia, ib)
+    explain(rows, ia, ib, _layers(m))
     removed_ops, added_ops = _op_changes(a, b)
     chains = [{"kernel": r.name, "a": r.a.chain, "b": r.b.chain}
               for r in rows if r.a is not None and r.b is not None and r.a.chain != r.b.chain]
@@ -113,6 +113,40 @@ def _row(x: Item | None, y: Item | None, m: Match) -> Row:
         return Row("fused", None, y, f"replaces {n} kernel{'s' * (n != 1)} ({', '.join(absorbed_ops(f))})",
                    replaces=list(f.replaces), how=f.how, evidence=f.evidence)
     return Row("added", None, y)
+
+
+def _layers(m: Match) -> dict:
+    """id(B item) -> its layer where its scope does not say it (compiled backward kernels run
+    outside any module): the layer of the A kernels it replaced or is paired with, else of the
+    two A anchors around its gap when they agree."""
+    out: dict = {}
+    for f in m.fusions:
+        blocks = {x.block for x in f.replaces} - {None}
+        if len(blocks) == 1:
+            out[id(f.kernel)] = blocks.pop()
+    for q_id, x in m.pair_of.items():
+        if x.block is not None:
+            out.setdefault(q_id, x.block)
+    bounds = [None] + [m.ia[p] for p, _ in m.paired] + [None]
+    for g, (_, gb) in enumerate(m.gaps):
+        lo, hi = bounds[g], bounds[g + 1]
+        if lo is not None and hi is not None and lo.block is not None and lo.block == hi.block:
+            for y in gb:
+                out.setdefault(id(y), lo.block)
+    for p, q in m.paired:
+        if m.ia[p].block is not None:
+            out.setdefault(id(m.ib[q]), m.ia[p].block)
+    # a gap between two layers: in program order, each kernel is of the layer of the last kernel
+    # before it (the anchor that opens the gap included) whose layer is known
+    for g, (_, gb) in enumerate(m.gaps):
+        cur = bounds[g].block if bounds[g] is not None else None
+        for y in gb:
+            known = out.get(id(y), y.block)
+            if known is not None:
+                cur = known
+            elif cur is not None:
+                out[id(y)] = cur
+    return out
 
 
 def _worth_mirroring(rows: list[Row]) -> bool:

@@ -31,6 +31,7 @@ class _Why:
     const: bool = False      # its ops only make constants / random numbers
     next_anchor: str | None = None
     split_of: Item | None = None   # the first part of the split reduction it finishes
+    op_part_of: Item | None = None  # the fused kernel that took the eager op it computes a part of
     sibling: str | None = None     # the op whose call also launched another kernel of this side
     repack_for: Item | None = None  # the GEMM-work kernel whose weight it copies
     weight: tuple = ()
@@ -46,9 +47,12 @@ REASONS = (
          "and direction", lambda r: r.repack_for is not None),
     Rule("grad copy", "gradient copy into .grad (AccumulateGrad: the gradient has another layout)",
          "a copy launched under AccumulateGrad", lambda r: r.grad_copy),
-    Rule("split", "second part of a split reduction",
+    Rule("split", "part of a split reduction",
          "an Inductor reduction kernel sharing an op with a fused reduction kernel of B of the same "
-         "layer and direction that runs before it", lambda r: r.split_of is not None),
+         "layer and direction (the nearest, before it first)", lambda r: r.split_of is not None),
+    Rule("op split", "another kernel of an op Inductor split in parts",
+         "an Inductor kernel listing an op (not a layout op) whose eager kernel a fused kernel of B of "
+         "the same layer and direction replaced, before it", lambda r: r.op_part_of is not None),
     Rule("same call", "another kernel of the same op call (ATen runs it in passes)",
          "another kernel launched by the same op call", lambda r: r.sibling is not None),
     Rule("extern", "ATen kernel the compiled graph calls as an extern op",
@@ -83,18 +87,23 @@ def ops_of(it: Item) -> set:
 
 
 def is_reduction(it: Item) -> bool:
-    """An Inductor reduction kernel (``triton_red_``/``triton_per_``), or a kernel classed or
-    listing a reduction."""
+    """An Inductor reduction kernel: ``triton_red_``/``triton_per_``, or a C++ kernel (which
+    names no kind) classed reduction or listing a reduction op."""
     m = INDUCTOR_RE.match(it.name)
-    if m and m.group(1) in ("red", "per"):
-        return True
-    return it.klass == "reduction" or (it.inductor and any(_REDUCE_OPS.search(o) for o in it.ind_ops))
+    if not m:
+        return False
+    if m.group(1):
+        return m.group(1) in ("red", "per")
+    return it.klass == "reduction" or any(_REDUCE_OPS.fullmatch(o) for o in it.ind_ops)
 
 
-def explain(rows: list[Row], ia: list[Item], ib: list[Item]) -> None:
+def explain(rows: list[Row], ia: list[Item], ib: list[Item], layer: dict | None = None) -> None:
     """Give added and removed rows their reason (``REASONS``, ``REMOVED_REASONS``), or leave them
-    unexplained."""
-    firsts = [r.b for r in rows if r.status == "fused" and is_reduction(r.b)]
+    unexplained. ``layer`` maps id(B item) to its layer where its own scope does not say it
+    (compiled backward kernels have none: the diff infers it from what they pair with)."""
+    layer = layer or {}
+    fused = [(r, layer.get(id(r.b), r.b.block)) for r in rows if r.status == "fused"]
+    firsts = [(r.b, lay) for r, lay in fused if is_reduction(r.b)]
     nxt = {"a": _next_anchor(ia), "b": _next_anchor(ib)}
     calls_b = Counter(y.op_node for y in ib if y.op_node is not None)
     for r in rows:
@@ -104,7 +113,10 @@ def explain(rows: list[Row], ia: list[Item], ib: list[Item]) -> None:
         it = r.b if added else r.a
         why = _why(it, ib if added else ia, nxt["b" if added else "a"][it.pos], added)
         if added:
-            why.split_of = _first_part(it, firsts)
+            its_layer = layer.get(id(it), it.block)
+            why.split_of = _first_part(it, its_layer, firsts)
+            if why.split_of is None:
+                why.op_part_of = _op_part(it, its_layer, fused)
             if it.op_node is not None and calls_b[it.op_node] > 1 and not it.inductor:
                 why.sibling = it.op
         for rule in (REASONS if added else REMOVED_REASONS):
@@ -132,7 +144,9 @@ def _why(it: Item, side: list[Item], next_anchor, added: bool) -> _Why:
 def _say(rule: Rule, why: _Why, it: Item) -> tuple[str, list]:
     """The reason's text, with the kernel it names, and that kernel."""
     if rule.key == "split":
-        return f"{rule.reason} (first part: {why.split_of.name})", [why.split_of]
+        return f"{rule.reason} (other part: {why.split_of.name})", [why.split_of]
+    if rule.key == "op split":
+        return f"{rule.reason} (first part: {why.op_part_of.name})", [why.op_part_of]
     if rule.key == "weight repack":
         w = "x".join(map(str, why.weight))
         return f"{rule.reason} ({w}, for {why.repack_for.name})", [why.repack_for]
@@ -143,16 +157,33 @@ def _say(rule: Rule, why: _Why, it: Item) -> tuple[str, list]:
     return rule.reason, []
 
 
-def _first_part(it: Item, firsts: list[Item]) -> Item | None:
-    """The fused reduction kernel of B that ``it`` finishes, if the evidence says so: ``it`` is
-    an Inductor reduction; the first part ran before it, is a reduction of the same layer and
-    direction, and shares an op with it. The nearest such kernel before it."""
-    if not it.inductor or not is_reduction(it):
+def _first_part(it: Item, its_layer, firsts: list[tuple]) -> Item | None:
+    """The fused reduction kernel of B whose reduction ``it`` shares, if the evidence says so:
+    ``it`` is an Inductor reduction; the other part is another kernel, a fused reduction of the
+    same known layer and direction sharing an op with it. The nearest before it, else after."""
+    if its_layer is None or not is_reduction(it):
+        return None
+    ops = set(it.ind_ops) - _LAYOUT_OPS
+    hits = [f for f, f_layer in firsts if f.name != it.name and f.backward == it.backward
+            and f_layer == its_layer and ops & set(f.ind_ops)]
+    before = [f for f in hits if f.pos < it.pos]
+    if before:
+        return max(before, key=lambda f: f.pos)
+    return min(hits, key=lambda f: f.pos) if hits else None
+
+
+def _op_part(it: Item, its_layer, fused: list[tuple]) -> Item | None:
+    """The fused kernel of B, same known layer and direction, before ``it``, that replaced an
+    eager kernel of an op ``it`` lists (Inductor lowers one op to several kernels:
+    ``native_layer_norm_backward`` as a reduction and a pointwise kernel). The nearest such."""
+    if its_layer is None or not it.inductor:
         return None
     ops = set(it.ind_ops) - _LAYOUT_OPS
     best = None
-    for f in firsts:
-        if f.pos < it.pos and f.backward == it.backward and f.block == it.block and ops & set(f.ind_ops):
+    for r, lay in fused:
+        f = r.b
+        if f.pos < it.pos and f.name != it.name and f.backward == it.backward and lay == its_layer and any(
+                ops & set(x.op_short()[:1]) for x in r.replaces):
             best = f if best is None or f.pos > best.pos else best
     return best
 
