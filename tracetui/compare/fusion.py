@@ -57,6 +57,8 @@ class Match:
 
     def claim(self, kernel: Item, xs: list, how: str, gemm: Item | None = None, evidence: str = "") -> None:
         f = self.fusion_of_b.get(id(kernel))
+        if f is not None and evidence and evidence not in f.evidence:
+            f.evidence = f"{f.evidence}; {evidence}" if f.evidence else evidence
         if f is None:
             f = Fusion(kernel, [], how, gemm, evidence)
             self.fusion_of_b[id(kernel)] = f
@@ -195,7 +197,7 @@ def claim_by_name(m: Match) -> None:
         tie = 0.01 * np.abs(rel_x[:, None] - rel_y[None, :])
         for i, j in enumerate(assign_monotone(hit, tie)):
             if j >= 0:
-                m.claim(ks[j], [xs[i]], "name")
+                m.claim(ks[j], [xs[i]], "name", evidence=f"its name lists {', '.join(ks[j].ind_ops)}")
 
 
 def claim_neighbours(m: Match) -> None:
@@ -216,7 +218,7 @@ def claim_neighbours(m: Match) -> None:
                     hit = next((x for x in seq if m.free(x) and not x.anchor and o in x.op_short()
                                 and not _wanted_there(x, gaps[h][1], m.pair_of)), None)
                     if hit is not None:
-                        m.claim(y, [hit], "name")
+                        m.claim(y, [hit], "name", evidence=f"its name lists {', '.join(y.ind_ops)}")
                         break
 
 
@@ -241,7 +243,8 @@ def claim_templates(m: Match) -> None:
                 if hit is not None:
                     got.append(hit)
                     break
-        m.claim(y, got, "template", gemm=m.ia[p])
+        m.claim(y, got, "template", gemm=m.ia[p],
+                evidence=f"Inductor template GEMM paired with {m.ia[p].name}; its name lists {', '.join(y.ind_ops)}")
 
 
 def claim_by_scope(m: Match) -> None:
@@ -265,7 +268,11 @@ def claim_by_scope(m: Match) -> None:
                 how = "position"
             if len(rep) >= 2 or (rep and how == "scope") or (rep and id(y) in m.fusion_of_b):
                 f = m.fusion_of_b.get(id(y))
-                m.claim(y, sorted(rep, key=lambda x: x.pos), f.how if f else how)
+                launcher = f"launched by {y.op} (not an ATen op)" if y.op and not y.aten else (
+                    "launched by no op" if y.op is None else "generated code")
+                where = f"scope {'/'.join(y.scope)}" if how == "scope" else "the gap's only new kernel"
+                ev = f"{where}, {'backward' if y.backward else 'forward'}: {launcher}; A's kernels there have no counterpart"
+                m.claim(y, sorted(rep, key=lambda x: x.pos), f.how if f else how, evidence=ev)
 
 
 def _may_fuse(y: Item) -> bool:

@@ -75,6 +75,9 @@ class Fusion:
     def intermediate_bytes(self) -> float:
         """Bytes of the intermediates that no longer exist: every replaced output but the last.
 
-        Each was written to HBM and read back, so the traffic saved is twice this.
+        Each was written to HBM and read back, so the traffic saved is twice this. A wide ATen
+        GEMM that took several GEMMs over writes all their outputs: none is saved.
         """
+        if self.how == "work" and self.kernel.aten:
+            return 0.0
         return float(sum(i.out_bytes or 0 for i in self.replaces[:-1]))
