@@ -114,7 +114,7 @@ def explain(rows: list[Row], ia: list[Item], ib: list[Item], layer: dict | None 
         why = _why(it, ib if added else ia, nxt["b" if added else "a"][it.pos], added)
         if added:
             its_layer = layer.get(id(it), it.block)
-            why.split_of = _first_part(it, its_layer, firsts)
+            why.split_of = _first_part(it, its_layer, firsts, ib)
             if why.split_of is None:
                 why.op_part_of = _op_part(it, its_layer, fused)
             if it.op_node is not None and calls_b[it.op_node] > 1 and not it.inductor:
@@ -157,15 +157,22 @@ def _say(rule: Rule, why: _Why, it: Item) -> tuple[str, list]:
     return rule.reason, []
 
 
-def _first_part(it: Item, its_layer, firsts: list[tuple]) -> Item | None:
+def _first_part(it: Item, its_layer, firsts: list[tuple], ib: list[Item]) -> Item | None:
     """The fused reduction kernel of B whose reduction ``it`` shares, if the evidence says so:
     ``it`` is an Inductor reduction; the other part is another kernel, a fused reduction of the
-    same known layer and direction sharing an op with it. The nearest before it, else after."""
+    same known layer and direction, with no anchor (GEMM, attention ...) between them, listing
+    the same reduction ops; or the reduction kernel right before it with those ops. The nearest
+    before it, else after."""
     if its_layer is None or not is_reduction(it):
         return None
-    ops = set(it.ind_ops) - _LAYOUT_OPS
+    ops = {o for o in it.ind_ops if _REDUCE_OPS.fullmatch(o)}
     hits = [f for f, f_layer in firsts if f.name != it.name and f.backward == it.backward
-            and f_layer == its_layer and ops & set(f.ind_ops)]
+            and f_layer == its_layer and ops and ops <= set(f.ind_ops)
+            and not any(x.anchor for x in ib[min(f.pos, it.pos) + 1:max(f.pos, it.pos)])]
+    prev = ib[it.pos - 1] if it.pos > 0 else None
+    if prev is not None and prev.inductor and is_reduction(prev) and prev.name != it.name and ops \
+            and ops <= set(prev.ind_ops) and prev.backward == it.backward:
+        hits.append(prev)  # the kernel right before it: Inductor's red + per of one reduction
     before = [f for f in hits if f.pos < it.pos]
     if before:
         return max(before, key=lambda f: f.pos)
@@ -175,7 +182,8 @@ def _first_part(it: Item, its_layer, firsts: list[tuple]) -> Item | None:
 def _op_part(it: Item, its_layer, fused: list[tuple]) -> Item | None:
     """The fused kernel of B, same known layer and direction, before ``it``, that replaced an
     eager kernel of an op ``it`` lists (Inductor lowers one op to several kernels:
-    ``native_layer_norm_backward`` as a reduction and a pointwise kernel). The nearest such."""
+    ``native_layer_norm_backward`` as a reduction and a pointwise kernel), with no anchor
+    between them. The nearest such."""
     if its_layer is None or not it.inductor:
         return None
     ops = set(it.ind_ops) - _LAYOUT_OPS
@@ -183,9 +191,15 @@ def _op_part(it: Item, its_layer, fused: list[tuple]) -> Item | None:
     for r, lay in fused:
         f = r.b
         if f.pos < it.pos and f.name != it.name and f.backward == it.backward and lay == its_layer and any(
-                ops & set(x.op_short()[:1]) for x in r.replaces):
+                ops & set(x.op_short()[:1]) for x in r.replaces) and not _anchor_between(f, it):
             best = f if best is None or f.pos > best.pos else best
     return best
+
+
+def _anchor_between(f: Item, it: Item) -> bool:
+    """Whether a GEMM/attention/conv/communication kernel ran between two kernels of one side."""
+    side = getattr(it.trace, "_diff_items", None) or []
+    return any(x.anchor for x in side[min(f.pos, it.pos) + 1:max(f.pos, it.pos)])
 
 
 def _repack_target(it: Item, side: list[Item]) -> tuple[Item | None, tuple]:
