@@ -241,3 +241,29 @@ def test_json_carries_evidence_and_unfusions():
     assert u["kernel"] == "geglu_dual_gemm_tma_kernel" and len(u["parts"]) == 4 and u["evidence"]
     assert sum(k["delta_us"] for k in j["kernels"]) == pytest.approx(j["totals"]["device_delta_us"], abs=1e-6)
     assert [c for c in j["changes"] if c["kind"] == "unfusion"]
+
+
+# ---- Inductor's own provenance record, where a recording carries it
+
+def test_provenance_record_is_used_and_marked_exact(tmp_path):
+    """torch 2.13 writes no provenance into profiler traces (checked on a CPU recording with
+    ``INDUCTOR_PROVENANCE=1``: the kernels' args are External id, Record function id, Ev Idx).
+    A recording that carries it is read: here the compiled kernel is renamed so its name lists no
+    op, and a provenance arg lists the FX nodes; the fusion comes from the record, marked exact."""
+    import gzip
+    import json
+    src = TRACES / "mlp_compile.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    old = "triton_poi_fused__unsafe_view_gelu_mul_0"
+    for e in doc["traceEvents"]:
+        if e.get("name") == old:
+            e["name"] = "triton_poi_fused_0"
+            if e.get("cat") == "kernel":
+                e.setdefault("args", {})["inductor_provenance"] = ["gelu", "mul_1", "view_3"]
+    out = tmp_path / "mlp_compile_prov.json.gz"
+    out.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    res = diff_traces(trace(TRACES / "mlp_eager.json.gz"), load_trace(out))
+    (row,) = [r for r in res.rows if r.status == "fused"]
+    assert row.b.name == "triton_poi_fused_0" and row.how == "provenance" and "exact" in row.evidence
+    assert sorted(x.op for x in row.replaces) == ["aten::gelu", "aten::mul"]
+    assert diff_dict(res)["fused"][0]["matched_by"] == "provenance"

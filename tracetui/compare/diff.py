@@ -75,7 +75,7 @@ def _decode_names(ia: list[Item], ib: list[Item], vocab: set) -> None:
     """Both traces' op names split each side's Inductor kernel names (nll_loss_forward, not
     nll_loss): the decoding must not depend on which side is A."""
     for it in ia + ib:
-        if it.ind_ops:
+        if it.ind_ops and not it.exact:
             it.ind_ops = tuple(inductor_ops(it.name, vocab)[0])
 
 

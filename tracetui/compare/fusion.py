@@ -197,7 +197,10 @@ def claim_by_name(m: Match) -> None:
         tie = 0.01 * np.abs(rel_x[:, None] - rel_y[None, :])
         for i, j in enumerate(assign_monotone(hit, tie)):
             if j >= 0:
-                m.claim(ks[j], [xs[i]], "name", evidence=f"its name lists {', '.join(ks[j].ind_ops)}")
+                y = ks[j]
+                m.claim(y, [xs[i]], "provenance" if y.exact else "name", evidence=(
+                    f"Inductor's provenance record lists {', '.join(y.ind_ops)} (exact)" if y.exact
+                    else f"its name lists {', '.join(y.ind_ops)}"))
 
 
 def claim_neighbours(m: Match) -> None:

@@ -85,6 +85,7 @@ class Item:
     compiled: bool = False   # launched inside a compiled graph (## Call CompiledFxGraph, CompiledFunction…)
     mkn: tuple | None = None  # GEMM (M, K, N) per GEMM it runs, from the recorded shapes
     work: tuple = ()         # evidence that it does GEMM work ("launching op aten::mm", ...)
+    exact: bool = False      # ind_ops come from Inductor's own provenance record, not the name
     trace: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -426,14 +427,43 @@ def _item(t: Trace, n: int, j: int, dur: float, info, vocab: set) -> Item:
                 klass = "gemm"
             elif any(_ATTN_OP.search(o) or "attention" in o for o in ind_ops):
                 klass = "attention"
+    prov = provenance_ops(t.args(n)) or (provenance_ops(t.args(op)) if op is not None and op != n else ())
     mpath, backward = _module_path(t, n, op)
     if not backward and kind == "op":
         backward = any(c.endswith("Backward0") or c.endswith("Backward1") for c in chain)
     it = Item(node=n, name=name, klass=klass, dur_ns=dur, op=t.name(op) if op is not None else None, chain=chain,
               module=mpath[-1] if mpath else None, op_node=op, module_path=mpath, pos=j, backward=backward,
               ind_ops=ind_ops, template=template, library=library, compiled=_in_compiled(t, op), trace=t)
+    if prov and m:
+        it.ind_ops, it.exact = prov, True
     _gemm_work(t, it, m)
     return it
+
+
+PROVENANCE_KEY = re.compile(r"(?i)provenance|post_grad_nodes|fused_nodes|origins")
+"""Args that may carry Inductor's own record of the FX nodes a kernel fused (torch 2.13 keeps it
+out of profiler traces: ``trace.provenance_tracking_level`` writes it to the generated code and
+to debug artifacts only; a recording that carries it, under one of these keys, is read)."""
+
+
+def provenance_ops(args: dict) -> tuple:
+    """The ops a kernel fused, from a provenance arg: FX node names (``mul_3``, ``mm_default_1``,
+    ``aten.gelu.default``) as op names (``mul``, ``mm``, ``gelu``), in order, once each."""
+    for k, v in args.items():
+        if not PROVENANCE_KEY.search(str(k)):
+            continue
+        names = v if isinstance(v, list) else re.split(r"[,\s]+", v) if isinstance(v, str) else []
+        ops = []
+        for x in names:
+            if not isinstance(x, str) or not x:
+                continue
+            x = x.split(".")[1] if x.startswith(("aten.", "prims.")) and "." in x[5:] else x
+            x = re.sub(r"(_default)?(_\d+)*$", "", x)
+            if x and x not in ops:
+                ops.append(x)
+        if ops:
+            return tuple(ops)
+    return ()
 
 
 def _assign_blocks(items: list[Item]) -> None:
