@@ -253,9 +253,13 @@ def _gemm_work(t: Trace, it: "Item", m) -> None:
         it.work = (f"Inductor {m.group(1)} template",)
     if not it.work and it.klass == "gemm":
         it.work = ("name rules (class gemm)",)
+    try:  # shapes from the file: any size can be there
+        flops = float(sum(a * b * c for a, b, c in mkn)) if mkn else None
+    except OverflowError:
+        mkn, flops = [], None
     if mkn:
         it.mkn = tuple(mkn)
-        it.flops = float(sum(a * b * c for a, b, c in mkn))
+        it.flops = flops
         if it.klass not in ANCHOR_CLASSES:
             it.klass = "gemm"
     elif it.klass == "gemm" and it.op is not None:
