@@ -152,10 +152,18 @@ def _layers(m: Match) -> dict:
 def _worth_mirroring(rows: list[Row]) -> bool:
     """Whether B may run one of A's fused kernels as several: an A kernel left removed, or paired
     by a different name where it could be a fused kernel (generated, or launched by no ATen op)."""
+    names_b = {r.b.name for r in rows if r.b is not None}
+    flops_b = {round(r.b.flops) for r in rows if r.b is not None and r.b.flops}
+
+    def fusable(x: Item) -> bool:  # a kernel B does not launch, that may do several kernels' work
+        if x.name in names_b or x.library.startswith("ATen"):
+            return False
+        return x.generated or not x.aten or (x.klass == "gemm" and x.flops is not None
+                                             and round(x.flops) not in flops_b)
     for r in rows:
-        if r.status == "removed" and not r.claimed:
+        if r.status == "removed" and not r.claimed and fusable(r.a):
             return True
-        if r.status == "changed" and r.a.name != r.b.name and (r.a.generated or not r.a.aten or r.b.generated):
+        if r.status == "changed" and r.a.name != r.b.name and fusable(r.a):
             return True
     return False
 

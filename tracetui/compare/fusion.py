@@ -19,6 +19,7 @@ Steps, each a function below (``match`` runs them in order):
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass, field
 
@@ -50,7 +51,10 @@ class Match:
 
     @property
     def paired(self) -> list:
-        return [(p, q) for p, q in self.anchors if p is not None and q is not None]
+        if getattr(self, "_paired_of", None) is not self.anchors:
+            self._paired = [(p, q) for p, q in self.anchors if p is not None and q is not None]
+            self._paired_of = self.anchors
+        return self._paired
 
     def free(self, x: Item) -> bool:
         return id(x) not in self.claimed and id(x) not in self._paired_a
@@ -102,7 +106,7 @@ def match(ia: list[Item], ib: list[Item]) -> Match:
 def _new_kernel(y: Item, names_a: set) -> bool:
     """A kernel of B that may do the work of several of A: a new name, and GEMM evidence or no
     ATen op behind it (a user kernel, a Function, a custom op; not Inductor's pointwise code)."""
-    if (y.name, y.backward) in names_a or y.klass in ("memset", "memcpy"):
+    if (y.name, y.backward) in names_a or y.klass in ("memset", "memcpy") or y.library.startswith("ATen"):
         return False
     return bool(y.work) or (not y.aten and not (y.inductor and not y.template))
 
@@ -113,8 +117,10 @@ def work_groups(ia: list[Item], ib: list[Item]) -> list[tuple[Item, list, str]]:
     names_a = {(x.name, x.backward) for x in ia}
     flops_a = {(round(x.flops), x.backward) for x in ia if x.anchor and x.flops}
     # a kernel whose FLOPs equal one GEMM of A can be its counterpart: it stays in the alignment
-    cands = [y for y in ib if _new_kernel(y, names_a) and (y.flops is None or (round(y.flops), y.backward)
-                                                           not in flops_a)]
+    # (an Inductor template whose shapes do not say its FLOPs is left to the alignment: generated
+    # code always records its shapes, so "no FLOPs" there is no evidence of several GEMMs)
+    cands = [y for y in ib if _new_kernel(y, names_a) and (
+        (y.flops is None and not y.inductor) or (y.flops is not None and (round(y.flops), y.backward) not in flops_a))]
     if not cands:
         return []
     # the strongest evidence first: FLOPs that add up, then scope alone
@@ -125,9 +131,12 @@ def work_groups(ia: list[Item], ib: list[Item]) -> list[tuple[Item, list, str]]:
     kept = {p for p, _ in paired}
     lost = [x for x in ia if x.anchor and x.klass == "gemm" and x.pos not in kept]
     out, taken = [], set()
+    lost_pos = [x.pos for x in lost]
+    qs = [q for _, q in paired]
     for y in cands:
-        lo, hi = _bracket(paired, y.pos)
-        pool = [x for x in lost if id(x) not in taken and lo < x.pos < hi and x.backward == y.backward
+        lo, hi = _bracket(paired, qs, y.pos)
+        near = lost[bisect.bisect_right(lost_pos, lo):bisect.bisect_left(lost_pos, hi)]
+        pool = [x for x in near if id(x) not in taken and x.backward == y.backward
                 and (x.in_scope(y.scope) if y.scope else y.flops is not None)]
         xs, evidence = _pick(y, pool, [c for c in cands if c is not y and c.backward == y.backward
                                        and c.scope == y.scope and c.flops is None])
@@ -137,16 +146,13 @@ def work_groups(ia: list[Item], ib: list[Item]) -> list[tuple[Item, list, str]]:
     return out
 
 
-def _bracket(paired: list, q: int) -> tuple[int, int]:
+def _bracket(paired: list, qs: list, q: int) -> tuple[int, int]:
     """The A positions between the anchor pairs around B position ``q`` (monotone: the GEMMs a
     kernel of B replaced lie between the same anchors in A)."""
-    lo, hi = -1, 1 << 62
-    for p, qq in paired:
-        if qq < q:
-            lo = p
-        elif qq > q:
-            hi = p
-            break
+    k = bisect.bisect_left(qs, q)
+    lo = paired[k - 1][0] if k > 0 else -1
+    k2 = bisect.bisect_right(qs, q)
+    hi = paired[k2][0] if k2 < len(paired) else 1 << 62
     return lo, hi
 
 
@@ -284,8 +290,9 @@ def _may_fuse(y: Item) -> bool:
     each do one op, never several)."""
     if y.klass in ("memset", "memcpy"):
         return False
-    return y.generated or not y.aten or ("fused" in y.name.lower() and not y.library.startswith("ATen")
-                                         and not y.anchor)
+    if y.library.startswith("ATen"):
+        return False  # ATen's own kernels each do one op, whoever launched them
+    return y.generated or not y.aten or ("fused" in y.name.lower() and not y.anchor)
 
 
 def _wanted_there(x: Item, gb: list[Item], pair_of: dict) -> bool:

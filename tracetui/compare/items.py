@@ -9,6 +9,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -105,11 +106,11 @@ class Item:
         may stand for several eager kernels, whatever class the taxonomy gives it."""
         return self.inductor or self.library.startswith("Triton") or self.klass == "triton"
 
-    @property
+    @cached_property
     def inductor(self) -> bool:
         return bool(INDUCTOR_RE.match(self.name))
 
-    @property
+    @cached_property
     def scope(self) -> tuple:
         """Its nn.Module scope without wrapper modules (``WRAPPER_MODULES``)."""
         return tuple(m for m in self.module_path if not WRAPPER_MODULES.match(m))
