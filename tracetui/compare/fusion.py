@@ -103,12 +103,20 @@ def match(ia: list[Item], ib: list[Item]) -> Match:
 
 # ---------------------------------------------------------------- 1. fusion by work
 
-def _new_kernel(y: Item, names_a: set) -> bool:
-    """A kernel of B that may do the work of several of A: a new name, and GEMM evidence or no
-    ATen op behind it (a user kernel, a Function, a custom op; not Inductor's pointwise code)."""
-    if (y.name, y.backward) in names_a or y.klass in ("memset", "memcpy") or y.library.startswith("ATen"):
+def _may_do_work(y: Item, names_a: set, flops_a: set) -> bool:
+    """A kernel of B that may do the work of several GEMMs of A: GEMM evidence, or no ATen op
+    behind it (a user kernel, a Function, a custom op; not Inductor's pointwise code); and
+    FLOPs no single GEMM of A has (whatever its name: cuBLAS may run a dual GEMM on the packed
+    weight with the tile it ran each GEMM with), or, without FLOPs, a name A does not launch."""
+    if y.klass in ("memset", "memcpy") or y.library.startswith("ATen"):
         return False
-    return bool(y.work) or (not y.aten and not (y.inductor and not y.template))
+    if not (y.work or (not y.aten and not (y.inductor and not y.template))):
+        return False
+    if y.flops is not None:
+        return (round(y.flops), y.backward) not in flops_a
+    # an Inductor template whose shapes do not say its FLOPs is left to the alignment: generated
+    # code always records its shapes, so "no FLOPs" there is no evidence of several GEMMs
+    return not y.inductor and (y.name, y.backward) not in names_a
 
 
 def work_groups(ia: list[Item], ib: list[Item]) -> list[tuple[Item, list, str]]:
@@ -116,11 +124,7 @@ def work_groups(ia: list[Item], ib: list[Item]) -> list[tuple[Item, list, str]]:
     does the work of GEMMs B has no counterpart for."""
     names_a = {(x.name, x.backward) for x in ia}
     flops_a = {(round(x.flops), x.backward) for x in ia if x.anchor and x.flops}
-    # a kernel whose FLOPs equal one GEMM of A can be its counterpart: it stays in the alignment
-    # (an Inductor template whose shapes do not say its FLOPs is left to the alignment: generated
-    # code always records its shapes, so "no FLOPs" there is no evidence of several GEMMs)
-    cands = [y for y in ib if _new_kernel(y, names_a) and (
-        (y.flops is None and not y.inductor) or (y.flops is not None and (round(y.flops), y.backward) not in flops_a))]
+    cands = [y for y in ib if _may_do_work(y, names_a, flops_a)]
     if not cands:
         return []
     # the strongest evidence first: FLOPs that add up, then scope alone
