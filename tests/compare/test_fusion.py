@@ -267,3 +267,28 @@ def test_provenance_record_is_used_and_marked_exact(tmp_path):
     assert row.b.name == "triton_poi_fused_0" and row.how == "provenance" and "exact" in row.evidence
     assert sorted(x.op for x in row.replaces) == ["aten::gelu", "aten::mul"]
     assert diff_dict(res)["fused"][0]["matched_by"] == "provenance"
+
+
+def _gemm(name: str, pos: int, flops: float, mod: tuple, mkn=None) -> Item:
+    return Item(node=pos, name=name, klass="gemm", dur_ns=50_000.0, op="aten::mm", chain=["aten::mm"],
+                module=mod[-1], op_node=None, module_path=mod, pos=pos, flops=flops, mkn=mkn,
+                work=("launching op aten::mm",), library="cuBLAS (nvjet, cuBLASLt)")
+
+
+def test_work_rule_holds_whatever_the_kernel_name():
+    """A dual GEMM that cuBLAS runs on packed gate/up weights with the very kernel it ran each
+    GEMM with (same name): its FLOPs (two GEMMs') say it took both, not its name; the down GEMM,
+    whose FLOPs one GEMM of A has, stays a counterpart."""
+    from tracetui.compare.fusion import work_groups
+    g = 8192 * 768 * 3072
+    nv = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
+    ia = [_gemm(nv, 0, g, ("OptimizedModule_0", "GeGLU_0"), ((8192, 768, 3072),)),
+          _gemm(nv, 1, g, ("OptimizedModule_0", "GeGLU_0"), ((8192, 768, 3072),)),
+          _gemm("nvjet_down", 2, g, ("OptimizedModule_0", "GeGLU_0"), ((8192, 3072, 768),))]
+    ib = [_gemm(nv, 0, 2 * g, ("GeGLU_0",), ((8192, 768, 6144),)),
+          _gemm("nvjet_down", 1, g, ("GeGLU_0", "Linear_0"), ((8192, 3072, 768),))]
+    ((y, xs, ev),) = work_groups(ia, ib)
+    assert y is ib[0] and xs == ia[:2] and "GFLOP" in ev
+    # FLOPs that add up to no set of lost GEMMs: no claim
+    ib[0].flops = 3 * g
+    assert work_groups(ia, ib) == []
