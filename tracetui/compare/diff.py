@@ -61,9 +61,12 @@ def diff_traces(a: Trace, b: Trace) -> DiffResult:
     m = match(ia, ib)
     rows = pair_identical(_rows(m))
     unfusions: list[Fusion] = []
+    layers = _layers(m)
     if _worth_mirroring(rows):
-        rows, unfusions = _unfusions(rows, match(ib, ia))
-    explain(rows, ia, ib, _layers(m))
+        rev = match(ib, ia)
+        rows, unfusions = _unfusions(rows, rev)
+        layers = {**_layers(rev), **layers}  # A's kernels: from the reverse match
+    explain(rows, ia, ib, layers)
     removed_ops, added_ops = _op_changes(a, b)
     chains = [{"kernel": r.name, "a": r.a.chain, "b": r.b.chain}
               for r in rows if r.a is not None and r.b is not None and r.a.chain != r.b.chain]

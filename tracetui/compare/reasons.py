@@ -72,6 +72,13 @@ as unexplained."""
 REMOVED_REASONS = (
     Rule("memset", "memset/memcpy no longer needed", "a memset or memcpy",
          lambda r: r.item.klass in ("memset", "memcpy")),
+    Rule("split", "part of a split reduction (B runs the reduction unsplit)",
+         "as for an added split part, against A's unfused kernels", lambda r: r.split_of is not None),
+    Rule("op split", "another kernel of an op Inductor split in parts (B runs the op whole)",
+         "as for an added op part, against A's unfused kernels", lambda r: r.op_part_of is not None),
+    Rule("extern", "ATen kernel the compiled graph called as an extern op",
+         "an ATen kernel launched inside A's compiled graph",
+         lambda r: r.item.compiled and not r.item.inductor and r.item.op is not None),
     Rule("weight repack", "weight repack no longer needed", "as for an added weight repack",
          lambda r: r.repack_for is not None),
     Rule("grad copy", "gradient copy into .grad no longer needed", "a copy launched under AccumulateGrad",
@@ -99,26 +106,29 @@ def is_reduction(it: Item) -> bool:
 
 def explain(rows: list[Row], ia: list[Item], ib: list[Item], layer: dict | None = None) -> None:
     """Give added and removed rows their reason (``REASONS``, ``REMOVED_REASONS``), or leave them
-    unexplained. ``layer`` maps id(B item) to its layer where its own scope does not say it
-    (compiled backward kernels have none: the diff infers it from what they pair with)."""
+    unexplained. ``layer`` maps id(item) to its layer where its own scope does not say it
+    (compiled backward kernels have none: the diff infers it from what they pair with). A
+    removed kernel gets the mirror of the added rules, against the unfused rows."""
     layer = layer or {}
-    fused = [(r, layer.get(id(r.b), r.b.block)) for r in rows if r.status == "fused"]
-    firsts = [(r.b, lay) for r, lay in fused if is_reduction(r.b)]
+    lay = lambda it: layer.get(id(it), it.block)  # noqa: E731
+    fused = {"b": [(r.b, r.replaces, lay(r.b)) for r in rows if r.status == "fused"],
+             "a": [(r.a, r.parts, lay(r.a)) for r in rows if r.status == "unfused"]}
     nxt = {"a": _next_anchor(ia), "b": _next_anchor(ib)}
-    calls_b = Counter(y.op_node for y in ib if y.op_node is not None)
+    calls = {"a": Counter(x.op_node for x in ia if x.op_node is not None),
+             "b": Counter(y.op_node for y in ib if y.op_node is not None)}
     for r in rows:
         if r.claimed or r.status not in ("added", "removed"):
             continue
         added = r.status == "added"
-        it = r.b if added else r.a
-        why = _why(it, ib if added else ia, nxt["b" if added else "a"][it.pos], added)
-        if added:
-            its_layer = layer.get(id(it), it.block)
-            why.split_of = _first_part(it, its_layer, firsts, ib)
-            if why.split_of is None:
-                why.op_part_of = _op_part(it, its_layer, fused)
-            if it.op_node is not None and calls_b[it.op_node] > 1 and not it.inductor:
-                why.sibling = it.op
+        it, k = (r.b, "b") if added else (r.a, "a")
+        side = ib if added else ia
+        why = _why(it, side, nxt[k][it.pos], added)
+        firsts = [(f, f_lay) for f, _, f_lay in fused[k] if is_reduction(f)]
+        why.split_of = _first_part(it, lay(it), firsts, side)
+        if why.split_of is None:
+            why.op_part_of = _op_part(it, lay(it), fused[k])
+        if it.op_node is not None and calls[k][it.op_node] > 1 and not it.inductor:
+            why.sibling = it.op
         for rule in (REASONS if added else REMOVED_REASONS):
             if rule.test(why):
                 r.rule = rule.key
@@ -147,6 +157,8 @@ def _say(rule: Rule, why: _Why, it: Item) -> tuple[str, list]:
         return f"{rule.reason} (other part: {why.split_of.name})", [why.split_of]
     if rule.key == "op split":
         return f"{rule.reason} (first part: {why.op_part_of.name})", [why.op_part_of]
+    if rule.key == "extern" and why.item.op:
+        return f"{rule.reason} ({why.item.op})", []
     if rule.key == "weight repack":
         w = "x".join(map(str, why.weight))
         return f"{rule.reason} ({w}, for {why.repack_for.name})", [why.repack_for]
@@ -188,10 +200,9 @@ def _op_part(it: Item, its_layer, fused: list[tuple]) -> Item | None:
         return None
     ops = set(it.ind_ops) - _LAYOUT_OPS
     best = None
-    for r, lay in fused:
-        f = r.b
+    for f, replaced, lay in fused:
         if f.pos < it.pos and f.name != it.name and f.backward == it.backward and lay == its_layer and any(
-                ops & set(x.op_short()[:1]) for x in r.replaces) and not _anchor_between(f, it):
+                ops & set(x.op_short()[:1]) for x in replaced) and not _anchor_between(f, it):
             best = f if best is None or f.pos > best.pos else best
     return best
 
