@@ -301,3 +301,15 @@ def test_work_rule_holds_whatever_the_kernel_name():
     # FLOPs that add up to no set of lost GEMMs: no claim
     ib[0].flops = 3 * g
     assert work_groups(ia, ib) == []
+
+
+def test_text_report_names_weight_repacks_and_evidence():
+    from tracetui.report.traces import print_diff
+    pa, pb = DATA / "diff" / "h100_mlp_train_compile.json.gz", DATA / "diff" / "h100_mlp_train_fused.json.gz"
+    lines: list[str] = []
+    print_diff(diff_traces(trace(pa), trace(pb)), write=lines.append, top=0)
+    _, ref_us = _weights(pb)
+    assert any(ln.strip() == f"weight repacks in B: {ref_us:,.1f} µs per step (weights copied into a fused "
+               "GEMM's layout every step)" for ln in lines)
+    assert any("evidence: autograd Function / custom op _FusedGeGLUFn takes 2 weights" in ln for ln in lines)
+    assert not any("unexplained)" in ln for ln in lines)
