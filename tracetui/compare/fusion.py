@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracetui.compare.align import assign_monotone
-from tracetui.compare.items import ANCHOR_CLASSES, _GEMM_OPS, _LAYOUT_OPS, Item
+from tracetui.compare.items import _GEMM_OPS, _LAYOUT_OPS, Item
 from tracetui.compare.pairing import _align_anchors, _gap_pairs
 from tracetui.compare.rows import Fusion
 
