@@ -209,7 +209,7 @@ def test_every_reason_that_names_a_kernel_holds(pa, pb, prefix, layers, reverse)
     # what no rule's evidence holds for stays unexplained, and is counted
     t = totals(res)
     assert t["unexplained"] == sum(1 for r in res.rows if r.status in ("added", "removed") and not r.explained)
-    assert t["unexplained"] <= 0.06 * max(t["kernels_a"], t["kernels_b"])  # 13 and 16 of 302 here
+    assert t["unexplained"] <= 0.06 * max(t["kernels_a"], t["kernels_b"])  # 13 of 302 here, either way
 
 
 def test_reason_tables_say_their_evidence():

@@ -188,11 +188,17 @@ def _unfusions(rows: list[Row], rev: Match) -> tuple[list[Row], list[Fusion]]:
         rk = rows[at[id(k)]]
         if rk.replaces or rk.claimed or (rk.b is not None and rk.b not in parts) or rk.status == "fused":
             continue
-        idx = {at[id(y)] for y in parts} | {at[id(k)]}
-        if idx & taken or any(rows[i].replaces or rows[i].claimed or rows[i].status == "fused"
-                              or (rows[i].a is not None and rows[i].a is not k) for i in idx):
+        def free(i: int) -> bool:
+            r = rows[i]
+            return i not in taken and not (r.replaces or r.claimed or r.status == "fused"
+                                           or (r.a is not None and r.a is not k))
+        # the parts the forward rows left free (one the forward pairing already explains stays)
+        keep = [y for y in parts if free(at[id(y)])]
+        if not keep or not free(at[id(k)]):
             continue
-        taken |= idx
+        if len(keep) < len(parts):
+            f = Fusion(k, keep, f.how, None, f.evidence)
+        taken |= {at[id(y)] for y in keep} | {at[id(k)]}
         out.append(f)
     if not out:
         return rows, []
