@@ -354,7 +354,8 @@ def diff(a: str, b: str, section: str = "kernels", offset: int = 0, limit: int =
     sides (kernels, device and CPU µs per step) and one `section`: kernels (aligned, with status
     same/faster/slower/new/removed/fused), fused (what each fused kernel replaces and saves),
     removed_ops, added_ops, chains (dispatch chains that changed). As `tracetui diff --json`; paged."""
-    from tracetui.compare.diff import diff_dict, diff_traces
+    from tracetui.compare.changes import diff_dict
+    from tracetui.compare.diff import diff_traces
     ta, tb = load(a, steps, torch_version), load(b, steps, torch_version)
     key = (id(ta), id(tb))
     if key not in _diff_cache:

@@ -379,6 +379,8 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
             emit(f"  {visible(_short(f['kernel']))} replaces {len(f['replaces'])} kernel(s) "
                  f"(ops {', '.join(f['ops'])}; matched by {f['matched_by']}"
                  + (f"; block {', '.join(f['blocks_a'])}" if f["blocks_a"] else "") + "):")
+            if f.get("evidence"):
+                emit(f"    evidence: {visible(f['evidence'])}")
             if f["gemm"]:
                 emit(f"    = {visible(_short(f['gemm']))[:90]}  (the GEMM it replaced)")
             for r in f["replaces"]:
@@ -388,6 +390,15 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
                     f"({f['hbm_traffic_saved_bytes'] / 1e6:.1f} MB of traffic)" if f["intermediate_bytes"] else ""))
         if top and len(j["fused"]) > top * 3:
             emit(f"  … {len(j['fused']) - top * 3} more (--top 0 lists all)")
+    if j.get("unfused"):
+        emit("\nfusion undone (a kernel of A that B runs as several, in launch order):")
+        for f in j["unfused"][: top * 3 if top else None]:
+            emit(f"  {visible(_short(f['kernel']))} runs as {len(f['parts'])} kernel(s) (matched by "
+                 f"{f['matched_by']}): {f['a_us']:.1f} → {f['b_us']:.1f} µs per step")
+            if f["evidence"]:
+                emit(f"    evidence: {visible(f['evidence'])}")
+            for p in f["parts"]:
+                emit(f"    + {visible(_short(p))[:90]}")
     if j["chains"]:
         emit("\ndispatch chains that changed:")
         seen = set()
@@ -407,7 +418,7 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
         for k in j["kernels"]:
             au = f"{k['a_us']:9.1f}" if k["a_us"] is not None else " " * 9
             bu = f"{k['b_us']:9.1f}" if k["b_us"] is not None else " " * 9
-            why = k["detail"] or k["reason"] or ("unexplained" if k["status"] in ("added", "removed") else "")
+            why = k["reason"] or k["detail"] or ("unexplained" if k["status"] in ("added", "removed") else "")
             extra = f"  ({visible(why)})" if why else ""
             emit(f"  {visible(_short(k['name']))[:58]:58s} {au} {bu} {k['delta_us']:+9.1f}  {k['status']}{extra}")
 
@@ -432,6 +443,10 @@ def diff_header(j: dict) -> list[str]:
                    f"per step, {a['memcpy_memset_us_per_step']:.1f} → {b['memcpy_memset_us_per_step']:.1f} µs")
     out.append(f"  B's kernels explained {t['b_kernels_explained']}/{t['b_kernels']}; unexplained rows "
                f"{t['unexplained']} ({t['unexplained_added']} added, {t['unexplained_removed']} removed)")
+    for side, key in (("B", "weight_repack_us_b"), ("A", "weight_repack_us_a")):
+        if t.get(key):
+            out.append(f"  weight repacks in {side}: {t[key]:,.1f} µs per step (weights copied into a fused "
+                       "GEMM's layout every step)")
     return out
 
 

@@ -29,8 +29,9 @@ from tracetui.ui.footer import StableFooter
 from tracetui.ui.idle_gc import release_frozen
 from tracetui.ui.navigate import OpenDiff, OpenTrace
 
-STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta"}
-STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕"}
+STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta",
+                "unfused": "magenta"}
+STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕", "unfused": "⊖"}
 FILTERS = (None, "differs", "fused", "changed", "added", "removed", "unexplained")
 """``f`` cycles the aligned list through these (None: every row; differs: every row not 'same')."""
 CHANGE_TOP = 8
@@ -198,7 +199,7 @@ class DiffScreen(ExportsView, Screen):
                 if item is None:
                     pane.add_row(g, Text(""), "", "", "")
                 else:
-                    delta = f"{r.delta_ns / 1e3:+,.1f}" if (pane is pb or r.b is None) and r.fused_into is None else ""
+                    delta = f"{r.delta_ns / 1e3:+,.1f}" if (pane is pb or r.b is None) and not r.claimed else ""
                     pane.add_row(g, Text(visible(shorten_cpp(item.name))[:48], style=st),
                                  f"{item.dur_ns / 1e3:,.1f}", delta, Text(visible(item.op or "(no op)")[:30]))
         title = "aligned" if not self.sort_by_delta else "by |Δ|"
