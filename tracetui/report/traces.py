@@ -326,10 +326,12 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
 
 
 def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool = True,
-               fmt: str | None = None, table: str | None = None) -> None:
+               fmt: str | None = None, table: str | None = None, head: list | None = None,
+               extra: dict | None = None) -> None:
     """Print the diff report (or hand each line to ``write``, as the app does): totals that
     reconcile, the biggest changes by kind (``top`` per kind; 0: all), then fusion details and the
-    full aligned list (``rows``). ``fmt`` json/csv/md writes the data instead (``table`` picks one)."""
+    full aligned list (``rows``). ``fmt`` json/csv/md writes the data instead (``table`` picks one).
+    ``head``: lines the text opens with (the verdict); ``extra``: keys added to the JSON."""
     fmt = fmt or ("json" if as_json else "text")
     sink = write or _out
 
@@ -345,12 +347,16 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
         out = diff_dict(d, top=top) if top else j
         if mem is not None:
             out["memory"] = mem
+        if extra and fmt == "json":
+            out.update(extra)
         if fmt == "json":
             _dump(out)
         else:  # csv: the aligned kernels unless --table names another
             emit_report(out, fmt, table=table, first="kernels", title="tracetui diff")
         return
     a, b = j["a"], j["b"]
+    for line in head or []:
+        emit(line)
     for side, x in (("A", a), ("B", b)):  # a GPU trace may lack deviceProperties: not "CPU" then
         dev = x["device"] or ("GPU (name not recorded)" if x.get("gpu") else "CPU")
         emit(f"{side}: {visible(x['file'])}  ({visible(dev)}, {x['steps']} step{'s' if x['steps'] != 1 else ''})")
