@@ -8,7 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index", "record", "mcp")
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index", "record", "mcp",
+               "opportunities", "skill")
 FORMATS = ("text", "json", "csv", "md")  # tracetui.report.export.FORMATS, kept here so --help imports nothing
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = REPO_ROOT / "traces"
@@ -116,6 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     add_gate_args(d)
     _rank_parsers(sub, lo, fo)
     _record_parsers(sub)
+    from tracetui.cli.opportunities import add_parser as _opportunities_parser  # tracetui/cli/opportunities.py
+    _opportunities_parser(sub, lo, count)
+    sub.add_parser("skill", help="print SKILL.md: how a coding agent should drive tracetui (commands, exit codes, caps)")
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
@@ -334,6 +338,12 @@ def _dispatch(args) -> int:
         return serve(args, CliError)
     if args.cmd == "summary":
         return _summary(args.trace, args)
+    if args.cmd == "opportunities":
+        from tracetui.cli.opportunities import run
+        return run(args, load)
+    if args.cmd == "skill":
+        from tracetui.cli.skill import run as skill
+        return skill()
     if args.cmd == "memory":
         from tracetui.report.traces import fmt_of, print_memory
         print_memory(load(args.trace, args), top=args.top, fmt=fmt_of(args), table=args.table)
