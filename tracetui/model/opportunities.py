@@ -279,7 +279,8 @@ def _project(c: Chain, gbps: float) -> None:
     written and read back once each; a fused kernel moves the chain's other bytes (what it reads
     from outside, what it leaves) at ``gbps``. Saving = the chain's time − that kernel's time:
     the traffic saved, plus the launches and the under-bandwidth time of the small kernels.
-    ``traffic_us`` is the traffic alone (2 × intermediates / bandwidth), a floor."""
+    ``traffic_us`` is the traffic alone (2 × intermediates / bandwidth), a floor; no saving is
+    more than the chain's own time (bytes over-counted, e.g. an output written sparsely)."""
     mids = [k.out_bytes for k in c.kernels[:-1]]
     c.extra["bytes_complete"] = all(m is not None for m in mids) and all(
         k.in_bytes is not None for k in c.kernels)
@@ -287,12 +288,13 @@ def _project(c: Chain, gbps: float) -> None:
         return
     c.intermediate_bytes = float(sum(m for m in mids if m))
     c.extra["traffic_us"] = 2 * c.intermediate_bytes / gbps / 1e3
+    took = c.dur_ns / 1e3
     if not c.extra["bytes_complete"]:
-        c.saving_us = c.extra["traffic_us"]  # the floor: what the known intermediates alone cost
+        c.saving_us = min(took, c.extra["traffic_us"])  # the floor: what the known intermediates alone cost
         return
     moved = sum(k.in_bytes + k.out_bytes for k in c.kernels) - 2 * c.intermediate_bytes
     c.extra["fused_us"] = max(moved, 0.0) / gbps / 1e3
-    c.saving_us = max(c.dur_ns / 1e3 - c.extra["fused_us"], c.extra["traffic_us"])
+    c.saving_us = min(took, max(took - c.extra["fused_us"], c.extra["traffic_us"]))  # never more than it takes
 
 
 def _key(c: Chain) -> tuple:
