@@ -336,7 +336,7 @@ def chain_dict(c: Chain, rank: int) -> dict:
             "backward": c.kernels[0].backward, "stream": "/".join(str(x) for x in c.kernels[0].stream[1:]),
             "modules": sorted({m for k in c.kernels for m in k.scope}),
             "ops": c.ops, "kernels": [k.name for k in c.kernels], "kernel_classes": [k.klass for k in c.kernels],
-            "position": c.extra.get("position"), "steps_seen": c.steps, "us_per_step": c.dur_ns / 1e3,
+            "position": c.extra.get("position"), "first_node": c.kernels[0].node, "steps_seen": c.steps, "us_per_step": c.dur_ns / 1e3,
             "intermediate_bytes": c.intermediate_bytes, "bytes_complete": c.extra.get("bytes_complete", False),
             "hbm_traffic_saved_bytes": 2 * c.intermediate_bytes if c.intermediate_bytes is not None else None,
             "fused_kernel_us": c.extra.get("fused_us"), "traffic_saving_us": c.extra.get("traffic_us"),

@@ -182,6 +182,7 @@ class ExplorerScreen(Screen):
         Binding("t", "toggle_avg", "Totals / per step", show=False),  # `a` opens trace A in a diff
         Binding("d", "toggle_details", "Details", show=False),
         Binding("D", "diagnostics", "Diagnostics", show=False),
+        Binding("O", "opportunities", "Fusion opportunities", show=False),  # ui/opportunities_view.py
         Binding("1", "tab('tree')", "Tree", show=False),
         Binding("2", "tab('kernels')", "Kernels", show=False),
         Binding("3", "tab('ops')", "Ops", show=False),
@@ -361,6 +362,11 @@ class ExplorerScreen(Screen):
             self.show_if_new(int(node))  # moving the cursor usually showed it already
             if focus:  # now, not after this frame (tree.focus() would restyle it in a second one)
                 self.set_focus(self.tree)
+
+    def action_opportunities(self) -> None:
+        """Chains of kernels a fusion could merge, ranked by projected saving (``tracetui opportunities``)."""
+        from tracetui.ui.opportunities_view import OpportunitiesScreen
+        self.app.push_screen(OpportunitiesScreen(self.trace, on_jump=self.jump))
 
     def action_diagnostics(self) -> None:
         """The root row: its detail pane spells out the status line's diagnostics and repairs,
