@@ -15,14 +15,15 @@ def add_parser(sub, lo, count) -> None:
 
 def run(args, load) -> int:
     from tracetui.model.opportunities import opportunities
-    from tracetui.report.opportunities import capped, say_truncated, text_lines
+    from tracetui.report.caps import note_truncated
+    from tracetui.report.opportunities import capped, text_lines
     t = load(args.trace, args)
     o = capped(opportunities(t), args.top)
     if args.json:
         from tracetui.report.traces import _dump
         _dump(o)
         if o["truncated"]:
-            say_truncated(len(o["chains"]), o["total_chains"], "chains")
+            note_truncated([("chains", len(o["chains"]), o["total_chains"])])
         return 0
     from tracetui.report.traces import _out
     for line in text_lines(o, str(t.path)):

@@ -1,8 +1,6 @@
 """``tracetui opportunities``: the fusion chains of one trace as text or JSON (tracetui/model/opportunities.py)."""
 from __future__ import annotations
 
-import sys
-
 from tracetui.textsafe import visible
 
 
@@ -39,7 +37,3 @@ def text_lines(o: dict, path: str) -> list[str]:
         out.append(f"\n… {o['total_chains'] - len(o['chains'])} more chain(s) (--top 0: all)")
     return out
 
-
-def say_truncated(shown: int, total: int, what: str, flag: str = "--top 0") -> None:
-    """The one stderr line every capped JSON answer prints: ``tracetui: truncated: ...``."""
-    print(f"tracetui: truncated: {shown} of {total} {what} ({flag}: all)", file=sys.stderr)

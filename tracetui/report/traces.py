@@ -119,6 +119,10 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     d = summary_dict(t, top=top, op_kinds=None if fmt != "text" else TEXT_OP_KINDS)
     if fmt != "text":  # csv: the ops table unless --table names another
         emit_report(d, fmt, table=table, first="ops", title=f"tracetui summary: {t.path.name}")
+        if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
+            from tracetui.report.caps import note_truncated
+            note_truncated([(k, len(d[k]), n) for k, n in (("kernels", len(t.kernel_table)), ("ops", len(t.op_table)))
+                            if len(d[k]) < n])
         return
     _out(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {visible(t.device_label)}")
     prov = d["provenance"]
@@ -351,6 +355,9 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
             out.update(extra)
         if fmt == "json":
             _dump(out)
+            if top and write is None:  # the cap said on stderr (tracetui/report/caps.py)
+                from tracetui.report.caps import note_truncated, walk_caps
+                note_truncated(walk_caps(out, j))
         else:  # csv: the aligned kernels unless --table names another
             emit_report(out, fmt, table=table, first="kernels", title="tracetui diff")
         return
@@ -509,6 +516,9 @@ def print_memory(t: Trace, as_json: bool = False, top: int = 10, fmt: str | None
     if fmt != "text":  # json, or csv/md tables (csv: the per-op table unless --table)
         tabs = report_tables(j, columns={"ops": OP_COLUMNS})  # no memory events: still its header
         emit_report(j, fmt, table=table, first="ops", tables=tabs, title=f"tracetui memory: {t.path.name}")
+        if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
+            from tracetui.report.caps import note_truncated, walk_caps
+            note_truncated(walk_caps(j, memory_dict(t, top=0)))
         return
     b = lambda n: f"{fmt_bytes(n)} ({n:,} B)" if abs(n) >= 1024 else fmt_bytes(n)  # noqa: E731
     t0 = int(t.store.ts.min()) * US if len(t.store) else 0.0  # text times: offsets from the first event
