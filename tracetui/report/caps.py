@@ -33,6 +33,7 @@ def note_truncated(caps: list[tuple[str, int, int]], flag: str = "--top 0") -> b
     """Print the one stderr line for ``caps`` (none: print nothing); True when something was cut."""
     if not caps:
         return False
+    caps = sorted(caps, key=lambda c: c[0].count(".") + c[0].count("["))  # top-level lists first
     parts = ", ".join(f"{visible(p)} {a:,} of {b:,}" for p, a, b in caps[:8])
     more = f", and {len(caps) - 8} more lists" if len(caps) > 8 else ""
     print(f"tracetui: truncated: {parts}{more} ({flag}: all)", file=sys.stderr)
