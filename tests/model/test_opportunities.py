@@ -280,3 +280,31 @@ def test_cpu_only_trace_has_no_chains(tmp_path):
 def test_model_is_pure():
     code = "import sys, tracetui.model.opportunities; assert 'textual' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_a_bandwidth_beyond_belief_falls_back_to_the_nominal_figure():
+    """HTA's synthetic diff trace times its kernels so that they would move hundreds of TB/s."""
+    from tracetui.model.opportunities import Kernel, measured_bandwidth
+
+    class T:
+        device_name = "NVIDIA H100 80GB HBM3"
+
+    def k(dur_ns):
+        return Kernel(0, "k", "pointwise", "aten::add", (), (), False, dur_ns, 4 << 20, 8 << 20)
+    real = measured_bandwidth(T, [k(4000), k(4000)])  # 12 MiB in 4 µs: 3.1 TB/s
+    assert real["source"] == "measured" and real["gbps"] == pytest.approx((12 << 20) / 4000)
+    fake = measured_bandwidth(T, [k(40), k(40)])  # 12 MiB in 40 ns: 315 TB/s
+    assert fake["source"] == "nominal" and fake["gbps"] == 3350.0 and "not believed" in fake["how"]
+    T.device_name = "Some Future Accelerator"
+    assert measured_bandwidth(T, [k(4000), k(4000)])["source"] == "measured"
+    assert measured_bandwidth(T, [k(400), k(400)])["source"] == "nominal"  # 31 TB/s: over 10 TB/s
+
+
+def test_peer_traces_never_crash(peer_dir):
+    """HTA's traces (AMD, CPU-only, no steps, synthetic times): a report or a reason, never an error."""
+    for path in sorted(peer_dir.glob("*.json.gz"))[:14]:
+        p = subprocess.run([sys.executable, "-m", "tracetui", "opportunities", str(path), "--json"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, (path.name, p.stderr[-300:])
+        j = json.loads(p.stdout)
+        assert j["bandwidth"] is None or j["bandwidth"]["gbps"] <= 10000

@@ -48,7 +48,9 @@ NOMINAL_GBPS = (
     (r"H100.*(?:SXM|HBM3)", 3350.0, "H100 SXM datasheet HBM3"),
     (r"H100", 2000.0, "H100 PCIe datasheet HBM2e"),
     (r"A100", 2039.0, "A100 80GB SXM datasheet"),
+    (r"B200", 8000.0, "B200 datasheet HBM3e"),
     (r"MI300", 5300.0, "MI300X datasheet"),
+    (r"MI250", 3277.0, "MI250X datasheet HBM2e"),
     (r"", 2000.0, "assumed: a device the table does not know"),
 )
 """Device name -> nominal HBM bandwidth (GB/s), used only when the trace has too few memory-bound
@@ -57,6 +59,11 @@ kernels to measure its own; the output then says "nominal"."""
 MIN_BW_KERNELS = 2
 """Memory-bound kernels needed (each ≥ ``MIN_BW_BYTES`` moved) to measure the bandwidth."""
 MIN_BW_BYTES = 1 << 20
+MAX_OVER_NOMINAL = 1.2
+"""A measured bandwidth above this many times a known device's nominal figure (or above
+``UNKNOWN_CEILING_GBPS`` for a device the table does not know) is not believed: the kernels'
+recorded times are off (a synthetic or rewritten trace), and the nominal figure is used, said so."""
+UNKNOWN_CEILING_GBPS = 10000.0
 BW_QUANTILE = 0.9
 """The measured bandwidth is this quantile of the memory-bound kernels' achieved GB/s: what the
 card reached on this trace's own copies and pointwise kernels, not one lucky outlier."""
@@ -255,23 +262,34 @@ def chains_of_step(t, step: int) -> list[Chain]:
 
 # ---------------------------------------------------------------- bandwidth and projection
 
+def nominal_bandwidth(device: str | None) -> tuple[float, str, bool]:
+    """(GB/s, what it is, whether the table knows the device) from ``NOMINAL_GBPS``."""
+    for rx, gbps, what in NOMINAL_GBPS:
+        if re.search(rx, device or ""):
+            return gbps, what, bool(rx)
+    raise AssertionError("NOMINAL_GBPS ends with a catch-all")
+
+
 def measured_bandwidth(t, kernels: list[Kernel]) -> dict:
     """The HBM bandwidth (GB/s) this trace's memory-bound kernels reached: the ``BW_QUANTILE`` of
     (bytes read + written) / time over its pointwise and norm kernels (copies are pointwise)
-    moving at least ``MIN_BW_BYTES``; the device's nominal figure, said as such, when too few do."""
+    moving at least ``MIN_BW_BYTES``; the device's nominal figure, said as such, when too few do
+    or when the measurement is beyond belief (``MAX_OVER_NOMINAL``)."""
     rates = [(k.out_bytes + k.in_bytes) / k.dur_ns for k in kernels
              if k.klass in ("pointwise", "norm") and k.out_bytes and k.in_bytes and k.dur_ns > 0
              and k.out_bytes + k.in_bytes >= MIN_BW_BYTES]
-    if len(rates) >= MIN_BW_KERNELS:
-        return {"gbps": float(np.quantile(rates, BW_QUANTILE)), "source": "measured", "kernels": len(rates),
-                "how": f"p{int(BW_QUANTILE * 100)} of {len(rates)} pointwise/copy/norm kernels' "
-                       "(read + written) bytes / time"}
-    dev = t.device_name or ""
-    for rx, gbps, what in NOMINAL_GBPS:
-        if re.search(rx, dev):
-            return {"gbps": gbps, "source": "nominal", "kernels": len(rates),
-                    "how": f"{what}: only {len(rates)} kernels to measure from"}
-    raise AssertionError("NOMINAL_GBPS ends with a catch-all")
+    nominal, what, known = nominal_bandwidth(t.device_name)
+    if len(rates) < MIN_BW_KERNELS:
+        return {"gbps": nominal, "source": "nominal", "kernels": len(rates),
+                "how": f"{what}: only {len(rates)} kernels to measure from"}
+    gbps = float(np.quantile(rates, BW_QUANTILE))
+    ceiling = nominal * MAX_OVER_NOMINAL if known else UNKNOWN_CEILING_GBPS
+    if gbps > ceiling:
+        return {"gbps": nominal, "source": "nominal", "kernels": len(rates),
+                "how": f"{what}: the kernels' times give {gbps:,.0f} GB/s, above {ceiling:,.0f}: not believed"}
+    return {"gbps": gbps, "source": "measured", "kernels": len(rates),
+            "how": f"p{int(BW_QUANTILE * 100)} of {len(rates)} pointwise/copy/norm kernels' "
+                   "(read + written) bytes / time"}
 
 
 def _project(c: Chain, gbps: float) -> None:
