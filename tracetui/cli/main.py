@@ -11,7 +11,8 @@ from pathlib import Path
 from tracetui.cli.common import CliError, count, positive, torch_version  # noqa: F401 - re-exported: the CLI's names
 from tracetui.cli.common import interactive as _interactive
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index", "record", "mcp")
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index", "record", "mcp",
+               "opportunities", "skill")
 FORMATS = ("text", "json", "csv", "md")  # tracetui.report.export.FORMATS, kept here so --help imports nothing
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = REPO_ROOT / "traces"
@@ -81,8 +82,13 @@ def _parser() -> argparse.ArgumentParser:
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
+    from tracetui.cli.gate import add_gate_args
+    add_gate_args(d)
     _rank_parsers(sub, lo, fo)
     _record_parsers(sub)
+    from tracetui.cli.opportunities import add_parser as _opportunities_parser  # tracetui/cli/opportunities.py
+    _opportunities_parser(sub, lo, count)
+    sub.add_parser("skill", help="print SKILL.md: how a coding agent should drive tracetui (commands, exit codes, caps)")
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
@@ -301,6 +307,12 @@ def _dispatch(args) -> int:
         return serve(args, CliError)
     if args.cmd == "summary":
         return _summary(args.trace, args)
+    if args.cmd == "opportunities":
+        from tracetui.cli.opportunities import run
+        return run(args, load)
+    if args.cmd == "skill":
+        from tracetui.cli.skill import run as skill
+        return skill()
     if args.cmd == "memory":
         from tracetui.report.traces import fmt_of, print_memory
         print_memory(load(args.trace, args), top=args.top, fmt=fmt_of(args), table=args.table)
@@ -315,7 +327,7 @@ def _dispatch(args) -> int:
     if args.cmd == "diff":
         if len(args.traces) < 2:
             raise CliError("diff: give two traces, or three or more for a ladder")
-        if args.text or args.json or args.format or not _interactive():
+        if args.text or args.json or args.format or args.gate is not None or not _interactive():
             return _diff_report(args.traces, args)
         return _open(args.traces, diff=True, load_opts=_load_opts(args))
     traces = args.traces or bundled_default()  # none: the bundled ladder (eager, compile, ... on an H200)
@@ -362,10 +374,10 @@ def _diff_report(paths: list, args) -> int:
     top = getattr(args, "top", 10)
     traces = [load(p, args) for p in paths]
     if len(traces) == 2:
-        from tracetui.compare.diff import diff_traces
-        from tracetui.report.traces import print_diff
-        print_diff(diff_traces(*traces), fmt=fmt_of(args), table=getattr(args, "table", None), top=top)
-        return 0
+        from tracetui.cli.gate import report_two
+        return report_two(traces, args, fmt_of(args), top, getattr(args, "table", None))
+    if getattr(args, "gate", None) is not None:
+        raise CliError("diff: --gate compares two traces (A, then B), not a ladder")
     from tracetui.compare.ladder import ladder
     from tracetui.report.traces import print_ladder
     fmt = fmt_of(args)

@@ -359,10 +359,25 @@ def diff(a: str, b: str, section: str = "kernels", offset: int = 0, limit: int =
     ta, tb = load(a, steps, torch_version), load(b, steps, torch_version)
     key = (id(ta), id(tb))
     if key not in _diff_cache:
-        _diff_cache[key] = diff_dict(diff_traces(ta, tb))
+        from tracetui.compare.verdict import comparability, facts, verdict
+        doc = diff_dict(diff_traces(ta, tb))
+        doc["verdict"], doc["comparability"] = verdict(doc), comparability(facts(ta), facts(tb))  # as diff --json
+        _diff_cache[key] = doc
         while len(_diff_cache) > CACHE_TRACES:
             _diff_cache.popitem(last=False)
     return sectioned(_diff_cache[key], section, offset, limit)
+
+
+def opportunities(path: str, offset: int = 0, limit: int = 20, steps: str | None = None,
+                  torch_version: str | None = None) -> dict:
+    """Fusion opportunities of one trace, as `tracetui opportunities --json --top 0`: chains of
+    pointwise/norm/reduction kernels (one stream, one module scope) ranked by the µs per step a
+    fusion would save at the trace's own HBM bandwidth, each with module, ops, kernels and bytes;
+    the head has the bandwidth and its source (measured or nominal). Paged."""
+    from tracetui.model.opportunities import opportunities as find
+    o = find(load(path, steps, torch_version))
+    head = {k: v for k, v in o.items() if k != "chains"}
+    return page(o["chains"], offset, limit, head=head, key="chains")
 
 
 def memory(path: str, section: str | None = "ops", offset: int = 0, limit: int = 50,
@@ -466,5 +481,6 @@ TOOLS: list[Tool] = [
     Tool("diff", diff),
     Tool("memory", memory),
     Tool("ranks", ranks),
+    Tool("opportunities", opportunities),
 ]
 """Every tool the server offers, in the order it lists them."""

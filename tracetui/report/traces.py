@@ -126,6 +126,10 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     d = summary_dict(t, top=top, op_kinds=None if fmt != "text" else TEXT_OP_KINDS)
     if fmt != "text":  # csv: the ops table unless --table names another
         emit_report(d, fmt, table=table, first="ops", title=f"tracetui summary: {t.path.name}")
+        if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
+            from tracetui.report.caps import note_truncated
+            note_truncated([(k, len(d[k]), n) for k, n in (("kernels", len(t.kernel_table)), ("ops", len(t.op_table)))
+                            if len(d[k]) < n])
         return
     _out(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {visible(t.device_label)}")
     prov = d["provenance"]
@@ -341,10 +345,12 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
 
 
 def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool = True,
-               fmt: str | None = None, table: str | None = None) -> None:
+               fmt: str | None = None, table: str | None = None, head: list | None = None,
+               extra: dict | None = None) -> None:
     """Print the diff report (or hand each line to ``write``, as the app does): totals that
     reconcile, the biggest changes by kind (``top`` per kind; 0: all), then fusion details and the
-    full aligned list (``rows``). ``fmt`` json/csv/md writes the data instead (``table`` picks one)."""
+    full aligned list (``rows``). ``fmt`` json/csv/md writes the data instead (``table`` picks one).
+    ``head``: lines the text opens with (the verdict); ``extra``: keys added to the JSON."""
     fmt = fmt or ("json" if as_json else "text")
     sink = write or _out
 
@@ -360,12 +366,19 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
         out = diff_dict(d, top=top) if top else j
         if mem is not None:
             out["memory"] = mem
+        if extra and fmt == "json":
+            out.update(extra)
         if fmt == "json":
             _dump(out)
+            if top and write is None:  # the cap said on stderr (tracetui/report/caps.py)
+                from tracetui.report.caps import note_truncated, walk_caps
+                note_truncated(walk_caps(out, j))
         else:  # csv: the aligned kernels unless --table names another
             emit_report(out, fmt, table=table, first="kernels", title="tracetui diff")
         return
     a, b = j["a"], j["b"]
+    for line in head or []:
+        emit(line)
     for side, x in (("A", a), ("B", b)):  # a GPU trace may lack deviceProperties: not "CPU" then
         dev = x["device"] or ("GPU (name not recorded)" if x.get("gpu") else "CPU")
         emit(f"{side}: {visible(x['file'])}  ({visible(dev)}, {x['steps']} step{'s' if x['steps'] != 1 else ''})")
@@ -547,6 +560,9 @@ def print_memory(t: Trace, as_json: bool = False, top: int = 10, fmt: str | None
     if fmt != "text":  # json, or csv/md tables (csv: the per-op table unless --table)
         tabs = report_tables(j, columns={"ops": OP_COLUMNS})  # no memory events: still its header
         emit_report(j, fmt, table=table, first="ops", tables=tabs, title=f"tracetui memory: {t.path.name}")
+        if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
+            from tracetui.report.caps import note_truncated, walk_caps
+            note_truncated(walk_caps(j, memory_dict(t, top=0)))
         return
     b = lambda n: f"{fmt_bytes(n)} ({n:,} B)" if abs(n) >= 1024 else fmt_bytes(n)  # noqa: E731
     t0 = int(t.store.ts.min()) * US if len(t.store) else 0.0  # text times: offsets from the first event

@@ -17,7 +17,7 @@ from tracetui.ui.explorer import ExplorerScreen
 from tracetui.ui.idle_gc import IdleCollector
 from tracetui.ui.loading import LoadingScreen
 from tracetui.ui.modals import HelpScreen, OpenScreen
-from tracetui.ui.navigate import OpenDiff, OpenRank, OpenTrace
+from tracetui.ui.navigate import OpenDiff, OpenOpportunities, OpenRank, OpenTrace
 from tracetui.ui.threads import DaemonExecutor
 
 
@@ -98,6 +98,12 @@ class TraceApp(App):
     def open_diff(self, message: OpenDiff) -> None:
         from tracetui.ui.diff_view import DiffScreen
         self.push_screen(DiffScreen(message.a, message.b))
+
+    @on(OpenOpportunities)
+    def open_opportunities(self, message: OpenOpportunities) -> None:
+        """Chains of kernels a fusion could merge, ranked by projected saving."""
+        from tracetui.ui.opportunities_view import OpportunitiesScreen
+        self.push_screen(OpportunitiesScreen(message.trace, on_jump=message.on_jump))
 
     @on(OpenRank)
     def open_rank(self, message: OpenRank) -> None:

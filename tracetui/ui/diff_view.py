@@ -125,6 +125,9 @@ class DiffScreen(ExportsView, Screen):
         lines: list[str] = []
         from tracetui.report.traces import print_diff
         print_diff(res, write=lines.append, top=0, rows=False)
+        from tracetui.compare.verdict import comparability, facts, header_lines, verdict
+        head = header_lines(verdict(j), comparability(facts(self.a), facts(self.b)), None)
+        self.verdict_lines = [head[0]] + [x for x in head[1:] if x.startswith("NOT")]  # comparable: said by no line
         self.app.call_from_thread(self._show, res, j, cs, lines)
 
     def _show(self, res: DiffResult, j: dict, cs: list, lines: list[str]) -> None:
@@ -132,6 +135,8 @@ class DiffScreen(ExportsView, Screen):
         t = j["totals"]
         A, B = j["a"], j["b"]
         s = Text()
+        for i, line in enumerate(getattr(self, "verdict_lines", [])):  # the verdict, then comparability
+            s.append(line + "\n", style="bold" if i == 0 else "bold red")
         s.append(f"kernels/step {t['kernels_a']} → {t['kernels_b']}", style="bold")
         s.append(f" (launches saved {t['launches_saved']})")
         s.append(f" · device µs/step {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} ({t['device_delta_us']:+,.1f}; "

@@ -28,6 +28,7 @@ from tracetui.ui.idle_gc import keep_out_of_gc, release_frozen
 from tracetui.ui.memory_view import MemoryView
 from tracetui.ui.tab_bar import TabBar
 from tracetui.ui.tables import AggTable
+from tracetui.ui.navigate import OpenOpportunities
 from tracetui.ui.range_table import RangeTable
 from tracetui.ui.timeline import Timeline
 from tracetui.ui.tree_view import Row, TraceTree
@@ -53,6 +54,7 @@ class ExplorerScreen(ExportsView, Screen):
         Binding("t", "toggle_avg", "Totals / per step", show=False),  # `a` opens trace A in a diff
         Binding("d", "toggle_details", "Details", show=False),
         Binding("D", "diagnostics", "Diagnostics", show=False),
+        Binding("O", "opportunities", "Fusion opportunities", show=False),  # ui/opportunities_view.py
         Binding("1", "tab('tree')", "Tree", show=False),
         Binding("2", "tab('kernels')", "Kernels", show=False),
         Binding("3", "tab('ops')", "Ops", show=False),
@@ -231,6 +233,11 @@ class ExplorerScreen(ExportsView, Screen):
             self.show_if_new(int(node))  # moving the cursor usually showed it already
             if focus:  # now, not after this frame (tree.focus() would restyle it in a second one)
                 self.set_focus(self.tree)
+
+    def action_opportunities(self) -> None:
+        """Chains of kernels a fusion could merge, ranked by projected saving (``tracetui opportunities``);
+        the App pushes the screen (screens never import each other)."""
+        self.post_message(OpenOpportunities(self.trace, on_jump=self.jump))
 
     def action_diagnostics(self) -> None:
         """The root row: its detail pane spells out the status line's diagnostics and repairs,

@@ -36,3 +36,12 @@ class OpenRank(Message):
     def __init__(self, path: Path, step: str | None = None, load_opts: dict | None = None):
         super().__init__()
         self.path, self.step, self.load_opts = Path(path), step, load_opts or {}
+
+
+class OpenOpportunities(Message):
+    """Show a trace's fusion opportunities (the explorer's `O`); Enter there calls ``on_jump(node)``
+    to put the explorer's cursor on a chain's first kernel."""
+
+    def __init__(self, trace: Trace, on_jump=None):
+        super().__init__()
+        self.trace, self.on_jump = trace, on_jump
