@@ -39,8 +39,8 @@ from tracetui.kernels.geglu import (
 )
 from tracetui.kernels.geglu_gemm import (
     INTERPRETER_CONFIG,
+    POINTER_CONFIG,
     TMA_CONFIG,
-    _autotuned,
     fit_config,
     geglu_dual_gemm_kernel,
     geglu_dual_gemm_tma_kernel,
@@ -232,19 +232,13 @@ class Plan:
             self.kwargs = dict(cfg, NUM_SMS=grid, FAST_TANH=not interp, UPCAST=upcast, DEVICE_DESC=True,
                                SAVE_PRE=save_pre, W_NK=True)
         elif path == "pointer":
-            cfg = owner.config
-            if cfg is None:  # autotuned on the GPU
-                self.kernel = _autotuned
-                self.grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
-                self.kwargs = dict(FAST_TANH=True, SAVE_PRE=save_pre)
-            else:
-                cfg = fit_config(cfg, es, owner.smem_limit)
-                self.config, self.smem = dict(cfg), smem_bytes(cfg, es)
-                if interp:
-                    cfg.pop("num_stages", None), cfg.pop("num_warps", None)
-                self.kernel = geglu_dual_gemm_kernel
-                self.grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
-                self.kwargs = dict(cfg, UPCAST=upcast, FAST_TANH=not interp, SAVE_PRE=save_pre)
+            cfg = fit_config(owner.config or POINTER_CONFIG, es, owner.smem_limit)
+            self.config, self.smem = dict(cfg), smem_bytes(cfg, es)
+            if interp:
+                cfg.pop("num_stages", None), cfg.pop("num_warps", None)
+            self.kernel = geglu_dual_gemm_kernel
+            self.grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
+            self.kwargs = dict(cfg, UPCAST=upcast, FAST_TANH=not interp, SAVE_PRE=save_pre)
         else:
             self.block = 1024
             total = m * n

@@ -224,6 +224,12 @@ def geglu_dual_gemm_tma_kernel(x_desc, w_desc, o_desc, M, N, K, sxm=0, swk=0, so
         o_desc.store([off_m, off_n], h.to(o_desc.dtype))
 
 
+POINTER_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)
+"""The pointer kernel's config in ``PackedGeGLU`` on a GPU (fitted to the shared memory per
+dtype: fp32 drops to 2 stages on sm_90): the v5 tune's best pointer config, and the one the
+H100 dispatch check timed (15.7 us at 512x768x2048). Pinned, so a new M compiles one kernel
+instead of autotuning a dozen."""
+
 TMA_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, FLATTEN=True, WARP_SPEC=False,
                   num_stages=3, num_warps=8)
 """The shipped Hopper config, chosen by kernels/tune.py on the H200 (docs/perf.md): 118.7 us at
