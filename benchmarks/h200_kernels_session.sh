@@ -45,12 +45,12 @@ gen() {
   rec() {  # rec NAME ARGS...: one recording under its own timeout
     local name=$1; shift
     local t0=$SECONDS
-    timeout ${REC_TIMEOUT:-55} python3 -m tracetui gen mlp --train --active 3 "$@" -o $T/$name.json.gz 2>&1 | filter
+    timeout ${REC_TIMEOUT:-40} python3 -m tracetui gen mlp --train --active 3 "$@" -o $T/$name.json.gz 2>&1 | filter
     echo "[session] $name: rc=$? $((SECONDS - t0)) s $(stat -c %s $T/$name.json.gz 2>/dev/null) bytes"
   }
   { rec mlp_train_fused --impl fused
     rec mlp_train_eager --impl eager
-    [ $(left) -gt 70 ] && rec mlp_train_compile --impl compile
+    [ $(left) -gt 45 ] && rec mlp_train_compile --impl compile
     echo "[session] weight copies (first trace must have none):"
     python3 $HERE/benchmarks/trace_weight_copies.py $T/mlp_train_fused.json.gz $T/mlp_train_eager.json.gz
     echo "[session] trace_weight_copies rc=$?"
@@ -64,7 +64,7 @@ tune() {
 }
 case "$PHASE" in
   all)
-    bench bench $(( $(left) - 150 )) --shapes 8192x768x3072,512x768x2048,2048x768x3072 \
+    bench bench $(( $(left) - 75 )) --no-v5 --shapes 8192x768x3072,512x768x2048,2048x768x3072 \
       --train-shapes 8192x768x3072,2048x768x3072
     gen
     ;;

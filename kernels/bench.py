@@ -52,6 +52,8 @@ CPU_SHAPE = (37, 24, 40)
 """--cpu-check runs every table once at this (awkward, tiny) shape under the interpreter."""
 
 DEV = "cuda"
+V5 = True
+"""Time the pre-issue-26 path (``fused_v5``, autotuned per shape: ~10 s of compiles each); --no-v5 skips it."""
 
 
 def packed(wg, wu, path=None):
@@ -245,7 +247,7 @@ def check_correctness(small: bool = False) -> list[dict]:
         for shape in pw_shapes:
             _pointwise_cases(rows, dt, shape, tol[dt])
         for (m, k, n) in mm_shapes:
-            _gemm_cases(rows, dt, m, k, n, tol[dt], v5=dt == torch.bfloat16)
+            _gemm_cases(rows, dt, m, k, n, tol[dt], v5=V5 and dt == torch.bfloat16)
     return rows
 
 
@@ -347,8 +349,9 @@ def mlp_table(shapes, modes, graphs: bool) -> list[dict]:
             ref = ref_mod(x.double())
             fns = {"eager": lambda: base(x),
                    "triton": lambda: mods["triton"](x),
-                   "fused": lambda: mods["fused"](x),
-                   "fused_v5": lambda: F.linear(geglu_gemm_packed(x, wp, config=v5_cfg), wd)}
+                   "fused": lambda: mods["fused"](x)}
+            if V5:
+                fns["fused_v5"] = lambda: F.linear(geglu_gemm_packed(x, wp, config=v5_cfg), wd)
             for mode in modes:
                 t0 = time.time()
                 try:
@@ -378,7 +381,8 @@ def mlp_table(shapes, modes, graphs: bool) -> list[dict]:
             res["dispatch"] = plan.path
             res["dispatch_rule"] = plan.rule.when if plan.rule else None
             res["dispatch_fallback"] = plan.fallback
-            _timed(res, "dual_v5", lambda: geglu_gemm_packed(x, wp, config=v5_cfg), res["errors"])
+            if V5:
+                _timed(res, "dual_v5", lambda: geglu_gemm_packed(x, wp, config=v5_cfg), res["errors"])
             _timed(res, "gate_up_cublas", lambda: (F.linear(x, wg), F.linear(x, wu)), res["errors"])
             _timed(res, "down_only", lambda: F.linear(h_in, wd), res["errors"])
             if graphs and DEV == "cuda":  # launch overhead removed for everyone
@@ -523,6 +527,7 @@ def parse_args(argv=None):
     ap.add_argument("--no-train", action="store_true")
     ap.add_argument("--no-pointwise", action="store_true")
     ap.add_argument("--no-graphs", action="store_true")
+    ap.add_argument("--no-v5", action="store_true", help="skip the pre-issue-26 fused_v5 peer (its autotuning)")
     ap.add_argument("--cpu-check", action="store_true",
                     help="no GPU: the CPU-checkable parts under TRITON_INTERPRET=1 at a tiny shape")
     ap.add_argument("--cpu-compile", action="store_true", help="with --cpu-check: also the compile peers (slow)")
@@ -579,6 +584,8 @@ def main(argv=None) -> int:
         for line in summary(doc, modes):
             log(line)
         return exit_code(doc, modes)
+    global V5
+    V5 = not args.no_v5
     if args.cpu_check:
         return cpu_check(args)
     if not torch.cuda.is_available():

@@ -16,10 +16,13 @@ from __future__ import annotations
 import math
 
 import torch
+import triton
 from torch import nn
 
 from tracetui.kernels.fused import PackedGeGLU
-from tracetui.kernels.geglu import geglu_interleaved_backward
+from tracetui.kernels.geglu import geglu_interleaved_bwd_kernel
+
+_BLOCK = 1024
 
 
 class _FusedGeGLUFn(torch.autograd.Function):
@@ -38,7 +41,12 @@ class _FusedGeGLUFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dh):
         x2, pre, w = ctx.saved_tensors
-        dpre = geglu_interleaved_backward(dh.reshape(-1, w.shape[0] // 2), pre)  # [M, 2N]
+        dh = dh if dh.is_contiguous() else dh.contiguous()
+        dpre = torch.empty_like(pre)  # [M, 2N]: dgate, dup interleaved, one pass (shapes checked in forward)
+        n = dh.numel()
+        if n:  # geglu_interleaved_backward's kernel, launched without its Python argument checks
+            geglu_interleaved_bwd_kernel[(triton.cdiv(n, _BLOCK),)](dh, pre, dpre, n, n // _BLOCK, BLOCK=_BLOCK,
+                                                                    num_warps=4)
         dx = torch.mm(dpre, w).view(ctx.x_shape) if ctx.needs_input_grad[0] else None
         dw = torch.mm(dpre.t(), x2) if ctx.needs_input_grad[1] else None  # [2N, K] like w
         return dx, dw, None
