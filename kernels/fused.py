@@ -59,13 +59,12 @@ FALLBACK = {"tma": "pointer", "pointer": "cublas"}
 DISPATCH_THRESHOLDS = {
     "cublas_max_m": 64,
     "cublas_source": "not measured: no run has timed M <= 64 yet (the bench's m=64 row sets it)",
-    "pointer_max_m": 2048,
-    "pointer_source": "H200 run v6, 2026-12-05 (docs/bench_h200_v6.json, bench.thresholds_from): dual GEMM "
-                      "at 512x768x2048 pointer 50.9 us, TMA 67.9, cuBLAS 69.8; at 2048x768x3072 pointer 42.6, "
-                      "TMA 47.0, cuBLAS 53.3; at 8192 TMA 125.4 beat pointer 154.4. Host-bound at M <= 2048 "
-                      "on that machine (GPU us ~ CPU issue us): the TMA launch's extra host work decides. "
-                      "The H100 run (docs/bench_h100_2026-12-05_fp32_skipped.json) agreed at 512 "
-                      "(pointer 15.7 vs TMA 17.8) and not at 2048 (TMA 36.8 vs pointer 39.4)",
+    "pointer_max_m": 512,
+    "pointer_source": "H200 run v7, 2026-12-05 (docs/bench_h200_v7.json; bench.thresholds_from of it): dual "
+                      "GEMM at 512x768x2048 pointer 23.0 us, TMA 36.2, cuBLAS 37.1; at 2048x768x3072 TMA 36.1 "
+                      "beat pointer 43.2. The H100 run agreed (512: pointer 15.7 vs TMA 17.8; 2048: TMA 36.8 vs "
+                      "pointer 39.4); H200 run v6 had pointer ahead at 2048 too (42.6 vs 47.0), host-bound "
+                      "there (GPU us ~ CPU issue us)",
 }
 """The M thresholds of the rule table and the run that set each (``bench.thresholds_from`` of
 that run's JSON gives these numbers; tests/kernels check they agree)."""
