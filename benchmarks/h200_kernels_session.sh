@@ -70,8 +70,11 @@ case "$PHASE" in
     ;;
   more) bench bench_more $(( $(left) - 10 )) --shapes 64x768x3072,1000x768x3000,16384x768x8192 \
           --train-shapes 512x768x2048 ;;
+  # the cuBLAS rule's threshold: the dispatch check at small M only (no correctness, one compile mode)
+  calibrate) bench bench_calibrate 200 --no-check --no-v5 --no-train --no-graphs --modes default \
+               --shapes 64x768x3072,128x768x3072,256x768x3072 ;;
   gen) gen ;;
   tune) tune $(( $(left) - 10 )) ;;
-  *) echo "usage: $0 [all|more|gen|tune]"; exit 2 ;;
+  *) echo "usage: $0 [all|more|calibrate|gen|tune]"; exit 2 ;;
 esac
 echo "[session] done in $SECONDS s"

@@ -528,6 +528,8 @@ def parse_args(argv=None):
     ap.add_argument("--no-pointwise", action="store_true")
     ap.add_argument("--no-graphs", action="store_true")
     ap.add_argument("--no-v5", action="store_true", help="skip the pre-issue-26 fused_v5 peer (its autotuning)")
+    ap.add_argument("--no-check", action="store_true",
+                    help="skip the correctness check (a calibration-only run; its verdicts then say FAIL)")
     ap.add_argument("--cpu-check", action="store_true",
                     help="no GPU: the CPU-checkable parts under TRITON_INTERPRET=1 at a tiny shape")
     ap.add_argument("--cpu-compile", action="store_true", help="with --cpu-check: also the compile peers (slow)")
@@ -606,7 +608,7 @@ def main(argv=None) -> int:
     out["floors"] = fl = floors()
     fl.update(launch_floors())
     log("floors", fl)
-    out["correctness"] = corr = check_correctness()
+    out["correctness"] = corr = [] if args.no_check else check_correctness()
     bad = [r for r in corr if not r["ok"]]
     if bad:
         log(f"CORRECTNESS FAILED: {len(bad)} cases")
