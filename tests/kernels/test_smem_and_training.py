@@ -17,7 +17,6 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from tracetui.kernels import fused as fused_mod  # noqa: E402
 from tracetui.kernels.fused import PATHS, PackedGeGLU  # noqa: E402
 from tracetui.kernels.gate_up import GateUpProj, _FusedGeGLUFn  # noqa: E402
 from tracetui.kernels.geglu_gemm import (SMEM_LIMITS, TMA_CONFIG, _autotuned, configs_that_fit,  # noqa: E402
