@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 # Triton kernels run on the CPU through the interpreter in CI; must be set before triton is imported.
@@ -54,3 +55,14 @@ def cpu_memory_trace(tmp_path_factory) -> Path:
     pytest.importorskip("torch")
     from tests.memory_workload import record_memory_trace
     return record_memory_trace(tmp_path_factory.mktemp("memory") / "train_memory.json")
+
+
+@pytest.fixture(autouse=True)
+def _mcp_module_state():
+    """The MCP tools keep the server's roots and page size in module state (one server per
+    process); a test that builds a server with its own roots must not confine the next test."""
+    yield
+    tools = sys.modules.get("tracetui.mcp.tools")
+    if tools is not None:
+        tools.ROOTS[:] = []
+        tools.MAX_CHARS = 20_000

@@ -84,7 +84,7 @@ def test_a_billion_world_size_in_mcp_ranks(tmp_path):
     for r in range(4):
         _rank(tmp_path, r, world=10**9, info=(r == 0))
     code = ("import json, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1500 << 20, 1500 << 20)); "
-            "from tracetui.mcp import tools; d = tools.ranks([sys.argv[1]], section='diagnostics'); "
+            "from tracetui.mcp import tools; tools.set_roots([sys.argv[1]]); d = tools.ranks([sys.argv[1]], section='diagnostics'); "
             "print(json.dumps(d))")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))

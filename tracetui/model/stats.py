@@ -25,11 +25,12 @@ def agg_key(name: str) -> str:
 @dataclass
 class Rollups:
     cpu_total: np.ndarray     # ns
-    cpu_self: np.ndarray      # ns (a merged duplicate's self time is its survivor's: see ``dup``)
+    cpu_self: np.ndarray      # ns, per node by the stack rule (what the tree and the detail pane show)
     device: np.ndarray        # ns of GPU activity in the subtree (containment)
     kernels: np.ndarray       # kernel launches in the subtree
     step_of: np.ndarray       # node id of the enclosing ProfilerStep (display tree), -1 if none
     dup: np.ndarray = None    # bool: merged into its same-name parent (torch's duplicate-node rule)
+    op_self: np.ndarray = None  # ns, cpu_self with each merged duplicate's given to its survivor (op table)
 
 
 def _nearest_not(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
@@ -155,7 +156,8 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     Python frames (``with_stack``) are call-stack context: an op's self time excludes its ATen and
     runtime children only, as torch <= 2.11 computes it (python frames are not in its tree).
     ``python_owns_time=True`` nests ops under frames for self time, as torch 2.13 does.
-    A node torch merges into its same-name parent (``_duplicates``) gives it its self time.
+    A node torch merges into its same-name parent (``_duplicates``) gives it its self time in the
+    op table (``op_self``); the tree keeps each node's own (``cpu_self``).
     """
     kind = tree.kind
     host = np.isin(kind, list(HOST_KINDS))
@@ -164,14 +166,15 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     cpar, member = _cpu_parents(tree, python_owns_time)
     cpu_self = _self_times(tree, host, cpar, member, torch_compat)
     dup, into = _duplicates(tree, cpar, member)
-    np.add.at(cpu_self, into, cpu_self[dup])
-    cpu_self[dup] = 0
+    op_self = cpu_self.copy()  # the tree keeps every node's own self time; the op table merges
+    np.add.at(op_self, into, cpu_self[dup])
+    op_self[dup] = 0
     is_dup = np.zeros(len(kind), dtype=bool)
     is_dup[dup] = True
     device, kernels = _device_climb(tree, gpu, torch_compat)
     _thread_totals(tree, host, gpu, cpu_total, device, kernels)
     return Rollups(cpu_total=cpu_total, cpu_self=cpu_self, device=device, kernels=kernels,
-                   step_of=_steps_of(tree), dup=is_dup)
+                   step_of=_steps_of(tree), dup=is_dup, op_self=op_self)
 
 
 def _device_climb(tree: Tree, gpu: np.ndarray, torch_compat: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -291,7 +294,8 @@ def aggregate(tree: Tree, r: Rollups, kinds: frozenset, device: np.ndarray | Non
     m = len(uniq)
     count = np.bincount(inv, minlength=m)
     ct = np.bincount(inv, weights=r.cpu_total[sel], minlength=m) / 1e3
-    cs = np.bincount(inv, weights=r.cpu_self[sel], minlength=m) / 1e3
+    own = r.cpu_self if r.op_self is None else r.op_self
+    cs = np.bincount(inv, weights=own[sel], minlength=m) / 1e3
     scope = np.bincount(inv, weights=r.device[sel], minlength=m) / 1e3
     dv = scope if device is None else np.bincount(inv, weights=device[sel], minlength=m) / 1e3
     order = np.argsort(inv, kind="stable")
