@@ -325,11 +325,7 @@ def _node_id(t, i) -> int:
 
 
 def _ancestors(t, i: int) -> list[dict]:
-    out = []
-    while i >= 0:
-        out.append({"id": int(i), "name": t.name(i)})
-        i = int(t.tree.parent[i])
-    return out[::-1]
+    return [{"id": n, "name": t.name(n)} for n in t.tree.path(i)]  # bounded by the tree's depth
 
 
 def _agg_page(path, which, name, kind, offset, limit, steps, torch_version) -> dict:

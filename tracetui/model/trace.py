@@ -115,21 +115,21 @@ class Trace:
 
     def _nearest(self, i: int, parents: np.ndarray, kind: int) -> int | None:
         """The closest ancestor of ``i`` of ``kind`` along ``parents`` (display or containment)."""
-        p = int(parents[i])
-        while p > 0:
+        for p in self.tree.ancestors(i, parents):
+            if p <= 0:
+                return None
             if self.tree.kind[p] == kind:
                 return p
-            p = int(parents[p])
         return None
 
     def op_chain(self, i: int, stop: tuple) -> list[str]:
         """Names of the ops above ``i``, outermost first, up to the first ancestor of a ``stop`` kind."""
         ops = []
-        p = int(self.tree.cparent[i])
-        while p > 0 and self.tree.kind[p] not in stop:
+        for p in self.tree.ancestors(i, self.tree.cparent):
+            if p <= 0 or self.tree.kind[p] in stop:
+                break
             if self.tree.kind[p] == K["op"]:
                 ops.append(self.name(p))
-            p = int(self.tree.cparent[p])
         return ops[::-1]
 
     def gpu_descendants(self, i: int) -> np.ndarray:

@@ -27,6 +27,8 @@ DIAGNOSTICS = {
     "negative_durations": "events with a negative dur, shown with dur 0",
     "skipped_categories": "events of categories the hierarchy does not use, by category",
     "steps_spanned_by_events": "frames that span a step boundary, shown beside the steps",
+    "parent_cycles_broken": "events whose display parents went round in a loop, re-hung under their "
+                            "containment parent (a tracetui bug if it ever shows: please report it)",
 }
 """Each diagnostic the tree counts, and what it means for the numbers (CLI and app both say it)."""
 
@@ -89,12 +91,21 @@ class Tree:
         return cache[hidden_kind]
 
     def path(self, i: int) -> list[int]:
-        """Node ids from the root to ``i``."""
-        out = []
-        while i >= 0:
-            out.append(int(i))
-            i = self.parent[i]
-        return out[::-1]
+        """Node ids from the root to ``i`` (display parents)."""
+        return list(self.ancestors(i))[::-1] + [int(i)]
+
+    def ancestors(self, i: int, parents: np.ndarray | None = None):
+        """The ancestors of ``i`` along ``parents`` (display parents by default), innermost first.
+
+        The walk takes at most as many steps as the tree has nodes: ``build_tree`` makes the
+        parents acyclic, and a walk up must end even if some later edit broke that."""
+        parents = self.parent if parents is None else parents
+        p = int(parents[i])
+        for _ in range(len(parents)):
+            if p < 0:
+                return
+            yield p
+            p = int(parents[p])
 
 
 def _csr(parent: np.ndarray, start: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -149,8 +160,31 @@ def _first_of(keys: np.ndarray, events: np.ndarray, wanted: np.ndarray) -> np.nd
     return np.where((wanted >= 0) & (uniq[pos] == wanted), owner[pos], -1)
 
 
-def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
-    depth = np.zeros(n, dtype=np.int16)
+def _acyclic(parent: np.ndarray, cparent: np.ndarray, start: np.ndarray, n: int,
+             diag: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(CSR offsets, children, depths) of the display tree, after making sure every node hangs
+    from the root: a node the walk down from the root does not reach sits on a parent cycle,
+    which no rule above should make; it is re-hung under its containment parent (acyclic: an
+    event's is always one that started before it), or the root, and counted, never dropped."""
+    for _ in range(2):
+        off, idx = _csr(parent, start, n)
+        depth, reached = _depths(off, idx, n)
+        lost = np.flatnonzero(~reached)
+        if not lost.size:
+            return off, idx, depth
+        diag["parent_cycles_broken"] = diag.get("parent_cycles_broken", 0) + int(lost.size)
+        up = cparent[lost]
+        parent[lost] = np.where((up >= 0) & reached[np.maximum(up, 0)], up, 0)
+    off, idx = _csr(parent, start, n)
+    return (off, idx) + (_depths(off, idx, n)[0],)
+
+
+def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(depth of each node, reached from the root) by a walk down the CSR children."""
+    reached = np.zeros(n, dtype=bool)
+    reached[0] = True
+
+    depth = np.zeros(n, dtype=np.int32)  # int16 overflowed at 32,767 nested events
     frontier = np.array([0])
     d = 0
     while frontier.size:
@@ -160,9 +194,11 @@ def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
         if not lens.sum():
             break
         kids = idx[np.repeat(ends - lens.cumsum(), lens) + np.arange(lens.sum())]
+        kids = kids[~reached[kids]]  # a cycle cannot keep the walk going
         depth[kids] = d
+        reached[kids] = True
         frontier = kids
-    return depth
+    return depth, reached
 
 
 def build_tree(store: EventStore, title: str = "trace") -> Tree:
@@ -326,9 +362,9 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     if n > 1:
         start[0] = start[1:].min()
         d[0] = (start[1:] + d[1:]).max() - start[0]
-    off, idx = _csr(parent, start, n)
+    off, idx, depth = _acyclic(parent, cparent, start, n, diag)
     tree = Tree(store=store, names=names, name_id=name_id, kind=kind, ev=ev, start=start, dur=d,
-                parent=parent, cparent=cparent, child_off=off, child_idx=idx, depth=_depths(off, idx, n),
+                parent=parent, cparent=cparent, child_off=off, child_idx=idx, depth=depth,
                 diagnostics=diag)
     tree.fwd_of = _link_backward(store, base)
     return tree
@@ -364,7 +400,9 @@ def _step_thread_groups(store: EventStore, host: np.ndarray, parent_e: np.ndarra
             if t2 == st_track or pid_of[t2] != pid_of.get(st_track):
                 continue
             ev = host[(store.track[host] == t2)]
-            ev = ev[parent_e[ev] == tnode]
+            # a step stays on its own thread: moved under another thread's step, two steps
+            # with the same interval would each hold the other (a parent cycle)
+            ev = ev[(parent_e[ev] == tnode) & (store.kind[ev] != K["step"])]
             k = np.searchsorted(s0, store.ts[ev], side="right") - 1
             inside = (k >= 0) & (store.ts[ev] < s1[np.maximum(k, 0)])
             ev, k = ev[inside], k[inside]

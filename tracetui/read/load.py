@@ -160,20 +160,37 @@ class LoadReport:
 MAX_BYTES_ENV = "TRACETUI_MAX_BYTES"
 DEFAULT_MAX_BYTES = 8 << 30
 """The most a trace may take once read (and gunzipped): the smaller of 8 GiB and half the
-machine's RAM, unless TRACETUI_MAX_BYTES says otherwise (bytes, or with a K/M/G suffix). A load
+machine's RAM, unless TRACETUI_MAX_BYTES says otherwise (bytes, or with a K/M/G/T suffix). A load
 needs about 2.4x the file's size, so anything larger could not be shown; a gzip bomb stops here."""
+
+MAX_BYTES_CEILING = 1 << 40
+"""The largest TRACETUI_MAX_BYTES taken (1 TiB): a load needs ~2.4x its input in RAM, so a
+larger cap could only mean "no limit", which a gzip bomb would use."""
+
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([KMGT]?)I?B?")
+_SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``TRACETUI_MAX_BYTES``'s value in bytes: a positive number, optionally with a K/M/G/T
+    suffix (``64M``, ``1.5G``, ``8GiB``), at most ``MAX_BYTES_CEILING``; anything else raises
+    TraceError naming the variable (inf, nan, -5, 0, 0x10, ``abc`` are mistakes, not "no limit")."""
+    from decimal import Decimal  # noqa: PLC0415
+    m = _SIZE.fullmatch(text.strip().upper())
+    n = int(Decimal(m.group(1)) * _SCALE[m.group(2)]) if m else 0
+    if not m or n <= 0:
+        raise TraceError(MAX_BYTES_ENV, f"{text!r} is not a size (a positive number of bytes, "
+                                        f"or with K/M/G/T: 64M, 8G; at most 1T)")
+    if n > MAX_BYTES_CEILING:
+        raise TraceError(MAX_BYTES_ENV, f"{text!r} is over the maximum of 1T ({MAX_BYTES_CEILING:,} bytes)")
+    return n
 
 
 def max_bytes() -> int:
-    """The read/gunzip limit in bytes (see DEFAULT_MAX_BYTES)."""
-    text = os.environ.get(MAX_BYTES_ENV, "").strip().upper().removesuffix("B").removesuffix("I")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1) if text else 1
-    try:
-        n = int(float(text[:-1] if scale > 1 else text) * scale) if text else 0
-    except ValueError:
-        n = 0
-    if n > 0:
-        return n
+    """The read/gunzip limit in bytes (see DEFAULT_MAX_BYTES); a bad TRACETUI_MAX_BYTES raises."""
+    text = os.environ.get(MAX_BYTES_ENV, "")
+    if text.strip():
+        return parse_size(text)
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -325,8 +342,9 @@ def _text(path: Path, data: bytearray | bytes, report: LoadReport) -> bytearray 
 
 GZ_IN_STEP = 1 << 20
 """Compressed bytes fed to zlib at a time; a failing step is replayed in smaller steps."""
-GZ_OUT_STEP = 64 << 20
-"""The most zlib may write per call, so a bomb is caught within one step of the limit."""
+GZ_OUT_STEP = 4 << 20
+"""The most zlib may write per call. With the buffer capped at the limit, a gzip bomb is
+refused holding at most the limit plus one step (measured in tests/read/test_bounded_memory.py)."""
 
 
 def gunzip(path: Path, data: bytes, report: LoadReport, limit: int) -> bytearray:
@@ -365,7 +383,8 @@ def gunzip(path: Path, data: bytes, report: LoadReport, limit: int) -> bytearray
 
 class _Out:
     """The gunzipped bytes, grown in place into one bytearray (sized up front from the gzip
-    trailer's length hint, so a GB-sized trace is not copied while it grows)."""
+    trailer's length hint, never past the limit, so a GB-sized trace is not copied while it
+    grows and a bomb that lies in its trailer gets no more than the limit)."""
 
     def __init__(self, data: bytes, limit: int, path: Path):
         hint = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
@@ -374,6 +393,10 @@ class _Out:
 
     def __len__(self) -> int:
         return self.n
+
+    def room(self) -> int:
+        """How much zlib may write next: one step, or one byte past the limit (to see it crossed)."""
+        return max(1, min(GZ_OUT_STEP, self.limit - self.n + 1))
 
     def add(self, piece: bytes) -> None:
         k = len(piece)
@@ -396,14 +419,15 @@ class _Out:
 
 
 def _inflate(d, buf, out: _Out) -> None:
-    """Feed ``buf`` to the decompressor ``d``, at most GZ_OUT_STEP bytes out per call."""
+    """Feed ``buf`` to the decompressor ``d``, at most ``out.room()`` bytes out per call."""
     while True:
-        piece = d.decompress(buf, GZ_OUT_STEP)
+        room = out.room()
+        piece = d.decompress(buf, room)
         out.add(piece)
         if d.eof:
             return
         buf = d.unconsumed_tail
-        if not buf and len(piece) < GZ_OUT_STEP:
+        if not buf and len(piece) < room:
             return
 
 
@@ -451,11 +475,15 @@ def _raws(data) -> list:
 def _one_by_one(data, decoder, default) -> list:
     """Each entry decoded on its own, ``default`` where one does not fit (a file whose
     wrong-typed events were skipped: the positions must still line up)."""
+    try:
+        raws = _raws(data)
+    except msgspec.DecodeError:  # invalid UTF-8 the first decode never read: replaced (same positions)
+        raws = _raws(repair.fix_utf8(data)[0])
     out = []
-    for r in _raws(data):
+    for r in raws:
         try:
             out.append(decoder.decode(r))
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:
             out.append(default)
     return out
 
@@ -469,7 +497,7 @@ def raw_times(data) -> list:
         if first_byte(data) == b"[":
             return _raw_times_decoders[1].decode(data)
         return _raw_times_decoders[0].decode(data).traceEvents
-    except msgspec.ValidationError:
+    except msgspec.DecodeError:  # a wrong-typed event, or invalid UTF-8 inside one the decode left out
         return _one_by_one(data, _one_times, RawTimes())
 
 
@@ -479,7 +507,7 @@ def raw_args(data: bytes) -> list:
         if first_byte(data) == b"[":
             return [e.args for e in _raw_decoders[1].decode(data)]
         return [e.args for e in _raw_decoders[0].decode(data).traceEvents]
-    except msgspec.ValidationError:
+    except msgspec.DecodeError:
         return [e.args for e in _one_by_one(data, _one_args, RawArgs())]
 
 
