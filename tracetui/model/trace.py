@@ -277,9 +277,16 @@ class Trace:
     def _step_totals_from_windows(self) -> None:
         """A step's device time and kernel count are its window's (every thread), not only what
         its own thread launched (key_averages() counts only that; the tests compare both)."""
-        for w in self.windows.windows:
-            self.roll.device[w.node] = int(self.tree.dur[w.gpu].sum())
-            self.roll.kernels[w.node] = int((self.tree.kind[w.gpu] == K["kernel"]).sum())
+        ws = self.windows.windows
+        if not ws:
+            return
+        nodes = np.fromiter((w.node for w in ws), dtype=np.int64, count=len(ws))
+        g, sizes = self.windows.gpu_flat.astype(np.int64), np.diff(self.windows.gpu_at)
+        seg = np.repeat(np.arange(len(ws)), sizes)
+        device = np.zeros(len(ws), dtype=np.int64)
+        np.add.at(device, seg, self.tree.dur[g])
+        self.roll.device[nodes] = device
+        self.roll.kernels[nodes] = np.bincount(seg[self.tree.kind[g] == K["kernel"]], minlength=len(ws))
 
 
 LOST_GPU_NOTE = ("no GPU activity survived the cut (Kineto writes runtime calls and kernels after "
