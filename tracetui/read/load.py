@@ -289,9 +289,10 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
                 raise TraceError(path, f"{what}, not a trace file")
             if st.st_size > limit:
                 raise TraceError(path, f"{st.st_size:,} bytes, over the {limit:,}-byte limit ({MAX_BYTES_ENV})")
-            magic = f.read(2)
+            head = f.read(HEAD_BYTES)
             f.seek(0)
-            if magic == b"\x1f\x8b":
+            _check_head(path, head)
+            if head[:2] == b"\x1f\x8b":
                 data = f.read()
             else:
                 data = bytearray(st.st_size)
@@ -314,6 +315,24 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
     if not out:
         raise TraceError(path, "gzip holds no data (empty once gunzipped)")
     return _text(path, out, report)
+
+
+HEAD_BYTES = 1 << 16
+"""What is read of a file before the rest, to refuse one that cannot be JSON unread: a 2 GB
+sparse file (all NULs) cost 2.1 GB of memory per MCP call before it was found not to be JSON."""
+
+_JSON_STARTS = frozenset(b'{["\xef\xfe\xff\x00') | frozenset(b" \t\r\n")
+"""Bytes a trace can start with: JSON, a byte-order mark, UTF-16/32 without one (a NUL)."""
+
+
+def _check_head(path: Path, head: bytes) -> None:
+    """Refuse, before the file is read, a head that no trace has: a first non-blank byte that
+    starts no JSON text (gzip aside), or four NULs (no UTF-16/32 JSON starts so: a sparse hole)."""
+    if head[:2] == b"\x1f\x8b" or not head:
+        return
+    first = head.lstrip()[:1]
+    if head[:4] == b"\x00" * 4 or (first and first[0] not in _JSON_STARTS):
+        raise TraceError(path, f"not JSON (starts with {(first or head[:1])!r})")
 
 
 _BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"),

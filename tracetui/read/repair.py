@@ -46,6 +46,11 @@ CHUNK_BYTES = 1 << 16
 MAX_CHUNK_BYTES = 1 << 24
 """Chunks stop doubling here: a failed chunk costs at most this much to narrow down."""
 
+MAX_EVENT_BYTES = 1 << 24
+"""The largest run of bytes repaired as one event (16 MiB; Kineto's largest events are KBs):
+a longer one, with no event boundary in it (a sparse file's hole of NULs after a valid head),
+is dropped unrepaired, since each repair step copies it (a 1 GB hole took 7 GB)."""
+
 MAX_JOIN = 8
 """How many ``}, {`` guesses in a row the repair may join when the first was inside a string."""
 
@@ -224,6 +229,8 @@ class _Walk:
                 self._closed(s, f.at)
                 return len(starts)
             first = first or f
+            if ends[j] - s > MAX_EVENT_BYTES:
+                break
             if f.kind == "bad":
                 if j == i and first.at < ends[i]:
                     nxt = self._stray(starts, ends, i, first.at)
@@ -260,6 +267,8 @@ class _Walk:
         """Complete events before a failure at ``at``, then bytes that are not JSON: keep the
         events, count the stray bytes, and go on with the next event (the index to go on at)."""
         s, e = starts[i], ends[i]
+        if e - s > MAX_EVENT_BYTES:
+            return None
         whole = _strip_sep(self.buf, s, at)
         if whole <= s or self._try(s, whole) is not None:
             return None

@@ -32,8 +32,8 @@ OK, MISSING, OUT_OF_RANGE = 0, 1, 2
 """State of each converted time."""
 
 
-_JSON_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
-"""What JSON calls a number (ASCII only): Decimal alone would also take "١٢٣", "1_0" or "NaN"."""
+_JSON_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
+"""A JSON number (ASCII only; "12." too): Decimal alone would also take "١٢٣", "1_0" or "NaN"."""
 
 
 def exact_ns(text: bytes | str | int | None) -> int | None:
