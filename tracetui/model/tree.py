@@ -166,17 +166,19 @@ def _acyclic(parent: np.ndarray, cparent: np.ndarray, start: np.ndarray, n: int,
     from the root: a node the walk down from the root does not reach sits on a parent cycle,
     which no rule above should make; it is re-hung under its containment parent (acyclic: an
     event's is always one that started before it), or the root, and counted, never dropped."""
-    for _ in range(2):
+    for attempt in range(3):
         off, idx = _csr(parent, start, n)
         depth, reached = _depths(off, idx, n)
         lost = np.flatnonzero(~reached)
         if not lost.size:
             return off, idx, depth
-        diag["parent_cycles_broken"] = diag.get("parent_cycles_broken", 0) + int(lost.size)
-        up = cparent[lost]
-        parent[lost] = np.where((up >= 0) & reached[np.maximum(up, 0)], up, 0)
-    off, idx = _csr(parent, start, n)
-    return (off, idx) + (_depths(off, idx, n)[0],)
+        if not attempt:
+            diag["parent_cycles_broken"] = int(lost.size)
+        # along cparent the lost nodes reach a reached one or the root (no reached node's path
+        # runs through a lost one); should even that fail, the root takes them
+        up = cparent[lost] if not attempt else np.zeros(lost.size, dtype=parent.dtype)
+        parent[lost] = np.where(up >= 0, up, 0)
+    raise AssertionError("unreachable: the root holds every node after the second pass")
 
 
 def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
