@@ -14,7 +14,7 @@ from typing import Callable
 import msgspec
 import numpy as np
 
-from tracetui.read.load import BAD_EVENT_CAT, TEXT_TIMES, LenientLinkArgs
+from tracetui.read.schema import BAD_EVENT_CAT, TEXT_TIMES, LenientLinkArgs
 from tracetui.read.times import MISSING, OK, OUT_OF_RANGE, ns_column
 
 # Node kinds. Host kinds come first: their order is also the tie-break when two events start
@@ -156,7 +156,7 @@ class EventStore:
         """The lazy second pass over the file (~0.3 s per 60 MB); the app runs it in a worker."""
         with _RAW_LOCK:
             if self._raw is None:
-                from tracetui.read.load import raw_args  # noqa: PLC0415
+                from tracetui.read.schema import raw_args  # noqa: PLC0415
                 self._raw = raw_args(self.source) if self.source is not None else []
 
     def args(self, i: int) -> dict:
@@ -234,7 +234,7 @@ class _Rows:
 
     def __init__(self, source, raw_times: Callable[[], list] | None, xi: np.ndarray):
         if raw_times is None and source is not None:
-            from tracetui.read.load import raw_times as read  # noqa: PLC0415
+            from tracetui.read.schema import raw_times as read  # noqa: PLC0415
             raw_times = lambda: read(source)  # noqa: E731
         self.get, self.xi, self.rows = raw_times, xi, None
 
