@@ -118,9 +118,11 @@ def locate_events(text) -> tuple[int, bool] | None:
     return (m.end() - 1, False) if m else None
 
 
-class _Walk:
-    """One pass over the events array of ``buf`` (a private copy with one spare byte at the end,
-    so that any run of events can be closed in place as ``[ ... ]`` and decoded without a copy)."""
+class _Runs:
+    """The state of one pass over the events array of ``buf`` (a private copy with one spare
+    byte at the end, so that any run of events can be closed in place as ``[ ... ]`` and
+    decoded without a copy): decoding runs of events in place, keeping them, and what was
+    repaired."""
 
     def __init__(self, buf: bytearray, n: int):
         self.buf, self.n = buf, n
@@ -128,7 +130,6 @@ class _Walk:
         self.done = False
         self._next: int | None = None
 
-    # -- decoding runs of events in place
     def _try(self, s: int, e: int) -> _Fail | None:
         """Decode ``buf[s:e]`` as the elements of an array; None when it decodes."""
         buf = self.buf
@@ -154,65 +155,26 @@ class _Walk:
         self.r.tail = bytes(self.buf[close + 1:self.n])
         self.done = True
 
-    # -- the walk
-    def run(self, first: int) -> Repairs:
-        buf, n = self.buf, self.n
-        first = _LEAD.match(buf, first, n).end()
-        if first < n and buf[first] == 0x5D:  # "]": an empty array
-            self.r.tail = bytes(buf[first + 1:n])
-            return self.r
-        pos, size = (first if first < n else None), CHUNK_BYTES
-        while pos is not None and not self.done:
-            m = _SEP.search(buf, min(pos + size, n), n)
-            end, nxt = (m.start() + 1, m.end() - 1) if m else (n, None)
-            f = self._try(pos, end)
-            if f is None:
-                self._keep(pos, end)
-                pos, size = nxt, min(2 * size, MAX_CHUNK_BYTES)
-            elif f.kind == "close":
-                self._closed(pos, f.at)
-            else:
-                pos, size = self._narrow(pos, end, nxt), CHUNK_BYTES
-        return self.r
+    def _commit(self, fix: "_Fix") -> None:
+        """Keep a repaired run and count what its repair did."""
+        if fix.kind == "close":  # the array closes inside: the events before the "]", the tail after it
+            body = fix.ev[:_strip_sep(fix.ev, 0, fix.at)]
+            self.r.tail = fix.ev[fix.at + 1:]
+            self.done = True
+        else:
+            body = fix.ev
+        if body:
+            self.r.pieces.append(body)
+        self.r.ctrl += fix.ctrl
+        self.r.ctrl_events += bool(fix.ctrl)
+        self.r.quotes += fix.quotes
+        self.r.quote_events += bool(fix.quotes)
+        self.r.stray += fix.stray
 
-    def _narrow(self, pos: int, end: int, nxt: int | None) -> int | None:
-        """A chunk failed: split it at every ``}, {`` and keep, repair or drop event by event.
-        Returns where the walk goes on (None: at the end of the file)."""
-        starts, ends = [pos], []
-        for m in _SEP.finditer(self.buf, pos, end):
-            ends.append(m.start() + 1)
-            starts.append(m.end() - 1)
-        ends.append(end)
-        self._next = nxt
-        i, hi = 0, len(starts)
-        while i < len(starts) and not self.done:
-            f = self._try(starts[i], ends[hi - 1])
-            if f is None:
-                self._keep(starts[i], ends[hi - 1])
-                i, hi = hi, len(starts)
-            elif f.kind == "close":
-                self._closed(starts[i], f.at)
-            elif hi - i == 1:
-                i, hi = self._one(starts, ends, i, f), len(starts)
-            elif f.kind == "bad":  # keep the events before the one the error is in, then that one alone
-                k = min(max(bisect_right(starts, f.at) - 1, i), hi - 1)
-                if k == i:
-                    i, hi = self._one(starts, ends, i, None), len(starts)
-                else:
-                    hi = k
-            else:  # ran out of input with no position: halve the run until the event that does is alone
-                hi = i + (hi - i) // 2
-        return self._next
 
-    def _more(self, starts: list, ends: list) -> bool:
-        """Add the event after the last one known (for a join across a chunk's end)."""
-        if self._next is None:
-            return False
-        m = _SEP.search(self.buf, self._next, self.n)
-        starts.append(self._next)
-        ends.append(m.start() + 1 if m else self.n)
-        self._next = m.end() - 1 if m else None
-        return True
+class _EventFix(_Runs):
+    """One event that fails alone: joined with the next ones (a ``}, {`` inside a string),
+    repaired (control characters, quotes in names, stray bytes) or dropped and counted."""
 
     def _one(self, starts: list, ends: list, i: int, f: _Fail | None) -> int:
         """The event at ``starts[i]`` fails alone: join, repair or drop it; the next index."""
@@ -280,21 +242,69 @@ class _Walk:
         starts[i] = m.end() - 1
         return i
 
-    def _commit(self, fix: "_Fix") -> None:
-        """Keep a repaired run and count what its repair did."""
-        if fix.kind == "close":  # the array closes inside: the events before the "]", the tail after it
-            body = fix.ev[:_strip_sep(fix.ev, 0, fix.at)]
-            self.r.tail = fix.ev[fix.at + 1:]
-            self.done = True
-        else:
-            body = fix.ev
-        if body:
-            self.r.pieces.append(body)
-        self.r.ctrl += fix.ctrl
-        self.r.ctrl_events += bool(fix.ctrl)
-        self.r.quotes += fix.quotes
-        self.r.quote_events += bool(fix.quotes)
-        self.r.stray += fix.stray
+
+class _Walk(_EventFix):
+    """The walk: chunks that double while they decode; a failed chunk is narrowed to its
+    events, and the failing ones go to ``_EventFix``."""
+
+    def run(self, first: int) -> Repairs:
+        buf, n = self.buf, self.n
+        first = _LEAD.match(buf, first, n).end()
+        if first < n and buf[first] == 0x5D:  # "]": an empty array
+            self.r.tail = bytes(buf[first + 1:n])
+            return self.r
+        pos, size = (first if first < n else None), CHUNK_BYTES
+        while pos is not None and not self.done:
+            m = _SEP.search(buf, min(pos + size, n), n)
+            end, nxt = (m.start() + 1, m.end() - 1) if m else (n, None)
+            f = self._try(pos, end)
+            if f is None:
+                self._keep(pos, end)
+                pos, size = nxt, min(2 * size, MAX_CHUNK_BYTES)
+            elif f.kind == "close":
+                self._closed(pos, f.at)
+            else:
+                pos, size = self._narrow(pos, end, nxt), CHUNK_BYTES
+        return self.r
+
+    def _narrow(self, pos: int, end: int, nxt: int | None) -> int | None:
+        """A chunk failed: split it at every ``}, {`` and keep, repair or drop event by event.
+        Returns where the walk goes on (None: at the end of the file)."""
+        starts, ends = [pos], []
+        for m in _SEP.finditer(self.buf, pos, end):
+            ends.append(m.start() + 1)
+            starts.append(m.end() - 1)
+        ends.append(end)
+        self._next = nxt
+        i, hi = 0, len(starts)
+        while i < len(starts) and not self.done:
+            f = self._try(starts[i], ends[hi - 1])
+            if f is None:
+                self._keep(starts[i], ends[hi - 1])
+                i, hi = hi, len(starts)
+            elif f.kind == "close":
+                self._closed(starts[i], f.at)
+            elif hi - i == 1:
+                i, hi = self._one(starts, ends, i, f), len(starts)
+            elif f.kind == "bad":  # keep the events before the one the error is in, then that one alone
+                k = min(max(bisect_right(starts, f.at) - 1, i), hi - 1)
+                if k == i:
+                    i, hi = self._one(starts, ends, i, None), len(starts)
+                else:
+                    hi = k
+            else:  # ran out of input with no position: halve the run until the event that does is alone
+                hi = i + (hi - i) // 2
+        return self._next
+
+    def _more(self, starts: list, ends: list) -> bool:
+        """Add the event after the last one known (for a join across a chunk's end)."""
+        if self._next is None:
+            return False
+        m = _SEP.search(self.buf, self._next, self.n)
+        starts.append(self._next)
+        ends.append(m.start() + 1 if m else self.n)
+        self._next = m.end() - 1 if m else None
+        return True
 
 
 @dataclass
