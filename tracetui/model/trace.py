@@ -287,6 +287,10 @@ class Trace:
         self.roll.kernels[nodes] = np.bincount(seg[self.tree.kind[g] == K["kernel"]], minlength=len(ws))
 
 
+OUT_OF_MEMORY = ("ran out of memory while loading (a load needs about 2.4x the trace's size; "
+                 "TRACETUI_MAX_BYTES caps what is read)")
+
+
 def load_trace(path, progress: Progress | None = None, early=None,
                steps: str | None = None, torch_version: str | None = None) -> Trace:
     """Read, decode, link and roll up a trace file (or the newest trace in a folder).
@@ -314,6 +318,8 @@ def load_trace(path, progress: Progress | None = None, early=None,
             say("decoding", 0.15)
             events = decode_store(src, early, lambda frac: say("decoding", 0.15 + 0.6 * frac))
             return _model(events, say, steps, torch_version, {"read": read_s, **events.timings})
+    except MemoryError:
+        raise TraceError(path, OUT_OF_MEMORY) from None
     finally:
         if early is not None:
             early.cancel()  # a no-op once its result was collected

@@ -31,9 +31,10 @@ class LoadReport:
 
 MAX_BYTES_ENV = "TRACETUI_MAX_BYTES"
 DEFAULT_MAX_BYTES = 8 << 30
-"""The most a trace may take once read (and gunzipped): the smaller of 8 GiB and half the
-machine's RAM, unless TRACETUI_MAX_BYTES says otherwise (bytes, or with a K/M/G/T suffix). A load
-needs about 2.4x the file's size, so anything larger could not be shown; a gzip bomb stops here."""
+"""The most a trace may take once read (and gunzipped): the smaller of 8 GiB, half the
+machine's RAM and a third of an address-space limit, unless TRACETUI_MAX_BYTES says otherwise
+(bytes, or with a K/M/G/T suffix). A load needs about 2.4x the file's size, so anything larger
+could not be shown; a gzip bomb stops here."""
 
 MAX_BYTES_CEILING = 1 << 40
 """The largest TRACETUI_MAX_BYTES taken (1 TiB): a load needs ~2.4x its input in RAM, so a
@@ -67,7 +68,21 @@ def max_bytes() -> int:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         ram = 0
-    return min(DEFAULT_MAX_BYTES, ram // 2) if ram > 0 else DEFAULT_MAX_BYTES
+    limit = min(DEFAULT_MAX_BYTES, ram // 2) if ram > 0 else DEFAULT_MAX_BYTES
+    space = _address_space()
+    return min(limit, space // 3) if space else limit
+
+
+def _address_space() -> int:
+    """This process's address-space limit (``ulimit -v``, ``prlimit --as``) in bytes, 0 for none:
+    a load needs ~2.4x its input, so the default limit stays under a third of it (a gzip bomb
+    under --as=3G ran out of memory instead of being refused)."""
+    try:
+        import resource  # noqa: PLC0415 - not on every platform
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return 0
+    return soft if soft not in (resource.RLIM_INFINITY, -1) and soft > 0 else 0
 
 
 _FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
