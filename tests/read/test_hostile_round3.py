@@ -181,3 +181,26 @@ def test_hole_after_a_valid_head_costs_at_most_twice_the_file(tmp_path):
         f.truncate(256 << 20)
     got = _peak(p, "8G")
     assert got["out"] != "loaded" and got["mb"] <= 2.2 * 256, got
+
+
+def test_default_limit_stays_under_an_address_space_limit(monkeypatch):
+    """Under prlimit --as=3G a gzip bomb ran out of memory (a traceback) before the default
+    limit (8 GiB) refused it: the default is now at most a third of the address space."""
+    monkeypatch.delenv(MAX_BYTES_ENV, raising=False)
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+            "from tracetui.read.source import max_bytes; print(max_bytes())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if k != MAX_BYTES_ENV})
+    assert r.returncode == 0 and int(r.stdout) <= (3 << 30) // 3, (r.stdout, r.stderr)
+
+
+def test_running_out_of_memory_is_one_line(tmp_path, monkeypatch):
+    from tracetui.model import trace as trace_mod
+
+    def no_memory(*a, **k):
+        raise MemoryError()
+    monkeypatch.setattr(trace_mod, "decode_store", no_memory)
+    p = _write(tmp_path, [dict(STEP, tid=1), OP])
+    with pytest.raises(TraceError) as e:
+        load_trace(p)
+    assert str(p) in str(e.value) and "out of memory" in str(e.value) and "\n" not in str(e.value)
