@@ -26,7 +26,8 @@ def main() -> None:
                                                            for n in ("mlp_eager", "mlp_compile")])
     args = ap.parse_args()
     from tracetui.model import load_trace
-    from tracetui.compare.diff import diff_dict, diff_traces
+    from tracetui.compare.changes import diff_dict
+    from tracetui.compare.diff import diff_traces
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
         for k, src in enumerate(args.src):

@@ -36,7 +36,8 @@ ROUNDS = 5
 
 
 async def run(path: Path) -> dict:
-    from tracetui.ui.app import ExplorerScreen, TraceApp
+    from tracetui.ui.app import TraceApp
+    from tracetui.ui.explorer import ExplorerScreen
     app = TraceApp([path])
     out: dict = {}
     async with app.run_test(size=(160, 48)) as pilot:

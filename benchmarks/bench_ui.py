@@ -25,7 +25,8 @@ from benchmarks.keytiming import cpu_median, key_timer, line  # noqa: E402
 
 
 async def run(path: Path) -> dict:
-    from tracetui.ui.app import ExplorerScreen, TraceApp
+    from tracetui.ui.app import TraceApp
+    from tracetui.ui.explorer import ExplorerScreen
     t0 = time.perf_counter()
     app = TraceApp([path])
     out: dict = {}
@@ -41,7 +42,7 @@ async def run(path: Path) -> dict:
         for _ in range(10):
             out["expand_ms"] += await timed("right")
             out["expand_ms"] += await timed("down")
-        from tracetui.ui.app import SEARCH_SETTLE_S
+        from tracetui.ui.explorer import SEARCH_SETTLE_S
         out["search_open_ms"] = await timed("slash")  # the box appears and takes the focus
         out["search_ms"] = await timed(*"aten::mm")
         # the jump to the first match once typing pauses (the cursor moves then, not per key)

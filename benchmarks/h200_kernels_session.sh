@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# Issue 26 on a lent H200 in ONE device-tool call (each step under its own timeout, ~570 s in
-# all): kernels/bench.py at the done-when shapes (8192, 512, 2048; every compile mode, launch
-# cost, dispatch check; training fwd+bwd at the default shape), the mlp --train traces (fused,
-# compile, then eager if time is left), then with what is left the rest of issue 26's table
-# (16384x768x8192, m=64 for the cuBLAS rule, training at 2048) and kernels/tune.py (host vs
-# device TMA descriptors first). Max-autotune compiles take most of the time: if the first call
-# ends before bench_more/tune ran, further calls with the phases `bench2`, `bench3` (the rest of
-# SWEEP and TRAIN_SWEEP) and `tune` complete it.
+# Issue 33 on a lent H100/H200 in ONE device-tool call (each step under its own timeout, ~570 s
+# in all): kernels/bench.py at the done-when shapes (forward 8192, 512, 2048 with every compile
+# mode, launch cost and the dispatch check; training fwd+bwd at 8192 and 2048), correctness in
+# bf16/fp16/fp32 first (a failing case is a FAIL row: the tables always print); then the
+# `gen mlp --train` traces (fused, eager, compile if time is left) and the weight-copy check of
+# the fused one, read from its raw JSON. Later phases: `more` (m=64 for the cuBLAS rule, the
+# rest of the sweep), `tune` (kernels/tune.py).
 #
-#   run(command="bash benchmarks/h200_kernels_session.sh")          # the done-when run, one call
-#   run(command="bash benchmarks/h200_kernels_session.sh bench2")   # one more phase: bench2 | bench3 | gen | tune
+#   rsync -a --delete --exclude .git --exclude .venv /work/wt/kernels/ /work/main/.gpurun/
+#   run(command="cd .gpurun && bash benchmarks/h200_kernels_session.sh", carry=[".gpurun"])
+#   run(command="cd .gpurun && bash benchmarks/h200_kernels_session.sh more", carry=[".gpurun"])
 #
-# Writes under $OUT: bench.json + bench.log and bench_more/bench2/bench3.{json,log} (JSON rewritten after every
-# shape, so a timeout keeps what ran; its tables are printed from the JSON then),
-# traces.tgz (mlp_train_{fused,compile,eager}.json.gz + key_averages sidecars) + gen.log,
-# tune.json + tune.log, and env.txt. Afterwards, on this machine:
-#   tar xzf traces.tgz && tracetui diff mlp_train_compile.json.gz mlp_train_fused.json.gz --text
+# Writes under $OUT (8 files at most come back): bench.json + bench.log (JSON rewritten after
+# every shape, so a timeout keeps what ran; its tables are printed from the JSON then),
+# traces.tgz (mlp_train_{fused,eager,compile}.json.gz + key_averages sidecars) + gen.log (with
+# the weight-copy check), env.txt. The bench's exit code: bit 1 correctness, 4 table errors,
+# 8 targets missed. Afterwards, anywhere: python -m tracetui.kernels.bench --summary-from bench.json
 set -o pipefail
 export PYTHONUNBUFFERED=1
 PHASE=${1:-all}
+HERE=$(pwd)
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
   nproc; } 2>&1 | tee $OUT/env.txt
@@ -44,36 +45,36 @@ gen() {
   rec() {  # rec NAME ARGS...: one recording under its own timeout
     local name=$1; shift
     local t0=$SECONDS
-    timeout ${REC_TIMEOUT:-55} python3 -m tracetui gen mlp --train --active 3 "$@" -o $T/$name.json.gz 2>&1 | filter
+    timeout ${REC_TIMEOUT:-40} python3 -m tracetui gen mlp --train --active 3 "$@" -o $T/$name.json.gz 2>&1 | filter
     echo "[session] $name: rc=$? $((SECONDS - t0)) s $(stat -c %s $T/$name.json.gz 2>/dev/null) bytes"
   }
   { rec mlp_train_fused --impl fused
-    rec mlp_train_compile --impl compile
-    [ $(left) -gt 100 ] && rec mlp_train_eager --impl eager
+    rec mlp_train_eager --impl eager
+    [ $(left) -gt 45 ] && rec mlp_train_compile --impl compile
+    echo "[session] weight copies (first trace must have none):"
+    python3 $HERE/benchmarks/trace_weight_copies.py $T/mlp_train_fused.json.gz $T/mlp_train_eager.json.gz
+    echo "[session] trace_weight_copies rc=$?"
   } 2>&1 | tee $OUT/gen.log
   tar czf $OUT/traces.tgz -C $T . 2>&1 | tee -a $OUT/gen.log
 }
-tune() {  # the shipped config on host- vs device-built descriptors comes first in the sweep
+tune() {
   timeout $1 python3 -m tracetui.kernels.tune --json $OUT/tune.json --budget ${TUNE_BUDGET:-40} --no-pointwise \
     2>&1 | filter | tee $OUT/tune.log
   echo "[session] tune rc=$?" | tee -a $OUT/tune.log
 }
-# the done-when crux first (default shape, m=512, m=2048, train at the default shape), then the
-# traces, then the rest of issue 26's table and the cuBLAS rule's m=64, then tune with what is left
 case "$PHASE" in
   all)
-    bench bench 350 --shapes 8192x768x3072,512x768x2048,2048x768x3072 --train-shapes 8192x768x3072
+    bench bench $(( $(left) - 75 )) --no-v5 --shapes 8192x768x3072,512x768x2048,2048x768x3072 \
+      --train-shapes 8192x768x3072,2048x768x3072
     gen
-    [ $(left) -gt 60 ] && bench bench_more $(( $(left) - 40 )) --shapes 16384x768x8192,64x768x3072 \
-      --train-shapes 2048x768x3072
-    [ $(left) -gt 30 ] && tune $(left)
     ;;
-  # the rest of SWEEP / TRAIN_SWEEP, one device call each (every shape compiles 3 modes, ~1-2 min)
-  bench2) bench bench2 560 --shapes 16384x768x8192,4096x1024x4096,8192x768x8192,64x768x3072 \
-            --train-shapes 2048x768x3072 ;;
-  bench3) bench bench3 560 --shapes 16384x768x3072,16384x1024x2048,1000x768x3000 --train-shapes 512x768x2048 ;;
+  more) bench bench_more $(( $(left) - 10 )) --shapes 64x768x3072,1000x768x3000,16384x768x8192 \
+          --train-shapes 512x768x2048 ;;
+  # the cuBLAS rule's threshold: the dispatch check at small M only (no correctness, one compile mode)
+  calibrate) bench bench_calibrate 200 --no-check --no-v5 --no-train --no-graphs --modes default \
+               --shapes 64x768x3072,128x768x3072,256x768x3072 ;;
   gen) gen ;;
-  tune) tune 560 ;;
-  *) echo "usage: $0 [all|bench2|bench3|gen|tune]"; exit 2 ;;
+  tune) tune $(( $(left) - 10 )) ;;
+  *) echo "usage: $0 [all|more|calibrate|gen|tune]"; exit 2 ;;
 esac
 echo "[session] done in $SECONDS s"

@@ -1,19 +1,25 @@
-"""The fused GeGLU MLP's cheap launch path, its per-shape dispatch, and its training backward.
+"""The fused GeGLU MLP's cheap launch path, its per-shape dispatch, and its fallbacks.
 
-``PackedGeGLU`` packs the gate/up weights once (again only when a weight changes: its pointer,
-shape, strides, dtype or version) and keeps one launch plan per input layout, so a call does:
+``PackedGeGLU`` holds the gate/up weights as one interleaved [2N, K] matrix (rows alternating
+gate/up, nn.Linear's layout): either its own copy of two separate weights, packed once and again
+only when a weight changes (its pointer, shape, strides, dtype or version), or, for training,
+the trainable packed parameter itself (``PackedGeGLU.over``: nothing is ever copied; see
+``gate_up.py``). It keeps one launch plan per input layout, so a call does:
 a version check, a dict lookup, the output allocation (or none with ``out=``) and one kernel
 launch. The persistent TMA kernel builds its descriptors on the device
 (``tl.make_tensor_descriptor``), so nothing is built or encoded on the host per call.
 
 Which kernel runs is a rule table (``DISPATCH_RULES``): knowledge as data, each rule with the
-measurement behind it. Its thresholds come from the H200 runs in docs/perf.md and are to be
-re-calibrated by ``python -m tracetui.kernels.bench`` (its "dispatch check" table).
+measurement behind it. Its M thresholds (``DISPATCH_THRESHOLDS``) are what the bench's dispatch
+check measured (``bench.thresholds_from``), with the run that set them.
 
-Training: ``fused_geglu`` runs ``_FusedGeGLUFn`` when gradients are wanted. The forward's
-kernel also stores the raw accumulator (gate/up pre-activations, interleaved [M, 2N]); the
-backward is one pointwise kernel (``geglu_interleaved_backward``: dgate and dup in one pass)
-and two GEMMs on the interleaved gradient: dx = dpre @ Wp.T and dW = dpre.T @ x.
+Every tile config is fitted to the device's shared memory for the dtype before it is compiled
+(``geglu_gemm.fit_config``); if a launch still fails (OutOfResources, a compile error) the plan
+falls back to the next path (tma -> pointer -> cublas), says so once, and keeps the reason.
+
+Training with separate gate/up weights: ``fused_geglu`` runs ``_UnpackedGeGLUFn`` (re-packs
+when the optimizer changed them). The trainable packed parameter (``gate_up.GateUpProj``)
+avoids that copy and the gradients' AccumulateGrad copies.
 """
 from __future__ import annotations
 
@@ -33,10 +39,13 @@ from tracetui.kernels.geglu import (
 )
 from tracetui.kernels.geglu_gemm import (
     INTERPRETER_CONFIG,
+    POINTER_CONFIG,
     TMA_CONFIG,
-    _autotuned,
+    fit_config,
     geglu_dual_gemm_kernel,
     geglu_dual_gemm_tma_kernel,
+    smem_bytes,
+    smem_limit,
 )
 
 PATHS = ("tma", "pointer", "cublas")
@@ -44,9 +53,23 @@ PATHS = ("tma", "pointer", "cublas")
 ``pointer``: the pointer-based dual GEMM (one launch; any layout, any GPU, fp32).
 ``cublas``: one cuBLAS GEMM into the interleaved [M, 2N] pre-activations + the pointwise kernel."""
 
-CUBLAS_MAX_M = 64
-"""Rows up to which the cuBLAS path is taken. Not measured yet: re-calibrate from bench.py's
-dispatch check (its m=64 and m=512 rows)."""
+FALLBACK = {"tma": "pointer", "pointer": "cublas"}
+"""Where a plan goes when its path fails to build or launch on this device (cuBLAS has no tiles)."""
+
+DISPATCH_THRESHOLDS = {
+    "cublas_max_m": 64,
+    "cublas_source": "not measured: no run has timed M <= 64 yet (the bench's m=64 row sets it)",
+    "pointer_max_m": 512,
+    "pointer_source": "H200 run v7, 2026-12-05 (docs/bench_h200_v7.json; bench.thresholds_from of it): dual "
+                      "GEMM at 512x768x2048 pointer 23.0 us, TMA 36.2, cuBLAS 37.1; at 2048x768x3072 TMA 36.1 "
+                      "beat pointer 43.2. The H100 run agreed (512: pointer 15.7 vs TMA 17.8; 2048: TMA 36.8 vs "
+                      "pointer 39.4); H200 run v6 had pointer ahead at 2048 too (42.6 vs 47.0), host-bound "
+                      "there (GPU us ~ CPU issue us)",
+}
+"""The M thresholds of the rule table and the run that set each (``bench.thresholds_from`` of
+that run's JSON gives these numbers; tests/kernels check they agree)."""
+CUBLAS_MAX_M = DISPATCH_THRESHOLDS["cublas_max_m"]
+POINTER_MAX_M = DISPATCH_THRESHOLDS["pointer_max_m"]
 
 
 @dataclass(frozen=True)
@@ -71,17 +94,23 @@ DISPATCH_RULES: tuple[Rule, ...] = (
     Rule("cublas", f"M <= {CUBLAS_MAX_M}",
          "A 128-row tile would be mostly padding and the work is bound by reading the weights, "
          "which cuBLAS's small-M kernels do better than a tile sized for M in the thousands. "
-         "Threshold NOT measured (no H200 run below M=512): bench.py's dispatch check re-calibrates it.",
+         f"Threshold: {DISPATCH_THRESHOLDS['cublas_source']}.",
          lambda c: c.m <= CUBLAS_MAX_M),
     Rule("pointer", "dtype is float32",
-         "TMA_CONFIG's tiles are sized for 16-bit operands (fp32 needs twice the shared memory); the "
-         "pointer kernel runs fp32 through tf32 tl.dot (rel. err 1.6e-3, bench v1-v5).",
+         "TMA_CONFIG's tiles are sized for 16-bit operands; the pointer kernel runs fp32 through "
+         "tf32 tl.dot (rel. err 1.6e-3, bench v1-v5) with its config fitted to the shared memory "
+         "(the H100 run's OutOfResources: 294,912 B needed, 232,448 B there).",
          lambda c: c.dtype == torch.float32),
     Rule("pointer", "no TMA here: not a Hopper-class GPU (or the CPU interpreter), or a layout TMA "
          "cannot take (inner stride != 1, rows or base not 16-byte aligned)",
          "TMA descriptors need sm_90+ and aligned rows; the pointer kernel takes any strides.",
          lambda c: not c.tma),
-    Rule("tma", "otherwise (16-bit, Hopper, aligned, M > %d)" % CUBLAS_MAX_M,
+    Rule("pointer", f"M <= {POINTER_MAX_M} (16-bit, Hopper)",
+         "Few tiles (M/128 x N/128 under the SM count): the persistent TMA kernel's per-program "
+         "descriptor setup is not paid back, and the plain grid of the pointer kernel wins. "
+         f"Threshold: {DISPATCH_THRESHOLDS['pointer_source']}.",
+         lambda c: c.m <= POINTER_MAX_M),
+    Rule("tma", "otherwise (16-bit, Hopper, aligned, M > %d)" % POINTER_MAX_M,
          "H200 v5 tune: 118.7 us at 8192x768x2x3072 = 651 TFLOP/s vs 146.0 pointer kernel and 119.6 "
          "cuBLAS gate+up; issue 26 check: fused beats eager and every compile mode at M=8192 and "
          "16384. At M=512 and 2048 it lost on host launch cost, not GPU work: under CUDA graphs "
@@ -190,8 +219,12 @@ class Plan:
         interp = interpreting()
         upcast = interp and dtype != torch.float32
         self.workspace = None
+        self.config: dict | None = None  # the tile config as launched (fitted to shared memory)
+        es = torch.empty((), dtype=dtype).element_size()
+        self.smem: int | None = None  # shared-memory bytes of the launched config (smem_bytes)
         if path == "tma":
-            cfg = {**TMA_CONFIG, **(owner.config or {})}
+            cfg = fit_config({**TMA_CONFIG, **(owner.config or {})}, es, owner.smem_limit, epilogue=True)
+            self.config, self.smem = dict(cfg), smem_bytes(cfg, es, epilogue=True)
             if interp:
                 cfg.pop("num_stages", None), cfg.pop("num_warps", None)
             self.needs_allocator = not interp
@@ -199,17 +232,15 @@ class Plan:
             grid = max(1, min(owner.sms, tiles))
             self.grid = (grid,)
             self.kwargs = dict(cfg, NUM_SMS=grid, FAST_TANH=not interp, UPCAST=upcast, DEVICE_DESC=True,
-                               SAVE_PRE=save_pre)
+                               SAVE_PRE=save_pre, W_NK=True)
         elif path == "pointer":
-            cfg = owner.config
-            if cfg is None:  # autotuned on the GPU
-                self.kernel = _autotuned
-                self.grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
-                self.kwargs = dict(FAST_TANH=True, SAVE_PRE=save_pre)
-            else:
-                self.kernel = geglu_dual_gemm_kernel
-                self.grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
-                self.kwargs = dict(cfg, UPCAST=upcast, FAST_TANH=not interp, SAVE_PRE=save_pre)
+            cfg = fit_config(owner.config or POINTER_CONFIG, es, owner.smem_limit)
+            self.config, self.smem = dict(cfg), smem_bytes(cfg, es)
+            if interp:
+                cfg.pop("num_stages", None), cfg.pop("num_warps", None)
+            self.kernel = geglu_dual_gemm_kernel
+            self.grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
+            self.kwargs = dict(cfg, UPCAST=upcast, FAST_TANH=not interp, SAVE_PRE=save_pre)
         else:
             self.block = 1024
             total = m * n
@@ -219,41 +250,56 @@ class Plan:
                 self.workspace = torch.empty((m, 2 * n), dtype=dtype, device=owner.device)
 
     def launch(self, owner: "PackedGeGLU", x2: torch.Tensor, out: torch.Tensor, pre: torch.Tensor | None) -> None:
-        wp, m, n, k = owner.w_packed, self.m, owner.n, owner.k
-        if self.path == "tma":
-            if self.needs_allocator:
-                ensure_allocator()
-            if pre is None:
-                geglu_dual_gemm_tma_kernel[self.grid](x2, wp, out, m, n, k, x2.stride(0), wp.stride(0),
-                                                      out.stride(0), out, 0, **self.kwargs)
-            else:
-                geglu_dual_gemm_tma_kernel[self.grid](x2, wp, out, m, n, k, x2.stride(0), wp.stride(0),
-                                                      out.stride(0), pre, pre.stride(0), **self.kwargs)
-        elif self.path == "pointer":
-            p, sp = (out, 0) if pre is None else (pre, pre.stride(0))
-            self.kernel[self.grid](x2, wp, out, m, n, k, x2.stride(0), x2.stride(1), wp.stride(0), wp.stride(1),
-                                   out.stride(0), p, sp, **self.kwargs)
-        else:
-            p = self.workspace if pre is None else pre
-            with torch.no_grad():  # like the Triton paths: no autograd here (fused_geglu has it)
-                torch.mm(x2, wp, out=p)
-            if m * n:
-                geglu_interleaved_kernel[self.grid](p, out, m * n, self.n_full, BLOCK=self.block, num_warps=4)
+        LAUNCHERS[self.path](self, owner, x2, out, pre)
+
+
+def _launch_tma(plan: Plan, owner, x2, out, pre) -> None:
+    if plan.needs_allocator:
+        ensure_allocator()
+    wp, m, n, k = owner.w_packed, plan.m, owner.n, owner.k
+    p, sp = (out, 0) if pre is None else (pre, pre.stride(0))
+    geglu_dual_gemm_tma_kernel[plan.grid](x2, wp, out, m, n, k, x2.stride(0), wp.stride(0), out.stride(0), p, sp,
+                                          **plan.kwargs)
+
+
+def _launch_pointer(plan: Plan, owner, x2, out, pre) -> None:
+    wp, m, n, k = owner.w_packed, plan.m, owner.n, owner.k
+    p, sp = (out, 0) if pre is None else (pre, pre.stride(0))
+    # wp is [2N, K]: the kernel walks it as K-major through the strides (k: stride(1), n: stride(0))
+    plan.kernel[plan.grid](x2, wp, out, m, n, k, x2.stride(0), x2.stride(1), wp.stride(1), wp.stride(0),
+                           out.stride(0), p, sp, **plan.kwargs)
+
+
+def _launch_cublas(plan: Plan, owner, x2, out, pre) -> None:
+    m, n = plan.m, owner.n
+    p = plan.workspace if pre is None else pre
+    with torch.no_grad():  # like the Triton paths: no autograd here (the autograd Functions have it)
+        torch.mm(x2, owner.w_packed.t(), out=p)
+    if m * n:
+        geglu_interleaved_kernel[plan.grid](p, out, m * n, plan.n_full, BLOCK=plan.block, num_warps=4)
+
+
+LAUNCHERS: dict[str, Callable] = {"tma": _launch_tma, "pointer": _launch_pointer, "cublas": _launch_cublas}
+"""One launcher per path (tests inject a failing one to check the fallback on the CPU)."""
 
 
 class PackedGeGLU:
-    """Gate/up weights prepared for the fused kernels: packed once into one K-major [K, 2N]
-    matrix (columns alternating gate/up), re-packed in place only when ``sync`` sees a weight
-    change, with one ``Plan`` per input layout.
+    """Gate/up weights prepared for the fused kernels as one [2N, K] matrix whose rows alternate
+    gate/up, with one ``Plan`` per input layout.
+
+    ``PackedGeGLU(w_gate, w_up)`` keeps its own packed copy, re-packed in place only when
+    ``sync`` sees a weight change; ``PackedGeGLU.over(w)`` reads an existing [2N, K] tensor
+    (the trainable parameter of ``gate_up.GateUpProj``) and never copies it.
 
     ``config`` pins tile sizes (the CPU interpreter gets ``INTERPRETER_CONFIG``); ``path``
-    forces one of ``PATHS`` instead of the rule table (tests, bench). Calling it records no
-    autograd graph (``fused_geglu`` does). The cuBLAS path's intermediate is one buffer per M,
-    so calls of one M must not run concurrently on different streams.
+    forces one of ``PATHS`` instead of the rule table (tests, bench), and a forced path that
+    fails raises instead of falling back. Calling it records no autograd graph. The cuBLAS
+    path's intermediate is one buffer per M, so calls of one M must not run concurrently on
+    different streams.
     """
 
-    def __init__(self, w_gate: torch.Tensor, w_up: torch.Tensor, config: dict | None = None,
-                 path: str | None = None):
+    def __init__(self, w_gate: torch.Tensor | None, w_up: torch.Tensor | None, config: dict | None = None,
+                 path: str | None = None, packed: torch.Tensor | None = None):
         if path is not None and path not in PATHS:
             raise ValueError(f"geglu: unknown path {path!r} (choose from {', '.join(PATHS)})")
         self.config = dict(INTERPRETER_CONFIG) if config is None and interpreting() else config
@@ -262,10 +308,38 @@ class PackedGeGLU:
         self.packs = 0  # how many times the weights were packed (tests: reuse and invalidation)
         self.plans: dict = {}
         self._key = None
-        self.sync(w_gate, w_up)
+        self.owns_weights = packed is None
+        if packed is None:
+            self.sync(w_gate, w_up)
+        else:
+            if packed.dim() != 2 or packed.shape[0] % 2:
+                raise ValueError(f"geglu: packed weights {tuple(packed.shape)} must be [2N, K]")
+            self._check_dtype(packed.dtype, packed.dtype)
+            self.w_packed = packed
+            self._describe(packed.shape[0] // 2, packed.shape[1], packed.dtype, packed.device)
+
+    @classmethod
+    def over(cls, packed: torch.Tensor, config: dict | None = None, path: str | None = None) -> "PackedGeGLU":
+        """Launch plans over an existing interleaved [2N, K] tensor, read in place at every call."""
+        return cls(None, None, config=config, path=path, packed=packed)
+
+    @staticmethod
+    def _check_dtype(a: torch.dtype, b: torch.dtype) -> None:
+        if a != b or a not in SUPPORTED_DTYPES:
+            raise ValueError(f"geglu: weights are {a} and {b}: both must be one of float32, float16, bfloat16")
+
+    def _describe(self, n: int, k: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.n, self.k, self.dtype, self.device = n, k, dtype, device
+        self.tma_capable = _tma_capable(device)
+        cuda = device.type == "cuda"
+        self.sms = torch.cuda.get_device_properties(device).multi_processor_count if cuda else 4
+        self.smem_limit = smem_limit(device) if cuda else None
+        self.plans = {}
 
     def sync(self, w_gate: torch.Tensor, w_up: torch.Tensor) -> "PackedGeGLU":
         """Re-pack if either weight changed (pointer, shape, strides, dtype, device or version)."""
+        if not self.owns_weights:
+            raise ValueError("geglu: these plans read a packed parameter in place: there is nothing to sync")
         key = (_tensor_key(w_gate), _tensor_key(w_up))
         if key != self._key:
             self._pack(w_gate, w_up)
@@ -275,24 +349,18 @@ class PackedGeGLU:
     def _pack(self, w_gate: torch.Tensor, w_up: torch.Tensor) -> None:
         if w_gate.shape != w_up.shape or w_gate.dim() != 2:
             raise ValueError(f"geglu: weights {tuple(w_gate.shape)} and {tuple(w_up.shape)} must be equal 2-D")
-        if w_gate.dtype != w_up.dtype or w_gate.dtype not in SUPPORTED_DTYPES:
-            raise ValueError(f"geglu: weights are {w_gate.dtype} and {w_up.dtype}: both must be one of "
-                             "float32, float16, bfloat16")
+        self._check_dtype(w_gate.dtype, w_up.dtype)
         if w_gate.device != w_up.device:
             raise ValueError(f"geglu: weights on {w_gate.device} and {w_up.device}")
         n, k = w_gate.shape
         wp = self.w_packed
-        if wp is None or wp.shape != (k, 2 * n) or wp.dtype != w_gate.dtype or wp.device != w_gate.device:
-            self.w_packed = wp = torch.empty((k, 2 * n), dtype=w_gate.dtype, device=w_gate.device)
-            self.n, self.k, self.dtype, self.device = n, k, w_gate.dtype, w_gate.device
-            self.tma_capable = _tma_capable(self.device)
-            self.sms = (torch.cuda.get_device_properties(self.device).multi_processor_count
-                        if self.device.type == "cuda" else 4)
-            self.plans = {}
+        if wp is None or wp.shape != (2 * n, k) or wp.dtype != w_gate.dtype or wp.device != w_gate.device:
+            self.w_packed = wp = torch.empty((2 * n, k), dtype=w_gate.dtype, device=w_gate.device)
+            self._describe(n, k, w_gate.dtype, w_gate.device)
         with torch.no_grad():  # in place: the plans and any captured graph keep pointing at it
-            v = wp.view(k, n, 2)
-            v[:, :, 0].copy_(w_gate.t())
-            v[:, :, 1].copy_(w_up.t())
+            v = wp.view(n, 2, k)
+            v[:, 0].copy_(w_gate)
+            v[:, 1].copy_(w_up)
         self.packs += 1
 
     def plan(self, m: int, dtype: torch.dtype, aligned: bool, save_pre: bool) -> Plan:
@@ -322,7 +390,7 @@ class PackedGeGLU:
             out = out.view(m, n)
         if pre is not None and (pre.shape != (m, 2 * n) or pre.dtype != x.dtype or not pre.is_contiguous()):
             raise ValueError(f"geglu: pre must be contiguous [{m}, {2 * n}] {x.dtype}")
-        aligned = self.tma_capable and _aligned(x2) and _aligned(out)
+        aligned = self.tma_capable and _aligned(x2) and _aligned(out) and _aligned(self.w_packed)
         plan = self.plans.get((m, x.dtype, aligned, pre is not None))
         if plan is None:
             plan = self.plan(m, x.dtype, aligned, pre is not None)
@@ -334,29 +402,46 @@ class PackedGeGLU:
         return out if flat else out.view(*x.shape[:-1], n)
 
     def _first_launch(self, plan: Plan, x2, out, pre) -> Plan:
-        """A plan's first launch compiles its kernel. If a TMA kernel fails to build on this GPU
-        and Triton (an untested pairing), fall back to the pointer kernel for this layout and say
-        so once, instead of failing the model; ``plan.fallback`` keeps the reason."""
-        try:
-            plan.launch(self, x2, out, pre)
-        except Exception as e:  # noqa: BLE001 - compile errors come as many types
-            if plan.path != "tma" or self.force_path is not None:
-                raise
-            import warnings
-            reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-            warnings.warn(f"geglu: TMA kernel failed ({reason}); using the pointer kernel for M={plan.m}")
-            key = next(k for k, v in self.plans.items() if v is plan)
-            plan = self.plans[key] = Plan(self, plan.m, x2.dtype, False, pre is not None, "pointer")
-            plan.fallback = reason
-            plan.launch(self, x2, out, pre)
+        """A plan's first launch compiles its kernel. If it fails on this GPU and Triton (shared
+        memory over the limit, a TMA build error), fall back along ``FALLBACK`` for this layout,
+        warn once per reason instead of failing the model, and keep the reason in
+        ``plan.fallback``. A forced path (``path=``) raises instead."""
+        key = next(k for k, v in self.plans.items() if v is plan)
+        reasons = []
+        while True:
+            try:
+                plan.launch(self, x2, out, pre)
+                break
+            except Exception as e:  # noqa: BLE001 - compile and launch errors come as many types
+                nxt = FALLBACK.get(plan.path)
+                if self.force_path is not None or nxt is None:
+                    raise
+                reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                reasons.append(f"{plan.path}: {reason}")
+                warn_once(f"geglu: the {plan.path} kernel failed ({reason}); using the {nxt} path for M={plan.m}")
+                plan = self.plans[key] = Plan(self, plan.m, x2.dtype, False, pre is not None, nxt)
+                plan.fallback = "; ".join(reasons)
         plan.launched = True
         return plan
 
 
+_WARNED: set = set()
+
+
+def warn_once(message: str) -> None:
+    """One UserWarning per distinct message in this process (a fallback is said once, not per call)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        import warnings
+        warnings.warn(message, stacklevel=3)
+
+
 # --- Training -------------------------------------------------------------------------------
 
-class _FusedGeGLUFn(torch.autograd.Function):
-    """h = gelu_tanh(x @ Wg.T) * (x @ Wu.T) with the fused forward and a one-pass backward."""
+class _UnpackedGeGLUFn(torch.autograd.Function):
+    """h = gelu_tanh(x @ Wg.T) * (x @ Wu.T) from separate weights, with the fused forward and a
+    one-pass backward. Its weight gradients are strided views of one [2N, K] GEMM result, so
+    AccumulateGrad copies them: the trainable packed parameter (``gate_up.py``) avoids that."""
 
     @staticmethod
     def forward(ctx, x, w_gate, w_up, packed: PackedGeGLU):
@@ -372,14 +457,14 @@ class _FusedGeGLUFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dh):
         x2, pre, wp = ctx.saved_tensors
-        n, k = wp.shape[1] // 2, wp.shape[0]
+        n = wp.shape[0] // 2
         dpre = geglu_interleaved_backward(dh.reshape(-1, n), pre)  # [M, 2N]: dgate, dup interleaved
         dx = dwg = dwu = None
         if ctx.needs_input_grad[0]:
-            dx = (dpre @ wp.t()).view(ctx.x_shape)  # one GEMM over K=2N: dgate @ Wg + dup @ Wu
+            dx = torch.mm(dpre, wp).view(ctx.x_shape)  # one GEMM over K=2N: dgate @ Wg + dup @ Wu
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            dw = (dpre.t() @ x2).view(n, 2, k)  # rows alternate dWg, dWu
-            dwg, dwu = dw[:, 0], dw[:, 1]
+            dw = torch.mm(dpre.t(), x2)  # [2N, K], rows alternate dWg, dWu
+            dwg, dwu = dw[0::2], dw[1::2]
         return dx, dwg, dwu, None
 
 
@@ -391,7 +476,7 @@ def fused_geglu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, packe
     if torch.is_grad_enabled() and (x.requires_grad or w_gate.requires_grad or w_up.requires_grad):
         if out is not None:
             raise ValueError("geglu: out= is for inference (no autograd)")
-        return _FusedGeGLUFn.apply(x, w_gate, w_up, packed)
+        return _UnpackedGeGLUFn.apply(x, w_gate, w_up, packed)
     return packed(x, out=out)
 
 

@@ -29,7 +29,82 @@ _CONFIGS = [
     (128, 64, 128, 8, 3, 4),
     (128, 128, 64, 4, 4, 8),
     (128, 128, 64, 16, 4, 8),
+    (128, 64, 32, 8, 4, 4),     # float32: 128 KiB, fits sm_80's 163 KiB
+    (64, 64, 32, 8, 3, 4),      # float32: 72 KiB, fits sm_86's 99 KiB
 ]
+
+SMEM_LIMITS = {(7, 0): 98304, (7, 5): 65536, (8, 0): 166912, (8, 6): 101376, (8, 7): 166912, (8, 9): 101376,
+               (9, 0): 232448, (10, 0): 232448, (12, 0): 101376}
+"""Shared memory one block may opt into, bytes, by compute capability (CUDA programming guide's
+table; the sm_90 figure is the limit the H100 run's OutOfResources quoted). Used only when
+neither Triton's driver nor torch reports the device's own figure."""
+
+DEFAULT_STAGES = 3
+"""Triton's num_stages when a config names none (its default on sm_80+)."""
+
+
+def smem_bytes(cfg: dict, elem_size: int, epilogue: bool = False) -> int:
+    """Shared memory a dual-GEMM config needs: stages x (A tile BMxBK + B tile BKx2BN) x element
+    size (the software pipeline keeps one A and one B tile per stage), plus the BMxBN output
+    tile the TMA kernel stages for its store when ``epilogue``. Pure: no device needed."""
+    bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    stages = cfg.get("num_stages") or DEFAULT_STAGES
+    return stages * (bm * bk + bk * 2 * bn) * elem_size + (bm * bn * elem_size if epilogue else 0)
+
+
+def fit_config(cfg: dict, elem_size: int, limit: int | None, epilogue: bool = False) -> dict:
+    """``cfg``, shrunk until ``smem_bytes`` fits ``limit``: fewer stages (down to 2) first, then
+    BLOCK_K, BLOCK_N and BLOCK_M halved (down to 16). ``limit`` None (CPU interpreter): as is."""
+    cfg = dict(cfg)
+    if limit is None:
+        return cfg
+    cfg.setdefault("num_stages", DEFAULT_STAGES)
+    while smem_bytes(cfg, elem_size, epilogue) > limit:
+        if cfg["num_stages"] > 2:
+            cfg["num_stages"] -= 1
+            continue
+        for name in ("BLOCK_K", "BLOCK_N", "BLOCK_M"):
+            if cfg[name] > 16:
+                cfg[name] //= 2
+                break
+        else:
+            break  # the smallest tiles: nothing left to shrink
+    return cfg
+
+
+def smem_limit(device: torch.device | None = None) -> int | None:
+    """The device's shared-memory limit per block (what Triton checks at launch), or None on the
+    CPU interpreter, which has none."""
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return None
+    dev = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    try:
+        return int(triton.runtime.driver.active.utils.get_device_properties(idx)["max_shared_mem"])
+    except Exception:  # noqa: BLE001 - another Triton layout: torch's figure, then the table
+        props = torch.cuda.get_device_properties(idx)
+        return getattr(props, "shared_memory_per_block_optin", 0) or SMEM_LIMITS.get((props.major, props.minor))
+
+
+def configs_that_fit(configs: list, elem_size: int, limit: int | None) -> list:
+    """The autotuner's configs whose shared memory fits ``limit`` for this element size; if none
+    does, the first one shrunk to fit (``fit_config``), so the tuner always has one to run."""
+    def as_dict(c):
+        return {**c.kwargs, "num_stages": c.num_stages}
+    ok = [c for c in configs if limit is None or smem_bytes(as_dict(c), elem_size) <= limit]
+    if ok:
+        return ok
+    f = fit_config(as_dict(configs[0]), elem_size, limit)
+    stages = f.pop("num_stages")
+    return [triton.Config(f, num_stages=stages, num_warps=configs[0].num_warps)]
+
+
+def _prune(configs, nargs, **kwargs):
+    """Triton autotuner hook: only configs that fit this device for this dtype (fp32 doubles the
+    bytes of a tile; a bf16-sized config crashed fp32 on the H100 with OutOfResources)."""
+    x = nargs["x_ptr"]
+    return configs_that_fit(configs, x.element_size(), smem_limit(x.device))
+
 
 INTERPRETER_CONFIG = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2)
 """Small tiles for TRITON_INTERPRET=1 on the CPU, where tile size only costs time."""
@@ -88,7 +163,7 @@ def geglu_dual_gemm_tma_kernel(x_desc, w_desc, o_desc, M, N, K, sxm=0, swk=0, so
                                NUM_SMS: tl.constexpr = 132, FAST_TANH: tl.constexpr = True,
                                FLATTEN: tl.constexpr = True, WARP_SPEC: tl.constexpr = False,
                                UPCAST: tl.constexpr = False, DEVICE_DESC: tl.constexpr = False,
-                               SAVE_PRE: tl.constexpr = False):
+                               SAVE_PRE: tl.constexpr = False, W_NK: tl.constexpr = False):
     """Hopper variant: persistent (one program per SM walks the tiles), operands and result moved
     by TMA descriptors (out-of-bounds rows/columns zero-filled on load, clipped on store), and the
     tile loop flattened with the k loop so the next tile's loads are in flight during the epilogue.
@@ -98,11 +173,17 @@ def geglu_dual_gemm_tma_kernel(x_desc, w_desc, o_desc, M, N, K, sxm=0, swk=0, so
     ``swk``, ``som``) and each program builds its descriptors on the device, so the host builds
     and encodes nothing per call (Triton then needs a scratch allocator: see ``fused.py``).
     ``SAVE_PRE`` (training): also store the raw [BM, 2BN] accumulator, the interleaved gate/up
-    pre-activations, to ``pre_ptr`` [M, 2N] with plain stores (no extra shared-memory staging)."""
+    pre-activations, to ``pre_ptr`` [M, 2N] with plain stores (no extra shared-memory staging).
+    ``W_NK``: the weights are [2N, K] (nn.Linear layout, rows alternating gate/up; ``swk`` is then
+    its row stride), the layout of the trainable packed parameter; else K-major [K, 2N]."""
     if DEVICE_DESC:
         x_desc = tl.make_tensor_descriptor(x_desc, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
-        w_desc = tl.make_tensor_descriptor(w_desc, shape=[K, 2 * N], strides=[swk, 1],
-                                           block_shape=[BLOCK_K, 2 * BLOCK_N])
+        if W_NK:
+            w_desc = tl.make_tensor_descriptor(w_desc, shape=[2 * N, K], strides=[swk, 1],
+                                               block_shape=[2 * BLOCK_N, BLOCK_K])
+        else:
+            w_desc = tl.make_tensor_descriptor(w_desc, shape=[K, 2 * N], strides=[swk, 1],
+                                               block_shape=[BLOCK_K, 2 * BLOCK_N])
         o_desc = tl.make_tensor_descriptor(o_desc, shape=[M, N], strides=[som, 1], block_shape=[BLOCK_M, BLOCK_N])
     start = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
@@ -120,10 +201,16 @@ def geglu_dual_gemm_tma_kernel(x_desc, w_desc, o_desc, M, N, K, sxm=0, swk=0, so
         acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             a = x_desc.load([off_m, ki * BLOCK_K])
-            b = w_desc.load([ki * BLOCK_K, 2 * off_n])
+            if W_NK:
+                b = w_desc.load([2 * off_n, ki * BLOCK_K])
+            else:
+                b = w_desc.load([ki * BLOCK_K, 2 * off_n])
             if UPCAST:
                 a, b = a.to(tl.float32), b.to(tl.float32)
-            acc = tl.dot(a, b, acc)
+            if W_NK:
+                acc = tl.dot(a, b.T, acc)
+            else:
+                acc = tl.dot(a, b, acc)
         if SAVE_PRE:
             offs_m = off_m + tl.arange(0, BLOCK_M)
             offs_p = 2 * off_n + tl.arange(0, 2 * BLOCK_N)
@@ -136,6 +223,12 @@ def geglu_dual_gemm_tma_kernel(x_desc, w_desc, o_desc, M, N, K, sxm=0, swk=0, so
             h = gelu_tanh_f32(gate) * up
         o_desc.store([off_m, off_n], h.to(o_desc.dtype))
 
+
+POINTER_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)
+"""The pointer kernel's config in ``PackedGeGLU`` on a GPU (fitted to the shared memory per
+dtype: fp32 drops to 2 stages on sm_90): the v5 tune's best pointer config, and the one the
+H100 dispatch check timed (15.7 us at 512x768x2048). Pinned, so a new M compiles one kernel
+instead of autotuning a dozen."""
 
 TMA_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, FLATTEN=True, WARP_SPEC=False,
                   num_stages=3, num_warps=8)
@@ -169,7 +262,8 @@ def _launch_tma(x2, w_packed, out, M, N, K, cfg: dict, fast: bool, upcast: bool)
 _autotuned = triton.autotune(
     configs=[triton.Config(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=g), num_stages=s, num_warps=w)
              for bm, bn, bk, g, s, w in _CONFIGS],
-    key=["M", "N", "K"],
+    key=["M", "N", "K"],  # Triton adds the tensors' dtypes to the key: fp32 tunes on its own
+    prune_configs_by={"early_config_prune": _prune},
 )(geglu_dual_gemm_kernel)
 
 

@@ -99,7 +99,8 @@ def run_cli(argv: list[str], limit: float) -> dict:
 
 
 async def _app(path: Path, limit: float) -> dict:
-    from tracetui.ui.app import ExplorerScreen, TraceApp
+    from tracetui.ui.app import TraceApp
+    from tracetui.ui.explorer import ExplorerScreen
     app = TraceApp([path])
     got: dict = {}
 

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracetui.model import TraceError, load_trace
-from tracetui.compare.diff import diff_dict, diff_traces
+from tracetui.compare.changes import diff_dict
+from tracetui.compare.diff import diff_traces
 from tracetui.report.traces import summary_dict, tree_dict
 from tracetui.ui.details import describe
 

@@ -208,3 +208,18 @@ def test_bad_arguments_get_one_line(argv, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("tracetui: error: tracetui") and err[0].endswith("--help)"), err
+
+
+def test_version_prints_the_packages_version(capsys):
+    """`tracetui --version` was read as a trace path; it prints the version pyproject.toml declares."""
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    want = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"tracetui {want}\n"
+    r = subprocess.run([sys.executable, "-m", "tracetui", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == f"tracetui {want}\n" and r.stderr == ""

@@ -42,6 +42,32 @@ def test_three_or_more_traces_are_a_ladder(capsys):
     assert "mlp_eager → mlp_compile" in out and "mlp_triton → mlp_fused" in out
 
 
+def test_a_ladder_writes_csv_and_markdown(capsys):
+    """``diff A B C --format csv|md`` exited 2 ("a ladder ... is written as text or json") while the
+    README advertises ``--format`` for diff. CSV: the rungs (or ``--table``), the numbers of the
+    JSON; Markdown: every table, one row per rung, pair and change."""
+    import csv
+    import io
+
+    assert main(["diff", *LADDER, "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert main(["diff", *LADDER, "--format", "csv"]) == 0
+    rungs = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["file"] for r in rungs] == LADDER and [r["name"] for r in rungs][0] == "mlp_eager"
+    for r, jr in zip(rungs, j["rungs"]):
+        assert float(r["device_us_per_step"]) == jr["device_us_per_step"] and int(r["kernels_per_step"]) == jr["kernels_per_step"]
+    assert main(["diff", *LADDER, "--format", "csv", "--table", "changes"]) == 0
+    changes = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(changes) == sum(len(s["top"]) for s in j["steps"]) > 0
+    assert [float(c["delta_us"]) for c in changes] == [c["delta_us"] for s in j["steps"] for c in s["top"]]
+    assert changes[0]["from"] == "mlp_eager" and changes[0]["to"] == "mlp_compile"
+    assert main(["diff", *LADDER, "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    for name, n in (("rungs", len(LADDER)), ("steps", len(LADDER) - 1)):
+        section = md.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
+        assert len([ln for ln in section.splitlines() if ln.startswith("| ")]) == n + 1  # header + rows
+
+
 def test_one_trace_is_not_a_diff(capsys):
     assert main(["diff", LADDER[0], "--text"]) == 2
     assert "tracetui: error:" in capsys.readouterr().err

@@ -156,6 +156,22 @@ def test_csv_tree_is_every_node_with_its_parent(capsys):
     assert sorted(float(r["dur_us"]) for r in kernels) == pytest.approx(sorted(e["dur"] for e in raw), abs=1e-3)
 
 
+def test_csv_tree_cells_are_plain_numbers_equal_to_the_json(capsys):
+    """Every numeric column of ``tree --format csv`` parses as a number and equals ``tree --json``
+    (was ``np.float64(0.0)`` in every float column: numpy 2's repr of its scalars)."""
+    rows = list(csv.DictReader(io.StringIO(run(capsys, "tree", A, "--format", "csv"))))
+    flat, stack = {}, [json.loads(run(capsys, "tree", A, "--json"))]
+    while stack:
+        n = stack.pop()
+        flat[n["id"]] = n
+        stack.extend(n["children"])
+    assert len(rows) == len(flat) > 100
+    for r in rows:
+        j = flat[int(r["id"])]
+        for col in ("cpu_us", "cpu_self_us", "device_us", "kernels", "start_us", "dur_us"):
+            assert float(r[col]) == pytest.approx(j[col], rel=1e-12, abs=1e-9), (col, r[col])
+
+
 def test_markdown_tables_have_one_cell_per_column(capsys, tmp_path):
     # a name with a pipe, a backslash and an escape: it must not add a column or reach the terminal raw
     doc = json.loads(gzip.decompress(A.read_bytes()))

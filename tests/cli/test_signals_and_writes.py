@@ -111,3 +111,39 @@ def test_gen_on_a_full_disk_writes_no_truncated_trace_and_no_empty_sidecar(tmp_p
     with pytest.raises(OSError):
         main(argv)
     assert list(tmp_path.iterdir()) == []  # (the success path: every other gen test)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_write_all_gives_files_the_mode_open_gives_them(tmp_path, umask):
+    """`gen -o` wrote 0600 files (mkstemp's mode) while `record` writes 0644: the mode is now the
+    one a plain open() gets under the same umask (the reference: a file made by open here)."""
+    import os
+    import stat
+
+    from tracetui import atomic
+    old = os.umask(umask)
+    try:
+        (tmp_path / "ref").write_bytes(b"x")
+        atomic.write_all({tmp_path / "t.json.gz": b"trace", tmp_path / "t.key_averages.json": b"{}"})
+    finally:
+        os.umask(old)
+    want = stat.S_IMODE((tmp_path / "ref").stat().st_mode)
+    assert want == 0o666 & ~umask
+    for name in ("t.json.gz", "t.key_averages.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == want
+
+
+def test_gen_writes_its_trace_with_the_mode_record_gets(tmp_path, capsys):
+    pytest.importorskip("torch")
+    import os
+    import stat
+
+    from tracetui.cli.main import main
+    out = tmp_path / "linear.json.gz"
+    old = os.umask(0o022)
+    try:
+        assert main(["gen", "linear", "--device", "cpu", "--no-stack", "--active", "1", "--batch", "2",
+                     "--in-features", "8", "--out-features", "8", "-o", str(out)]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644

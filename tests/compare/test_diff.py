@@ -8,7 +8,8 @@ import pytest
 
 from tracetui.cli.main import main
 from tracetui.model import load_trace
-from tracetui.compare.diff import COMPILE_PREOPS, diff_dict, diff_traces, name_diff
+from tracetui.compare.changes import diff_dict
+from tracetui.compare.diff import COMPILE_PREOPS, diff_traces, name_diff
 from tracetui.model.names import inductor_ops
 
 from tests.conftest import TRACES

@@ -339,7 +339,11 @@ def test_train_step_on_h200(pa, pb, prefix, layers):
     assert t["launches_saved"] == ref_a[1] - ref_b[1] and t["kernels_a"] == ref_a[1]
     backward = [r for r in res.rows if r.a is not None and r.a.backward]
     assert len(backward) > t["kernels_a"] / 3, "the backward pass is missing"
-    assert t["unexplained"] == 0 and t["b_kernels_explained"] == t["b_kernels"]
+    # issue 32: a reason is a claim checked against the kernels it names (test_fusion.py); what no
+    # rule's evidence holds for stays unexplained (it used to be "the second part of a fused
+    # reduction" of a kernel of another layer or direction): a few Inductor kernels, counted
+    assert t["unexplained"] <= 0.05 * t["b_kernels"]
+    assert t["b_kernels_explained"] + t["unexplained_added"] == t["b_kernels"]
     key = {(e["name"], round(e["ts"] * 1000)): (i, e, rt) for i, (e, rt) in enumerate(per[0])}
     anchors = [i for i, (e, _) in enumerate(per[0]) if ANCHOR_NAME.search(e["name"])]
     vocab = {n.split("::")[-1] for n in a.tree.names if "::" in n}

@@ -3,6 +3,7 @@ the local pool and a local Ray instance write the same tables."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,8 @@ def test_index_is_replaced_atomically(gen_job, tmp_path, capsys, monkeypatch):
     monkeypatch.undo()
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before                      # the failed builds left the old index whole
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".idx")]  # and no temporary
+    assert out.is_symlink()  # the index is a link to its version folder (index_folder)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".idx") and p.name != os.readlink(out)]  # no temporary
     other = tmp_path / "not_an_index"
     other.mkdir()
     (other / "keep.txt").write_text("mine")
@@ -217,7 +219,7 @@ def test_one_worker_means_one_process(gen_job, tmp_path, monkeypatch):
 def test_a_rank_value_that_does_not_fit_the_index_names_its_rank(gen_job, tmp_path, monkeypatch):
     """A job-table value out of its column's type (a trace's "Seq": 1e30) is one line naming the
     rank's file; the job tables are built in the driver, so the error first named no rank."""
-    from tracetui.jobs import ranks as R
+    from tracetui.jobs import tables as R  # where load_rank finds rank_tables
     from tracetui.read.errors import TraceError
     real = R.rank_tables
     bad = gen_job["files"][1]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tracetui.jobs import ranks as R
+from tracetui.jobs import placement as P, ranks as R
 
 
 def _pg(name: str, members: list[int]) -> dict:
@@ -116,7 +116,7 @@ def test_a_gzip_damaged_after_its_head_is_still_placed_from_distributedInfo(tmp_
         pass
     p = tmp_path / "rank_9.pt.trace.json.gz"  # a name that would say another rank
     p.write_bytes(bytes(packed))
-    monkeypatch.setattr(R, "header_of", lambda data: pytest.fail("decoded whole"))  # placed from the head
+    monkeypatch.setattr(P, "header_of", lambda data: pytest.fail("decoded whole"))  # placed from the head
     rf = R.read_rank_file(p)
     assert (rf.rank, rf.world, rf.rank_from) == (1, 2, "distributedInfo")
 

@@ -63,10 +63,21 @@ def test_gloo_waits_agree_with_the_raw_json(gloo_job, gloo_doc):
         assert c["last_rank"] == max(range(GLOO_WORLD), key=lambda r: starts[r])
         durs = [ns(a[j]["dur"]) for a in anns]
         assert abs(c["latency_us"] * 1000 - min(durs)) <= 1
-    # and the per-rank estimate (shown, not applied on one host): median end difference vs rank 0
-    for p in gloo_doc["per_rank"]:
+    # one host, one clock: nothing estimated between its ranks (issue 32)
+    assert all(p["offset_rank_us"] is None and p["offset_from"] == 0 for p in gloo_doc["per_rank"])
+
+
+def test_gloo_rank_clocks_when_asked(gloo_job, capsys):
+    """``--rank-clocks``: every rank its own clock, its offset the median end difference vs rank 0."""
+    anns = [gloo_annotations(p) for p in gloo_job]
+    capsys.readouterr()
+    assert main(["ranks", str(gloo_job[0].parent), "--json", "--workers", "1", "--rank-clocks"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for p in doc["per_rank"]:
         d = [ns(a["ts"]) + ns(a["dur"]) - ns(b["ts"]) - ns(b["dur"]) for a, b in zip(anns[p["rank"]], anns[0])]
-        assert abs(p["offset_rank_us"] * 1000 - median_low(d)) <= 1
+        want = 0 if p["rank"] == 0 else median_low(d)
+        assert abs(p["offset_us"] * 1000 - want) <= 1
+        assert p["clock"] == f"rank {p['rank']}"
 
 
 def test_gloo_message_size_and_bus_bandwidth(gloo_job, gloo_doc):
@@ -315,29 +326,29 @@ def test_rank_files_are_placed_from_their_heads(gloo_job, tmp_path, monkeypatch)
     world and backend the whole file gives; host and base time come from the rank's own load; a
     file whose distributedInfo follows its events is decoded whole and placed the same."""
     import gzip
-    from tracetui.jobs import ranks as R
-    monkeypatch.setattr(R, "HEAD_BYTES", 64 << 10)
+    from tracetui.jobs import placement as P, ranks as R
+    monkeypatch.setattr(P, "HEAD_BYTES", 64 << 10)
     doc = raw(gloo_job[2])
     doc["traceEvents"] = doc["traceEvents"] * 4
     plain = tmp_path / "big_rank-2.pt.trace.json"
     plain.write_text(json.dumps(doc))
     packed = tmp_path / "big_rank-2.pt.trace.json.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
-    assert plain.stat().st_size > 4 * R.HEAD_BYTES
+    assert plain.stat().st_size > 4 * P.HEAD_BYTES
     whole = R.header_of
-    monkeypatch.setattr(R, "header_of", lambda data: pytest.fail("decoded whole"))
+    monkeypatch.setattr(P, "header_of", lambda data: pytest.fail("decoded whole"))
     di = doc["distributedInfo"]
     for f in (plain, packed):
         rf = R.read_rank_file(f)
         assert (rf.rank, rf.world, rf.backend, rf.rank_from) == (2, di["world_size"], di["backend"], "distributedInfo")
-    monkeypatch.setattr(R, "header_of", whole)
+    monkeypatch.setattr(P, "header_of", whole)
     tables = R.load_rank(R.read_rank_file(packed), di["world_size"])
     assert tables["info"]["host"] == [doc["host_name"]] and tables["info"]["base_ns"] == [doc["baseTimeNanoseconds"]]
     late = {k: v for k, v in doc.items() if k != "distributedInfo"}
     late["distributedInfo"] = di  # after traceEvents: the head cannot tell, so the file is decoded whole
     plain.write_text(json.dumps(late))
     seen = []
-    monkeypatch.setattr(R, "header_of", lambda data: seen.append(1) or whole(data))
+    monkeypatch.setattr(P, "header_of", lambda data: seen.append(1) or whole(data))
     rf = R.read_rank_file(plain)
     assert seen and (rf.rank, rf.world, rf.host, rf.base_ns) == (2, di["world_size"], doc["host_name"],
                                                                  doc["baseTimeNanoseconds"])

@@ -22,6 +22,8 @@ from tracetui.report.traces import tree_rows  # noqa: E402
 from tests.conftest import PEER, TRACES  # noqa: E402
 
 A, B = str(TRACES / "mlp_eager.json.gz"), str(TRACES / "mlp_compile.json.gz")
+ROOTS = [str(TRACES), str(PEER)]
+"""What the servers under test may read: the bundled traces, and the peer recordings when present."""
 
 
 def cli(capsys, *argv):
@@ -116,7 +118,7 @@ async def check_every_tool(client, capsys) -> None:
         for section in ("per_rank", "collectives"):
             assert await all_pages(client, "ranks", section, paths=rank_paths, section=section, limit=4) == rj[section]
 
-    for tool, args, says in (("summary", {"path": "/nonexistent/x.json"}, "no such file"),
+    for tool, args, says in (("summary", {"path": str(TRACES / "nonexistent" / "x.json")}, "no such file"),
                              ("node", {"path": A, "id": 10 ** 9}, "no node"),
                              ("diff", {"a": A, "b": B, "section": "nope"}, "section"),
                              ("step_breakdown", {"path": A, "step": "ProfilerStep#99"}, "no step")):
@@ -126,7 +128,7 @@ async def check_every_tool(client, capsys) -> None:
 
 def test_in_process_client_gets_the_cli_numbers(capsys):
     async def run():
-        async with Client(build_server()) as client:
+        async with Client(build_server(roots=ROOTS)) as client:
             await check_every_tool(client, capsys)
     asyncio.run(run())
 
@@ -137,7 +139,7 @@ def test_answers_are_bounded_and_continue(capsys, monkeypatch):
     s = cli(capsys, "summary", A, "--json", "--top", "0")
 
     async def run():
-        async with Client(build_server()) as client:
+        async with Client(build_server(roots=ROOTS)) as client:
             for tool, args in (("open_trace", {"path": A}), ("summary", {"path": A, "top": 100}),
                                ("node", {"path": A, "id": 5}), ("tree", {"path": A, "depth": 50, "limit": 500}),
                                ("ops", {"path": A, "limit": 500}), ("step_breakdown", {"path": A, "limit": 50})):
@@ -156,7 +158,8 @@ def _installed() -> str | None:
 @pytest.mark.skipif(_installed() is None, reason="the tracetui command is not installed")
 def test_stdio_against_the_installed_command(capsys):
     async def run():
-        params = StdioServerParameters(command=_installed(), args=["mcp"])
+        params = StdioServerParameters(command=_installed(), args=["mcp", "--root", str(TRACES)]
+                                       + ([str(PEER)] if PEER.is_dir() else []))
         async with Client(params) as client:
             await check_every_tool(client, capsys)
     asyncio.run(run())

@@ -34,5 +34,6 @@ def test_aten_native_and_shortening():
 
 
 def test_user_triton_and_memcpy():
-    assert decode_kernel("geglu_kernel", user_triton=True).library == "Triton (user kernel)"
+    assert decode_kernel("my_user_kernel", user_triton=True).library == "Triton (user kernel)"
+    assert decode_kernel("geglu_kernel", user_triton=True).library == "Triton (tracetui)"  # the project's own
     assert decode_kernel("Memcpy HtoD (Pageable -> Device)", "memcpy").klass == "memcpy"

@@ -79,7 +79,28 @@ def test_op_before_name():
     assert classify("Memset (Device)", "memset", "aten::mm")[0] == "memset"
     norm_ew = next(r["name"] for r in ROWS if r["launching_op"] == "aten::native_group_norm" and "elementwise_kernel" in r["name"])
     assert classify(norm_ew, launching_op="aten::native_group_norm")[0] == "norm"
-    assert classify("geglu_kernel")[0] == "other" and classify("geglu_kernel", user_triton=True)[0] == "triton"
+    assert classify("my_user_kernel")[0] == "other" and classify("my_user_kernel", user_triton=True)[0] == "triton"
+    # the project's own Triton kernels are known by name, launched by the user or not
+    assert classify("geglu_kernel", user_triton=True)[:2] == ("pointwise", "Triton (tracetui)")
+    assert classify("geglu_dual_gemm_tma_kernel", user_triton=True)[:2] == ("gemm", "Triton (tracetui)")
+
+
+def test_every_kernel_the_project_ships_has_a_rule():
+    """Each @triton.jit kernel in kernels/ is named by a rule of its own (not the user-kernel
+    fallback): the GEMM ones are gemm, the rest pointwise, as their source says."""
+    import ast
+    from pathlib import Path
+    shipped = {}
+    for path in sorted((Path(__file__).resolve().parents[2] / "kernels").glob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef) and fn.name.endswith("_kernel") and not fn.name.startswith("_") and any(
+                    "jit" in ast.unparse(d) for d in fn.decorator_list):
+                shipped[fn.name] = "gemm" if "gemm" in fn.name else "pointwise"
+    assert len(shipped) >= 7, shipped
+    for name, want in shipped.items():
+        klass, library, _ = classify(name, user_triton=True)
+        assert (klass, library) == (want, "Triton (tracetui)"), name
+        assert name in {r["name"] for r in ROWS}, f"add {name} to tests/data/kernel_corpus.tsv"
 
 
 def test_table_is_well_formed():

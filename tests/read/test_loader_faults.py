@@ -79,6 +79,26 @@ def test_json_nested_too_deep_is_one_line(tmp_path, capsys):
     assert main(["summary", str(p)]) == 2 and "Traceback" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("limit", [2000, 20_000])
+def test_json_nested_too_deep_whatever_the_processs_recursion_limit(tmp_path, limit):
+    """The cause of the flaky test above: msgspec counts nesting against the recursion limit, and
+    torch.compile's compile_fx raises that to 2000 for good, so after a compile earlier in the same
+    pytest process the 1,200-deep file loaded (DID NOT RAISE). The same file is refused whatever
+    limit the process set, and the process's limit is left as it was."""
+    import sys
+    ev = step()
+    p = tmp_path / "deep_top.json"
+    p.write_text(json.dumps({"traceEvents": ev})[:-1] + ', "other": ' + "[" * 1200 + "]" * 1200 + "}")
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    try:
+        one_line_error(p, "nested")
+        assert sys.getrecursionlimit() == limit
+        assert load_trace(write(tmp_path, ev, "fine.json")).n_steps == 1  # a normal file still loads
+    finally:
+        sys.setrecursionlimit(old)
+
+
 def test_provenance_with_odd_values(tmp_path, capsys):
     p = write(tmp_path, step(), tracetui={"device": 42, "device_type": "cuda", "sizes": {"n": 2 ** 70},
                                           "torch": ["2.13"], "deep": json.loads("[" * 300 + "]" * 300)})

@@ -152,3 +152,153 @@ def test_program_forms_and_errors(capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("tracetui: error: record: ") and says in err and err.count("\n") == 1, err
+
+
+OWN_PROFILER = '''
+import torch
+from torch.profiler import profile, ProfilerActivity
+model = torch.nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train(n):
+    for i in range(n):
+        opt.zero_grad(); model(torch.randn(8, 16)).sum().backward(); opt.step()
+train(int(__import__("sys").argv[1]))
+with profile(activities=[ProfilerActivity.CPU]) as p:
+    train(4)
+p.export_chrome_trace("own_trace.json")
+print("own profiler done")
+'''
+
+
+@pytest.mark.parametrize("before", [0, 3])  # our recorder waiting, or in the middle of recording
+def test_a_program_with_its_own_profiler_keeps_it(tmp_path, before):
+    """Kineto holds one session per process: two at once crashed the program (exit 139) and lost
+    its own trace. The recorder now steps aside, says so, and the program's trace is whole."""
+    (tmp_path / "own.py").write_text(OWN_PROFILER)
+    r, out = record(tmp_path, sys.executable, "own.py", str(before))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "own profiler done" in r.stdout
+    assert "started its own torch.profiler" in r.stderr and "steps aside" in r.stderr
+    own = json.loads((tmp_path / "own_trace.json").read_text())["traceEvents"]
+    # its 4 iterations: one Linear forward (addmm) and one SGD step each
+    names = Counter(e.get("name") for e in own if e.get("ph") == "X")
+    assert names["aten::addmm"] == 4 and names["Optimizer.step#SGD.step"] == 4
+    if before:  # what we recorded before stepping aside was written, and is a valid trace
+        (f,) = out.glob("*.pt.trace.json.gz")
+        assert steps_of(events(f)[0])
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_a_full_disk_never_changes_the_programs_exit_code(tmp_path):
+    """Under a file size limit the export fails: the program still exits 0 with its own output,
+    the message says the write failed (not 'fewer steps than wait + warmup'), no temporary left."""
+    import resource
+    (tmp_path / "train.py").write_text(TRAIN)
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, 16 << 10))
+    r = subprocess.run([sys.executable, "-m", "tracetui", "record", "-o", str(out), "--", sys.executable, "train.py"],
+                       capture_output=True, text=True, timeout=240, cwd=tmp_path, preexec_fn=small_files,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "trained" in r.stdout and "Traceback" not in r.stderr
+    assert "failed" in r.stderr and "nothing recorded: writing" in r.stderr
+    assert "fewer than" not in r.stderr
+    assert list(out.iterdir()) == []  # no .json.tmp, no Kineto .json.tmp.tmp
+
+
+SLEEPER = '''
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever SIGINT disposition we inherited
+open("pid", "w").write(str(os.getpid()))
+try:
+    time.sleep(120)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(42)
+'''
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", 42), ("SIGHUP", 128 + 1), ("SIGTERM", 128 + 15)])
+def test_signals_sent_to_record_reach_the_program(tmp_path, sig, code):
+    """kill -INT/-HUP/-TERM on tracetui's PID alone: the program gets it (SIGINT was ignored, and
+    SIGHUP left the program running, orphaned)."""
+    import signal
+    import time
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    p = subprocess.Popen([sys.executable, "-m", "tracetui", "record", "-o", "out", "--", sys.executable, "sleeper.py"],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid_file = tmp_path / "pid"
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    p.send_signal(getattr(signal, sig))
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == code, stderr[-2000:]
+    assert ("interrupted" in stdout) == (sig == "SIGINT")
+    with pytest.raises(ProcessLookupError):  # the program is gone, not orphaned
+        os.kill(child, 0)
+
+
+def test_a_program_that_never_started_is_told_from_one_that_took_no_step(tmp_path):
+    """A missing script or module, or a syntax error: Python's own message and exit code, then
+    'did not start', never 'no optimizer step was taken'."""
+    (tmp_path / "bad.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "nostep.py").write_text("print('ran')\n")
+    for program in (["missing.py"], ["bad.py"], ["-m", "no_such_module_xyz"]):
+        plain = subprocess.run([sys.executable, *program], capture_output=True, text=True, cwd=tmp_path)
+        r, _ = record(tmp_path, sys.executable, *program)
+        assert r.returncode == plain.returncode != 0, (program, r.stderr)
+        assert "nothing recorded: the program did not start" in r.stderr, r.stderr
+        assert "optimizer step" not in r.stderr and "Traceback" not in r.stderr
+        last = plain.stderr.strip().splitlines()[-1]  # Python's own last line (its path to python aside)
+        assert last.split(": ", 1)[-1] in r.stderr, (last, r.stderr)
+    r, _ = record(tmp_path, sys.executable, "nostep.py")
+    assert r.returncode == 0 and "ran" in r.stdout
+    assert "nothing recorded: no optimizer step was taken" in r.stderr
+
+
+COUNTER = '''
+import os, signal, sys, time
+got = []
+signal.signal(signal.SIGINT, lambda s, f: got.append(s))
+open("pid", "w").write(str(os.getpid()))
+deadline = time.monotonic() + 60
+while not got and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(1.5)  # a second SIGINT (one forwarded on top of the terminal's) would land here
+print(f"SIGINT x{len(got)}", flush=True)
+sys.exit(42)
+'''
+
+
+def test_ctrl_c_in_a_terminal_reaches_the_program_once(tmp_path):
+    """A terminal's Ctrl-C goes to the whole foreground group, the program included: record must
+    not forward it a second time (only a SIGINT sent to record's PID alone is passed on)."""
+    import pty
+    import time
+    (tmp_path / "counter.py").write_text(COUNTER)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: tracetui record in the pty's foreground group
+        os.chdir(tmp_path)
+        os.execv(sys.executable, [sys.executable, "-m", "tracetui", "record", "-o", "out", "--",
+                                  sys.executable, "counter.py"])
+    deadline = time.monotonic() + 120
+    while not ((tmp_path / "pid").exists() and (tmp_path / "pid").read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.write(fd, b"\x03")  # Ctrl-C, as typed
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the pty's other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 42, out.decode(errors="replace")[-2000:]
+    assert b"SIGINT x1" in out, out.decode(errors="replace")[-2000:]

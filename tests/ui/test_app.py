@@ -8,8 +8,10 @@ import pytest
 
 from tracetui.read import split
 from tracetui.model.trace import start_load
-from tracetui.ui import app as app_module
-from tracetui.ui.app import ExplorerScreen, LoadingScreen, TraceApp
+from tracetui.ui import loading as loading_module
+from tracetui.ui.app import TraceApp
+from tracetui.ui.explorer import ExplorerScreen
+from tracetui.ui.loading import LoadingScreen
 from tracetui.ui.diff_view import DiffScreen
 from tracetui.ui.tables import AggTable
 from tracetui.ui.detail_pane import DetailPane
@@ -665,7 +667,7 @@ def test_quitting_during_a_load_does_not_wait_for_it(monkeypatch):
     import threading
     import time
 
-    import tracetui.ui.app as app_mod
+    import tracetui.ui.loading as app_mod
     release = threading.Event()
 
     def endless_load(path, progress=None, early=None):  # a decode that cannot be interrupted
@@ -699,7 +701,7 @@ def test_loading_progress_reaches_the_screen_in_order(big_trace, monkeypatch):
         real(self, stage, pct)
 
     monkeypatch.setattr(LoadingScreen, "_progress", record)
-    monkeypatch.setattr(app_module, "PROGRESS_EVERY_S", 0.0)  # every update, to check their order
+    monkeypatch.setattr(loading_module, "PROGRESS_EVERY_S", 0.0)  # every update, to check their order
 
     async def run():
         app = TraceApp([big_trace])
@@ -711,7 +713,7 @@ def test_loading_progress_reaches_the_screen_in_order(big_trace, monkeypatch):
     every = len(pcts)
 
     seen.clear()
-    monkeypatch.setattr(app_module, "PROGRESS_EVERY_S", 3600.0)  # throttled: the first one only
+    monkeypatch.setattr(loading_module, "PROGRESS_EVERY_S", 3600.0)  # throttled: the first one only
     asyncio.run(run())
     assert len(seen) == 1 < every and seen[0][1] == 0.0
 

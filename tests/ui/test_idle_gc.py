@@ -5,7 +5,8 @@ import asyncio
 import gc
 
 from tracetui.ui import idle_gc
-from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.app import TraceApp
+from tracetui.ui.explorer import ExplorerScreen
 
 from tests.conftest import TRACES
 

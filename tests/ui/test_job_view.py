@@ -10,7 +10,8 @@ import re
 import pytest
 
 from tracetui.cli.main import main
-from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.app import TraceApp
+from tracetui.ui.explorer import ExplorerScreen
 from tracetui.ui.job_view import METRICS, JobScreen, fmt
 
 from tests.conftest import DATA
@@ -136,7 +137,7 @@ async def _enter_and_back(job_dir, job_json):
 
 
 def test_folder_of_ranks_opens_the_job_view(job_dir):
-    from tracetui.cli.ranks import opens_job
+    from tracetui.jobs.route import opens_job
     files = sorted(job_dir.iterdir())
     assert opens_job([job_dir]) and opens_job(files[:2]) and opens_job([job_dir / "gen_rank-*.json"])
     assert not opens_job(files[:1])
@@ -154,7 +155,7 @@ def test_an_index_opens_the_job_view_with_the_same_numbers(job_dir, job_json, tm
     pytest.importorskip("duckdb")
     idx = tmp_path / "job.idx"
     assert main(["index", str(job_dir), "-o", str(idx), "--workers", "1"]) == 0
-    from tracetui.cli.ranks import opens_job
+    from tracetui.jobs.route import opens_job
     assert opens_job([idx])
 
     async def run():
@@ -257,7 +258,7 @@ def test_skipped_ranks_are_listed_under_d(job_dir, tmp_path, capsys):
     """A folder whose ranks include unreadable files still opens the job view (as `tracetui DIR`
     routes it); the header counts the diagnostics of `ranks --json` and D lists each skipped rank."""
     import shutil
-    from tracetui.cli.ranks import opens_job
+    from tracetui.jobs.route import opens_job
     d = tmp_path / "job"
     shutil.copytree(job_dir, d)
     (d / "gen_rank-1.pt.trace.json").write_text("not a trace")
@@ -290,7 +291,7 @@ def test_help_scroll_and_no_steps(job_dir, job_json, tmp_path, monkeypatch):
     a job whose ranks have no steps says how to name them instead of an empty map."""
     from textual.widgets import DataTable, Markdown, Static
     from tracetui.ui import job_view
-    from tracetui.ui.app import HelpScreen
+    from tracetui.ui.modals import HelpScreen
     monkeypatch.setattr(job_view, "CELL_W", 40)  # 3 steps wider than 80 columns: the map scrolls
 
     async def run():
@@ -352,3 +353,70 @@ def test_a_job_with_no_readable_rank_exits_2_with_its_line(tmp_path, capsys, mon
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rank-0.json: not JSON" in err and "no rank of the job could be read" in err
+
+
+def test_e_exports_the_heatmap_as_ranks_json_has_it(job_dir, job_json, tmp_path, monkeypatch):
+    """`e` did nothing on the job view (issue 36): it writes the heatmap, one row per rank and one
+    column per step, the metric shown (`m` moves to the next), numbers as `ranks --json` has them."""
+    import csv
+    monkeypatch.chdir(tmp_path)
+
+    async def run():
+        app = TraceApp([job_dir], job=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _ready(pilot)
+            s = app.screen
+            for key in ("step_us", "wait_us"):
+                while METRICS[s.metric][0] != key:
+                    await pilot.press("m")
+                s.last_export = None
+                await pilot.press("e")
+                for _ in range(200):
+                    if s.last_export is not None:
+                        break
+                    await pilot.pause(0.02)
+                rows = list(csv.reader(s.last_export.open(encoding="utf-8", newline="")))
+                steps = sorted({(r["step"], r["name"]) for r in job_json["steps"]})
+                assert rows[0] == ["rank"] + [f"{n} {METRICS[s.metric][1]}" for _, n in steps]
+                want = {(r["rank"], r["name"]): r.get(key) for r in job_json["steps"]}
+                assert [int(r[0]) for r in rows[1:]] == [p["rank"] for p in job_json["per_rank"]]
+                for r in rows[1:]:
+                    for (_, n), cell in zip(steps, r[1:]):
+                        v = want.get((int(r[0]), n))
+                        assert (cell == "") if v is None else float(cell) == pytest.approx(v)
+def test_c_lists_the_collectives(job_dir, job_json):
+    """``c``: a table of every collective matched across ranks (issue 36: the job view had no list
+    of them). Its rows are the recorded gloo annotations of a rank, in start order (raw JSON); every
+    cell is the ``ranks --json`` figure; the detail line gives each rank's start and wait."""
+    import gzip
+    from tracetui.ui.job_view import JobCollectivesScreen
+    rank0 = json.loads(gzip.decompress((DATA / "gloo_rank0.pt.trace.json.gz").read_bytes()))["traceEvents"]
+    anns = sorted((e for e in rank0 if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                   and e["name"].startswith("gloo:")), key=lambda e: e["ts"])
+
+    async def run():
+        app = TraceApp([job_dir], job=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await _ready(pilot)
+            await pilot.press("c")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, JobCollectivesScreen)
+            table = screen.query_one("#coll-table")
+            assert table.row_count == len(anns) == len(job_json["collectives"])
+            assert sorted(table.get_cell_at((j, 2)).plain for j in range(table.row_count)) == \
+                sorted(a["name"] for a in anns)
+            for j, c in enumerate(job_json["collectives"]):
+                assert table.get_cell_at((j, 6)) == fmt(c["latency_us"])
+                assert table.get_cell_at((j, 7)) == fmt(max(p["wait_us"] for p in c["per_rank"]))
+                assert table.get_cell_at((j, 8)) == str(c["last_rank"])
+            await pilot.press("down", "down")
+            detail = str(screen.query_one("#coll-detail").render())
+            c = job_json["collectives"][2]
+            for p in c["per_rank"]:
+                assert f"rank {p['rank']} start {fmt(p['start_us'])} µs wait {fmt(p['wait_us'])} µs" in detail
+            await pilot.press("escape")
+            await pilot.pause()
+            assert isinstance(app.screen, JobScreen)
+
+    asyncio.run(run())

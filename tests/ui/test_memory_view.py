@@ -9,7 +9,9 @@ from decimal import Decimal
 
 import numpy as np
 
-from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.app import TraceApp
+
+from tracetui.ui.explorer import ExplorerScreen
 from tracetui.ui.detail_pane import DetailPane
 from tracetui.ui.memory_view import braille_plot
 
@@ -270,7 +272,7 @@ def test_enter_lands_on_the_raw_op():
             ops_table = view.query_one("#mem-ops")
             for row in (0, 2):
                 name = view._stats[row].name
-                assert ops_table.row_text(row).rstrip().endswith(name)
+                assert ops_table.row_text(row).startswith(f" {name} ")  # the op first, whole
                 calls = sorted({o[0] for key, ops in raw.ops.items() for o in ops if o[3] == name
                                 and any(o[0] <= t < o[1] and k == key and lo <= t < hi
                                         and raw.device(a) == "CPU" for t, _, k, a in raw.mem)})

@@ -8,7 +8,8 @@ import gc
 import weakref
 
 from tracetui.model.trace import load_trace
-from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.app import TraceApp
+from tracetui.ui.explorer import ExplorerScreen
 
 from tests.conftest import DATA
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tracetui.ui.app import ExplorerScreen, TraceApp
+from tracetui.ui.app import TraceApp
+
+from tracetui.ui.explorer import ExplorerScreen
 from tracetui.ui.diff_view import DiffScreen, LadderScreen
 
 from tests.conftest import TRACES

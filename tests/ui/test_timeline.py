@@ -10,8 +10,10 @@ import pytest
 
 from tracetui.model import load_trace
 from tracetui.read.events import K
-from tracetui.ui.app import ExplorerScreen, TraceApp
-from tracetui.ui.timeline import HEAD_ROWS, RangeTable, Timeline
+from tracetui.ui.app import TraceApp
+from tracetui.ui.explorer import ExplorerScreen
+from tracetui.ui.range_table import RangeTable
+from tracetui.ui.timeline import HEAD_ROWS, Timeline
 
 from tests.ui.synth import MAIN, S_BWD, S_FWD, make
 from tests.ui.test_app import explorer, wait_for

@@ -8,14 +8,14 @@ import sys
 import threading
 from pathlib import Path
 
-SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index", "record", "mcp")
+from tracetui.cli.common import CliError, count, positive, torch_version  # noqa: F401 - re-exported: the CLI's names
+from tracetui.cli.common import interactive as _interactive
+
+SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index", "record", "mcp",
+               "opportunities", "skill")
 FORMATS = ("text", "json", "csv", "md")  # tracetui.report.export.FORMATS, kept here so --help imports nothing
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = REPO_ROOT / "traces"
-
-
-class CliError(Exception):
-    """A user-facing failure: printed as one line, exit code 2."""
 
 
 BUNDLED_LADDER = ("mlp_eager", "mlp_compile", "mlp_max_autotune", "mlp_triton", "mlp_fused")
@@ -28,38 +28,6 @@ def bundled_default() -> list[Path]:
     if not all(p.exists() for p in pair):
         raise CliError(f"no bundled traces in {BUNDLED} (pass a trace file)")
     return [p for p in (BUNDLED / f"{n}.json.gz" for n in BUNDLED_LADDER) if p.exists()]
-
-
-def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
-def count(text: str) -> int:
-    """An argparse type: an int >= 0 (``--top -5`` printed the first rows but the last five)."""
-    n = _whole(text)
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative: 0 or more")
-    return n
-
-
-def torch_version(text: str) -> str:
-    """An argparse type: a version such as 2.13 (``--torch-version abc`` was taken and ignored)."""
-    from tracetui.model.selftime import parse_version
-    if parse_version(text) is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a torch version such as 2.13")
-    return text
-
-
-def positive(text: str) -> int:
-    """An argparse type: an int >= 1 (``--workers 0`` ran one worker, silently; ``-3`` and ``0``
-    get the same message)."""
-    n = _whole(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text}: 1 or more")
-    return n
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,6 +43,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tracetui", description="Read PyTorch profiler traces in the terminal.")
+    from tracetui import __version__
+    p.add_argument("--version", action="version", version=f"tracetui {__version__}")
     sub = p.add_subparsers(dest="cmd")
     lo = argparse.ArgumentParser(add_help=False)  # how a trace is read: every reading subcommand
     lo.add_argument("--steps", metavar="REGEX", default=None,
@@ -112,8 +82,13 @@ def _parser() -> argparse.ArgumentParser:
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
     g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
+    from tracetui.cli.gate import add_gate_args
+    add_gate_args(d)
     _rank_parsers(sub, lo, fo)
     _record_parsers(sub)
+    from tracetui.cli.opportunities import add_parser as _opportunities_parser  # tracetui/cli/opportunities.py
+    _opportunities_parser(sub, lo, count)
+    sub.add_parser("skill", help="print SKILL.md: how a coding agent should drive tracetui (commands, exit codes, caps)")
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
     gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
@@ -139,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["open"] + argv
     if argv and argv[0] == "record":  # everything after `--` is the program, untouched by argparse
         from tracetui.record.launcher import split_argv
@@ -326,12 +301,18 @@ def _dispatch(args) -> int:
         return _ranks(args)
     if args.cmd == "record":
         from tracetui.record.launcher import run_record
-        return run_record(args, CliError)
+        return run_record(args, CliError, opener=_open if _interactive() else None)
     if args.cmd == "mcp":
         from tracetui.mcp.server import serve
         return serve(args, CliError)
     if args.cmd == "summary":
         return _summary(args.trace, args)
+    if args.cmd == "opportunities":
+        from tracetui.cli.opportunities import run
+        return run(args, load)
+    if args.cmd == "skill":
+        from tracetui.cli.skill import run as skill
+        return skill()
     if args.cmd == "memory":
         from tracetui.report.traces import fmt_of, print_memory
         print_memory(load(args.trace, args), top=args.top, fmt=fmt_of(args), table=args.table)
@@ -346,7 +327,7 @@ def _dispatch(args) -> int:
     if args.cmd == "diff":
         if len(args.traces) < 2:
             raise CliError("diff: give two traces, or three or more for a ladder")
-        if args.text or args.json or args.format or not _interactive():
+        if args.text or args.json or args.format or args.gate is not None or not _interactive():
             return _diff_report(args.traces, args)
         return _open(args.traces, diff=True, load_opts=_load_opts(args))
     traces = args.traces or bundled_default()  # none: the bundled ladder (eager, compile, ... on an H200)
@@ -357,14 +338,6 @@ def _dispatch(args) -> int:
     if getattr(args, "stdin_used", False):
         _terminal_stdin()
     return _open(traces, diff=len(traces) >= 2, load_opts=_load_opts(args), job=job)
-
-
-def _interactive() -> bool:
-    """The app needs a terminal on stdout (it draws there) and one to read keys from."""
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _terminal_stdin() -> None:
@@ -401,17 +374,21 @@ def _diff_report(paths: list, args) -> int:
     top = getattr(args, "top", 10)
     traces = [load(p, args) for p in paths]
     if len(traces) == 2:
-        from tracetui.compare.diff import diff_traces
-        from tracetui.report.traces import print_diff
-        print_diff(diff_traces(*traces), fmt=fmt_of(args), table=getattr(args, "table", None), top=top)
-        return 0
+        from tracetui.cli.gate import report_two
+        return report_two(traces, args, fmt_of(args), top, getattr(args, "table", None))
+    if getattr(args, "gate", None) is not None:
+        raise CliError("diff: --gate compares two traces (A, then B), not a ladder")
     from tracetui.compare.ladder import ladder
     from tracetui.report.traces import print_ladder
     fmt = fmt_of(args)
-    if fmt not in ("text", "json"):
-        raise CliError(f"--format {fmt}: a ladder of three or more traces is written as text or json")
-    print_ladder(ladder(traces, top=top if top != 10 else 3), [Path(p).name.split(".")[0] for p in paths],
-                 as_json=fmt == "json")
+    ld = ladder(traces, top=top if top != 10 else 3)
+    names = [Path(p).name.split(".")[0] for p in paths]
+    if fmt in ("csv", "md"):  # rungs, steps, changes, cpu_changes (csv: rungs unless --table)
+        from tracetui.report.traces import emit_report, ladder_tables
+        emit_report(ld, fmt, table=getattr(args, "table", None), first="rungs", tables=ladder_tables(ld, names),
+                    title="tracetui diff (ladder)")
+        return 0
+    print_ladder(ld, names, as_json=fmt == "json")
     return 0
 
 
@@ -447,6 +424,12 @@ def _record_parsers(sub) -> None:
     add_parser(sub)
     m = sub.add_parser("mcp", help="Model Context Protocol server over stdio: read-only tools for agents (needs tracetui[mcp])")
     m.add_argument("--max-chars", type=int, default=None, help="bound on one answer's size (default 20000)")
+    m.add_argument("--root", action="append", metavar="DIR",
+                   help="a folder the tools may open or list (repeatable; default: the current folder); "
+                        "paths named after the options are allowed too")
+    m.add_argument("--max-bytes", default=None, metavar="SIZE",
+                   help="read/gunzip limit per trace, e.g. 512M (default: TRACETUI_MAX_BYTES, else 512M)")
+    m.add_argument("paths", nargs="*", help="trace files or folders the tools may also read")
 
 
 def _gen(args) -> int:

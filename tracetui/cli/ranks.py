@@ -4,15 +4,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tracetui.jobs.route import is_index as _is_index, opens_job  # noqa: F401 - opens_job: the CLI's (moved below the ui)
+
 
 def add_parsers(sub, lo, fo=None) -> None:
     r = sub.add_parser("ranks", parents=[lo] + ([fo] if fo is not None else []), help="the ranks of a job: collectives matched across ranks, "
                                                    "clock offsets, waits, stragglers, per-step figures")
     r.add_argument("paths", nargs="+", help="rank files, a folder of them, a glob, or an index (tracetui index)")
     r.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
-    from tracetui.cli.main import count, positive
+    from tracetui.cli.common import count, positive
     r.add_argument("--top", type=count, default=10, help="collectives listed in the text report (0: all)")
     r.add_argument("--workers", type=positive, default=None, help="processes loading ranks (default: one per core)")
+    r.add_argument("--rank-clocks", action="store_true",
+                   help="estimate a clock offset for every rank, even between ranks of one host "
+                        "(default: one clock per host, offsets estimated only across hosts)")
     i = sub.add_parser("index", parents=[lo], help="write each rank's tables as Parquet (needs tracetui[dist])")
     i.add_argument("paths", nargs="+", help="rank files, a folder of them, or a glob")
     i.add_argument("-o", "--output", type=Path, required=True, help="index folder to write (replaced atomically)")
@@ -46,13 +51,13 @@ def run(args, load_opts: dict, CliError) -> int:
         from tracetui.jobs import index as ix
         refuse_index_options(args.paths, args, CliError)
         try:
-            doc = ix.analyze_index(Path(args.paths[0]))
+            doc = ix.analyze_index(Path(args.paths[0]), rank_clocks=args.rank_clocks)
         except ix.MissingExtra as e:
             raise CliError(str(e)) from None
     else:
         from tracetui.jobs.ranks import analyze_tables, load_job
         job, tables = load_job(args.paths, workers=args.workers, load_opts=load_opts)
-        doc = analyze_tables(job, tables)
+        doc = analyze_tables(job, tables, rank_clocks=args.rank_clocks)
     from tracetui.report.traces import emit_report, fmt_of
     fmt = fmt_of(args)
     if fmt in ("csv", "md"):  # the shared writers (tracetui/report/export.py); csv: per_rank unless --table
@@ -95,24 +100,3 @@ def refuse_index_options(paths, args, CliError) -> None:
             raise CliError(f"{paths[0]}: {opt}: an index keeps the steps and times it was built with "
                            f"(pass {opt} to tracetui index, or give the trace files)")
 
-
-def _is_index(p: Path) -> bool:
-    from tracetui.jobs.index import MANIFEST
-    return (p / MANIFEST).exists()
-
-
-def opens_job(paths) -> bool:
-    """``tracetui PATH...`` opens the job view: an index, a folder of two or more ranks of one job,
-    or two or more files that are distinct ranks of one job (anything else opens as before)."""
-    if not paths:
-        return False
-    ps = [Path(p) for p in paths]
-    if len(ps) == 1:
-        p = ps[0]
-        quoted_glob = not p.exists() and any(c in str(p) for c in "*?[")
-        if not p.is_dir() and not quoted_glob:
-            return False
-        if p.is_dir() and _is_index(p):
-            return True
-    from tracetui.jobs.ranks import is_job
-    return is_job(ps)

@@ -9,11 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tracetui.compare.diff import ANCHOR_CLASSES, DiffResult, Row, _absorbed_ops
+from tracetui.compare.diff import DiffResult
+from tracetui.compare.fusion import absorbed_ops as _absorbed_ops
+from tracetui.compare.items import ANCHOR_CLASSES
+from tracetui.compare.rows import Row
 from tracetui.model.names import shorten_cpp
 
 KINDS = (
     ("fusion", "fusion", "a kernel of B that replaced several of A (Inductor, a hand-written kernel)"),
+    ("unfusion", "fusion undone", "a kernel of A that B runs as several kernels (the mirror of a fusion)"),
     ("implementation", "GEMM/attention implementation", "the same GEMM, attention, conv or collective "
                                                          "run by another kernel (library, tile, Triton template)"),
     ("added", "kernels added", "kernels of B with no counterpart in A, and why"),
@@ -65,10 +69,12 @@ CHANGED_KINDS: tuple[tuple[str, str, object], ...] = (
 
 
 def _kind(r: Row) -> str | None:
-    if r.fused_into is not None:
-        return None  # counted in its fused row
+    if r.claimed:
+        return None  # counted in its fused (or unfused) row
     if r.status == "fused":
         return "fusion"
+    if r.status == "unfused":
+        return "unfusion"
     if r.status in ("added", "removed"):
         return r.status
     if r.status == "changed":
@@ -80,6 +86,9 @@ def _key_title(r: Row, kind: str) -> tuple:
     if kind == "fusion":
         ops = _absorbed_ops_row(r)
         return (kind, r.b.name, tuple(x.name for x in r.replaces)), f"{' + '.join(ops)} → {short(r.b.name)}"
+    if kind == "unfusion":
+        ops = _absorbed_ops_row(r)
+        return (kind, r.a.name, tuple(y.name for y in r.parts)), f"{short(r.a.name)} → {' + '.join(ops)}"
     if kind == "implementation":
         extra = f" (absorbs {' + '.join(_absorbed_ops_row(r))})" if r.replaces else ""
         names = short(r.a.name) if r.a.name == r.b.name else f"{short(r.a.name)} → {short(r.b.name)}"
@@ -93,12 +102,12 @@ def _key_title(r: Row, kind: str) -> tuple:
 
 def _absorbed_ops_row(r: Row) -> list[str]:
     class _F:  # what _absorbed_ops reads
-        kernel, replaces = r.b, r.replaces
+        kernel, replaces = (r.a, r.parts) if r.status == "unfused" else (r.b, r.replaces)
     return _absorbed_ops(_F)
 
 
 def _block_of(r: Row) -> str | None:
-    for it in ([r.a] if r.a else []) + list(r.replaces) + ([r.b] if r.b else []):
+    for it in ([r.a] if r.a else []) + list(r.replaces) + ([r.b] if r.b else []) + list(r.parts):
         if it is not None and it.block:
             return it.block
     return None
@@ -115,14 +124,15 @@ def changes(d: DiffResult) -> list[Change]:
         key, title = _key_title(r, kind)
         c = groups.get(key)
         if c is None:
-            c = groups[key] = Change(kind, title, 0.0, 0, detail=r.reason or r.detail)
+            c = groups[key] = Change(kind, title, 0.0, 0, detail=r.reason or r.detail
+                                     + (f"; evidence: {r.evidence}" if r.evidence else ""))
             c._blocks = []
         c.delta_us += r.delta_ns / 1e3
         c.count += 1
         c.rows.append(i)
         c.launches_saved += r.launches_saved
         c.a_us += ((r.a.dur_ns if r.a else 0) + sum(x.dur_ns for x in r.replaces)) / 1e3
-        c.b_us += (r.b.dur_ns if r.b else 0) / 1e3
+        c.b_us += ((r.b.dur_ns if r.b else 0) + sum(y.dur_ns for y in r.parts)) / 1e3
         c._blocks.append(_block_of(r))
     out = list(groups.values())
     for c in out:
@@ -161,6 +171,9 @@ def totals(d: DiffResult) -> dict:
         "b_kernels_explained": sum(1 for r in b_rows if r.explained), "b_kernels": len(b_rows),
         "unexplained": un_added + un_removed, "unexplained_added": un_added, "unexplained_removed": un_removed,
         "cpu_delta_us": B["cpu_us_per_step"] - A["cpu_us_per_step"],
+        "weight_repack_us_b": sum(r.b.dur_ns for r in b_rows if r.rule == "weight repack") / 1e3,
+        "weight_repack_us_a": sum(r.a.dur_ns for r in d.rows if r.a is not None and r.b is None
+                                  and r.rule == "weight repack") / 1e3,
     }
 
 
@@ -185,6 +198,8 @@ def diff_dict(d: DiffResult, top: int = 0) -> dict:
                      "a_name": r.a.name if r.a else None, "detail": r.detail, "reason": r.reason,
                      "delta_us": r.delta_ns / 1e3, "launches_saved": r.launches_saved,
                      "fused_into": r.fused_into, "replaces": [x.name for x in r.replaces],
+                     "unfused_from": r.unfused_from, "parts": [y.name for y in r.parts],
+                     "evidence": r.evidence, "rule": r.rule, "refers": [y.name for y in r.refers],
                      "class": (r.b or r.a).klass, "block_a": r.a.block if r.a else None,
                      "backward": (r.a or r.b).backward,
                      "op_a": r.a.op if r.a else None, "op_b": r.b.op if r.b else None}
@@ -195,9 +210,12 @@ def diff_dict(d: DiffResult, top: int = 0) -> dict:
                    "b_us": f.kernel.dur_ns / 1e3, "gemm": f.gemm.name if f.gemm else None,
                    "launches_saved": len(f.replaces) - (0 if f.gemm else 1),
                    "intermediate_bytes": f.intermediate_bytes, "hbm_traffic_saved_bytes": 2 * f.intermediate_bytes,
-                   "matched_by": f.how, "module_a": sorted({x.module for x in f.replaces if x.module}),
+                   "matched_by": f.how, "evidence": f.evidence, "module_a": sorted({x.module for x in f.replaces if x.module}),
                    "blocks_a": sorted({x.block for x in f.replaces if x.block})}
                   for f in d.fusions],
+        "unfused": [{"kernel": f.kernel.name, "parts": [y.name for y in f.replaces], "matched_by": f.how,
+                     "evidence": f.evidence, "a_us": f.kernel.dur_ns / 1e3,
+                     "b_us": sum(y.dur_ns for y in f.replaces) / 1e3} for f in d.unfusions],
         "removed_ops": d.removed_ops, "added_ops": d.added_ops, "chains": d.chains,
         "cpu_changes": d.cpu_changes,
     }

@@ -30,5 +30,5 @@ def ladder(traces: list[Trace], top: int = 3, progress=None) -> dict:
 
 
 def diff_side(t: Trace) -> dict:
-    from tracetui.compare.diff import _side
+    from tracetui.compare.perstep import _side
     return _side(t)

@@ -88,11 +88,17 @@ def dtype_bytes(dtype) -> int | None:
     return DTYPE_BYTES.get(str(dtype).strip().lower()) if dtype else None
 
 
+INT64 = 1 << 63
+
+
 def _int(v, default=-1) -> int:
+    """An int64 field of a record (``Seq``, ``Group size``, element counts), else ``default``: a
+    value past int64 (a trace's ``Seq`` of 2**70) reads as unknown, not as a number no column holds."""
     try:
-        return int(v)
-    except (TypeError, ValueError):
+        out = int(v)
+    except (TypeError, ValueError, OverflowError):
         return default
+    return out if -INT64 <= out < INT64 else default
 
 
 def _nelems(dims) -> int | None:
@@ -106,9 +112,11 @@ def _nelems(dims) -> int | None:
         return None
     n = 1
     for x in d:
-        if not isinstance(x, (int, float)):
-            return None
+        if not isinstance(x, (int, float)) or (isinstance(x, float) and not abs(x) < 2.0 ** 63):
+            return None  # not a number, or inf / nan / past int64
         n *= int(x)
+        if abs(n) >= 1 << 63:
+            return None
     return n
 
 
@@ -144,7 +152,7 @@ def meta_of(args: dict, fallback_name: str, world: int) -> Meta:
             i_n = -1 if i_n is None else i_n
             o_n = i_n * n if (kind == "all_gather" and i_n >= 0 and n > 0) else i_n
         nel = max(i_n, o_n)
-        msg = nel * size if nel >= 0 else None
+        msg = nel * size if 0 <= nel * size < INT64 else None
     group = args.get("Process Group Name")
     cid = args.get("Comms Id")
     return Meta(name=name, dtype=str(dtype) if dtype else None, msg_bytes=msg,

@@ -16,6 +16,7 @@ Needs the ``dist`` extra (pyarrow, duckdb; ray for ``--engine ray``).
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -23,13 +24,14 @@ import shutil
 import time
 from pathlib import Path
 
+from tracetui.jobs import index_folder as folder
 from tracetui.read.errors import TraceError
 
-MANIFEST = "tracetui-index.json"
-"""The index's manifest: job, ranks, diagnostics; written last, so its presence means complete."""
+MANIFEST = folder.MANIFEST
 
-INDEX_VERSION = 2
-"""2: info.groups (the rank's process groups, from distributedInfo.pg_config)."""
+INDEX_VERSION = 3
+"""2: info.groups (the rank's process groups, from distributedInfo.pg_config); 3: steps.comm_ns
+counts the backend's own intervals on every rank (gloo on GPU ranks), not -1 on CPU ranks."""
 
 TABLES = ("info", "steps", "collectives", "kernels", "ops", "memory")
 
@@ -126,7 +128,7 @@ def rank_parquet(rf, world: int | None, load_opts: dict | None = None) -> tuple[
     tables (kernels, ops) come as Parquet bytes, the job tables as plain columns (a few rows:
     pickling them costs 20 µs where an Arrow table's pickle cost 400), which the driver appends
     to their merged files."""
-    from tracetui.jobs.ranks import load_rank
+    from tracetui.jobs.tables import load_rank
     tables = load_rank(rf, world, load_opts)
     if "skipped" in tables:  # not readable as a trace: no tables, only why (ranks.load_rank)
         return int(rf.rank), tables
@@ -150,19 +152,28 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def build_index(items, out, workers: int | None = None, engine: str = "local", address: str | None = None,
                 load_opts: dict | None = None, progress=None) -> dict:
     """Index the ranks among ``items`` into ``out`` (replaced atomically). Returns what was done."""
-    from tracetui.jobs.ranks import discover, rank_results, require_ranks, skipped_line
+    from tracetui.jobs.placement import discover, require_ranks
     _pa(), _duckdb()
     t0 = time.perf_counter()
     job = require_ranks(discover(items), items)
-    out = Path(out)
-    if out.exists() and not (out / MANIFEST).exists():
-        raise TraceError(out, "exists and is not a tracetui index: not replaced")
-    tmp = out.with_name(f".{out.name}.building-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    for t in TABLES:
-        (tmp / t).mkdir(parents=True)
+    out = folder.target(out, [rf.path for rf in job.ranks])
+    with folder.writing(out):
+        folder.clean_litter(out)
+        tmp = folder.building(out)
+        try:
+            for t in TABLES:
+                (tmp / t).mkdir(parents=True)
+            merged = _Merged(tmp, [rf.rank for rf in job.ranks], {rf.rank: rf.path for rf in job.ranks})
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return _build(job, out, tmp, merged, t0, workers, engine, address, load_opts, progress)
 
-    merged = _Merged(tmp, [rf.rank for rf in job.ranks], {rf.rank: rf.path for rf in job.ranks})
+
+def _build(job, out: Path, tmp: Path, merged, t0, workers, engine, address, load_opts, progress) -> dict:
+    """``build_index``'s map into ``tmp``, its manifest, and the swap (``index_folder.swap``)."""
+    from tracetui.jobs.placement import skipped_line
+    from tracetui.jobs.tables import rank_results
     notes: dict = {}  # rank -> what it said: skipped (no rows, not in the manifest) or its repairs
 
     def write(rank: int, parts: dict) -> None:  # inside the folder being built: no reader sees it yet
@@ -186,13 +197,10 @@ def build_index(items, out, workers: int | None = None, engine: str = "local", a
                               if "skipped" not in notes[rf.rank]],
                     "diagnostics": diagnostics, "tables": list(TABLES)}
         _write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        if out.exists():
-            os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
+        folder.swap(out, tmp)
     except BaseException:
-        merged.close(failed=True)
+        with contextlib.suppress(Exception):  # a full disk fails the close too: the first error is said
+            merged.close(failed=True)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"path": str(out), "ranks": len(manifest["ranks"]), "engine": engine, "workers": used,
@@ -371,16 +379,36 @@ def _glob(index: Path, table: str) -> str:
     return str(one if one.exists() else Path(index) / table / "*.parquet").replace("'", "''")
 
 
+MANIFEST_TYPES = {"world_size": (int, type(None)), "backend": (str, type(None)), "ranks": list,
+                  "diagnostics": list, "tables": list}
+"""The manifest's fields and the types a reader relies on (a field of another type was a traceback)."""
+
+MANIFEST_MAX_BYTES = 64 << 20
+"""A manifest larger than this is not one this tracetui wrote (it lists ranks and diagnostics)."""
+
+
 def read_manifest(index: Path) -> dict:
+    """The index's manifest, checked: a regular file, JSON, this version, every field of its type."""
+    folder.check_files(Path(index), [MANIFEST])
     p = Path(index) / MANIFEST
     try:
-        man = json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise TraceError(p, f"not a readable tracetui index ({e})") from None
+        if p.stat().st_size > MANIFEST_MAX_BYTES:
+            raise ValueError(f"{p.stat().st_size:,} bytes, more than a manifest holds")
+        man = json.loads(p.read_bytes())
+    except (OSError, ValueError, RecursionError) as e:
+        raise TraceError(p, f"not a readable tracetui index ({str(e)[:200]})") from None
     v = man.get("version") if isinstance(man, dict) else None
-    if v != INDEX_VERSION:
-        raise TraceError(Path(index), f"index version {v}, this tracetui reads version {INDEX_VERSION}: "
+    if v != INDEX_VERSION or type(v) is not int:
+        raise TraceError(Path(index), f"index version {str(v)[:40]}, this tracetui reads version {INDEX_VERSION}: "
                                       "rebuild it with tracetui index")
+    bad = [k for k, t in MANIFEST_TYPES.items() if not isinstance(man.get(k), t) or isinstance(man.get(k), bool)]
+    if not bad and not all(isinstance(d, str) for d in man["diagnostics"]):
+        bad.append("diagnostics")
+    if not bad and not all(isinstance(r, dict) and type(r.get("rank")) is int and isinstance(r.get("file"), str)
+                           for r in man["ranks"]):
+        bad.append("ranks")
+    if bad:
+        raise TraceError(p, f"manifest field(s) {', '.join(bad)} of the wrong type: rebuild it with tracetui index")
     return man
 
 
@@ -391,15 +419,17 @@ def _connect():
     return con
 
 
-def analyze_index(index: Path) -> dict:
+def analyze_index(index: Path, rank_clocks: bool = False) -> dict:
     """``ranks.analyze`` over an index: the same document as ``tracetui ranks`` on the traces."""
     from tracetui.jobs.ranks import analyze
+    index = folder.resolved(index)
     man = read_manifest(index)
+    folder.check_files(index, [f"{t}.parquet" for t in JOB_TABLES] + list(JOB_TABLES))
     con = _connect()
     info = _lists(con, index, "info")
     coll = _lists(con, index, "collectives", order="rank, start_ns, end_ns")
     steps = _lists(con, index, "steps", order="rank, step")
-    return analyze(info, coll, steps, man.get("diagnostics", []), man.get("world_size"))
+    return analyze(info, coll, steps, man.get("diagnostics", []), man.get("world_size"), rank_clocks=rank_clocks)
 
 
 def _lists(con, index, table, order="rank") -> dict:
@@ -509,7 +539,9 @@ annotations without a group placed in a subgroup as ``ranks.backend_groups`` doe
 
 def straggler_query(index: Path, con=None) -> list[dict]:
     """``STRAGGLER_SQL`` over an index: one row per rank, the straggler first by caused wait."""
+    index = folder.resolved(index)
     read_manifest(index)
+    folder.check_files(index, ["collectives.parquet", "info.parquet", "collectives", "info"])
     con = con or _connect()
     with _reading(con, index, ("collectives", "info")):
         rel = con.sql(STRAGGLER_SQL.format(coll=_glob(index, "collectives"), info=_glob(index, "info")))

@@ -312,10 +312,3 @@ def _end(ex: ProcessPoolExecutor) -> None:
             except OSError:
                 pass
             manager.join(timeout=2)
-
-
-def map_ranks(job, workers: int | None = None, load_opts: dict | None = None, progress=None) -> list[dict]:
-    """Every rank of ``job`` loaded into tables (``ranks.load_rank``), in rank order; a rank that
-    could not be read comes as its ``skipped`` result (``ranks.rank_results`` sorts them out)."""
-    from tracetui.jobs.ranks import load_rank
-    return run_map(load_rank, [(rf, job.world, load_opts) for rf in job.ranks], workers, progress)

@@ -6,6 +6,10 @@ most ``MAX_CHARS`` characters of JSON: a list comes as a page ``{"total", "offse
 "next_offset", "items"}``, and ``next_offset`` (null on the last page) is the continuation to pass
 back as ``offset``. Bad input raises ``ToolInputError`` (its text is the message the agent sees).
 
+Every path a tool opens or lists is confined to ``ROOTS`` (``tracetui mcp --root``; by default the
+current folder and the paths named on its command line): a path outside them is refused with one
+message that says nothing about the file, before anything is opened or even stat'ed.
+
 ``TOOLS`` is the table the server registers: one ``Tool(name, function)`` per entry, the
 function's signature its input schema and its docstring its description. A report with lists
 (``ranks``, ``memory``) becomes a tool of a few lines through ``sectioned`` plus one entry here.
@@ -33,6 +37,16 @@ ARG_CHARS = 400
 """Longest string of an event's args shown by ``node`` before it is cut (Python stacks, shapes)."""
 
 
+ROOTS: list[Path] = []
+"""Folders (or files) the tools may open or list; empty: the current folder. Set by the server."""
+
+OUTSIDE = "outside the folders this server may read (see tracetui mcp --root)"
+"""The one refusal for a path out of ROOTS, the same whether it exists or not."""
+
+MAX_DEPTH_ARG = 1_000_000
+"""The largest ``depth`` a tree call takes (deeper is the same as this: no tree is that deep)."""
+
+
 class ToolInputError(ValueError):
     """A call the agent can correct (no such file, node, step, section): its text is the answer."""
 
@@ -45,11 +59,13 @@ def page(items: list, offset: int = 0, limit: int = 50, head: dict | None = None
     """``items[offset:offset + limit]`` with ``head`` beside it, cut until the JSON fits MAX_CHARS.
 
     A single item too large to fit is shortened (its long strings cut) rather than dropped."""
+    total = len(items)
     if offset < 0:
         raise ToolInputError(f"offset must be >= 0 (got {offset})")
+    if offset > total:
+        raise ToolInputError(f"offset {offset} is past the end: the list has {total} item(s)")
     limit = max(1, min(int(limit), MAX_LIMIT))
-    head = dict(head or {})
-    total = len(items)
+    head = _fit(dict(head or {}), MAX_CHARS // 3)  # echoed arguments (a 100k-character filter) cut too
     n = min(limit, max(0, total - offset))
     while True:
         chunk = items[offset:offset + n]
@@ -100,6 +116,67 @@ def _fit(d: dict, budget: int | None = None) -> dict:
     return out
 
 
+# ---- paths: confined to ROOTS
+def set_roots(paths) -> None:
+    """Confine every tool to ``paths`` (folders or files), as absolute paths."""
+    ROOTS[:] = [Path(os.path.abspath(os.path.expanduser(str(p)))) for p in paths]
+
+
+def _under(p: Path, root: Path) -> bool:
+    return p == root or root in p.parents
+
+
+def confine(path) -> Path:
+    """``path`` as an absolute path when it lies in ROOTS both as written and once its symlinks
+    are followed (a link inside pointing out is outside); else the one refusal, OUTSIDE."""
+    text = os.path.expanduser(str(path))
+    if "\0" in text:
+        raise ToolInputError("path: contains a NUL character")
+    lexical = Path(os.path.abspath(text))
+    roots = ROOTS or [Path.cwd()]
+    real_roots = [Path(os.path.realpath(r)) for r in roots]
+    inside = any(_under(lexical, r) for r in roots + real_roots)
+    if inside:
+        try:
+            real = Path(os.path.realpath(lexical))
+        except (OSError, RuntimeError, ValueError):
+            inside = False
+        else:
+            inside = any(_under(real, r) for r in real_roots)
+    if not inside:
+        raise ToolInputError(f"{path}: {OUTSIDE}")
+    return lexical
+
+
+GLOB_CHARS = "*?["
+
+
+def confined_inputs(items) -> list[Path]:
+    """The files a list of files, folders and globs names (``tracetui ranks`` inputs), each in
+    ROOTS: a glob's fixed folder is checked before it is expanded, and every match after."""
+    from tracetui.jobs.ranks import expand_inputs
+    from tracetui.read.errors import TraceError
+    out = []
+    for item in items:
+        s = str(item)
+        cut = min((s.index(c) for c in GLOB_CHARS if c in s), default=None)
+        try:
+            confine(s if cut is None else (os.path.dirname(s[:cut]) or "."))
+        except ToolInputError:
+            raise ToolInputError(f"{s}: {OUTSIDE}") from None
+        try:
+            found = expand_inputs([s])
+        except TraceError as e:
+            raise ToolInputError(str(e)) from None
+        for f in found:
+            try:
+                confine(f)
+            except ToolInputError:
+                raise ToolInputError(f"{s}: {OUTSIDE}") from None
+        out += found
+    return out
+
+
 # ---- loading, cached per file version and options
 _cache: OrderedDict = OrderedDict()
 
@@ -114,11 +191,19 @@ def load(path: str, steps: str | None = None, torch_version: str | None = None):
     from tracetui.model.selftime import parse_version
     if torch_version is not None and parse_version(torch_version) is None:
         raise ToolInputError(f"torch_version: {torch_version!r} is not a torch version such as 2.13")
+    given = confine(path)
     try:
-        p = resolve_input(Path(os.path.expanduser(path)))
+        p = resolve_input(given)
+        if p != given:  # a folder's newest trace: a link in it may point out
+            try:
+                confine(p)
+            except ToolInputError:
+                raise ToolInputError(f"{path}: {OUTSIDE}") from None
         st = p.stat()
     except TraceError as e:
         raise ToolInputError(str(e)) from None
+    except OSError as e:
+        raise ToolInputError(f"{path}: cannot read: {e.strerror or e}") from None
     key = (str(p.resolve()), st.st_mtime_ns, st.st_size, steps, torch_version)
     if key in _cache:
         _cache.move_to_end(key)
@@ -128,7 +213,9 @@ def load(path: str, steps: str | None = None, torch_version: str | None = None):
     except TraceError as e:
         raise ToolInputError(str(e)) from None
     _cache[key] = t
-    while len(_cache) > CACHE_TRACES:
+    from tracetui.read.load import max_bytes
+    budget = max_bytes()  # the traces kept between calls together stay within one load's limit
+    while len(_cache) > CACHE_TRACES or (len(_cache) > 1 and sum(k[2] for k in _cache) > budget):
         _cache.popitem(last=False)
     return t
 
@@ -171,10 +258,11 @@ def tree(path: str, node: int = 0, depth: int = 2, filter: str | None = None, of
     from tracetui.report.traces import matching_paths, tree_dict, tree_rows
     t = load(path, steps, torch_version)
     node = _node_id(t, node)
+    depth = max(0, min(int(depth), MAX_DEPTH_ARG))
     keep = matching_paths(t, filter) if filter else None
     if keep is not None and node not in keep:
         return page([], 0, 1, head={"node": node, "filter": filter, "path_to_node": _ancestors(t, node)}, key="rows")
-    rows = tree_rows(tree_dict(t, node, max(0, int(depth)), keep))
+    rows = tree_rows(tree_dict(t, node, depth, keep))
     return page(rows, offset, limit, head={"node": node, "depth": depth, "filter": filter,
                                            "path_to_node": _ancestors(t, node)}, key="rows")
 
@@ -220,7 +308,10 @@ def ops(path: str, name: str | None = None, kind: str | None = None, offset: int
         steps: str | None = None, torch_version: str | None = None) -> dict:
     """CPU-side events aggregated by name as key_averages() does: count, cpu_total_us, cpu_self_us,
     device_total_us, kind (op, annotation, step, runtime, module, python), and `ids` (the first
-    nodes). `name` filters by substring, `kind` by kind. Rows as in `summary --json --top 0`; paged."""
+    nodes). An op recorded twice, nested, the inner its parent's only child (autocast's
+    re-dispatch) is one call, as torch merges it. device_total_us is key_averages()'s;
+    device_scope_us adds kernels launched outside any op and, for a step, every thread's work.
+    `name` filters by substring, `kind` by kind. Rows as in `summary --json --top 0`; paged."""
     return _agg_page(path, "ops", name, kind, offset, limit, steps, torch_version)
 
 
@@ -263,14 +354,30 @@ def diff(a: str, b: str, section: str = "kernels", offset: int = 0, limit: int =
     sides (kernels, device and CPU µs per step) and one `section`: kernels (aligned, with status
     same/faster/slower/new/removed/fused), fused (what each fused kernel replaces and saves),
     removed_ops, added_ops, chains (dispatch chains that changed). As `tracetui diff --json`; paged."""
-    from tracetui.compare.diff import diff_dict, diff_traces
+    from tracetui.compare.changes import diff_dict
+    from tracetui.compare.diff import diff_traces
     ta, tb = load(a, steps, torch_version), load(b, steps, torch_version)
     key = (id(ta), id(tb))
     if key not in _diff_cache:
-        _diff_cache[key] = diff_dict(diff_traces(ta, tb))
+        from tracetui.compare.verdict import comparability, facts, verdict
+        doc = diff_dict(diff_traces(ta, tb))
+        doc["verdict"], doc["comparability"] = verdict(doc), comparability(facts(ta), facts(tb))  # as diff --json
+        _diff_cache[key] = doc
         while len(_diff_cache) > CACHE_TRACES:
             _diff_cache.popitem(last=False)
     return sectioned(_diff_cache[key], section, offset, limit)
+
+
+def opportunities(path: str, offset: int = 0, limit: int = 20, steps: str | None = None,
+                  torch_version: str | None = None) -> dict:
+    """Fusion opportunities of one trace, as `tracetui opportunities --json --top 0`: chains of
+    pointwise/norm/reduction kernels (one stream, one module scope) ranked by the µs per step a
+    fusion would save at the trace's own HBM bandwidth, each with module, ops, kernels and bytes;
+    the head has the bandwidth and its source (measured or nominal). Paged."""
+    from tracetui.model.opportunities import opportunities as find
+    o = find(load(path, steps, torch_version))
+    head = {k: v for k, v in o.items() if k != "chains"}
+    return page(o["chains"], offset, limit, head=head, key="chains")
 
 
 def memory(path: str, section: str | None = "ops", offset: int = 0, limit: int = 50,
@@ -289,9 +396,16 @@ def ranks(paths: list[str], section: str | None = "per_rank", offset: int = 0, l
     waits, times last), steps (per rank and step), collectives (matched across ranks: each rank's
     wait, latency, bus bandwidth), diagnostics. Times in µs, sizes in bytes; paged."""
     from tracetui.jobs.ranks import analyze_tables, load_job
-    key = ("ranks", tuple(paths), steps, torch_version)
+    from tracetui.read.errors import TraceError
+    if isinstance(paths, str):
+        paths = [paths]
+    files = confined_inputs(paths)
+    key = ("ranks", tuple(str(f) for f in files), steps, torch_version)
     if key not in _diff_cache:
-        job, tables = load_job(list(paths), load_opts={"steps": steps, "torch_version": torch_version})
+        try:
+            job, tables = load_job(files, load_opts={"steps": steps, "torch_version": torch_version})
+        except TraceError as e:
+            raise ToolInputError(str(e)) from None
         _diff_cache[key] = analyze_tables(job, tables)
         while len(_diff_cache) > CACHE_TRACES:
             _diff_cache.popitem(last=False)
@@ -325,7 +439,14 @@ def _node_id(t, i) -> int:
 
 
 def _ancestors(t, i: int) -> list[dict]:
-    return [{"id": n, "name": t.name(n)} for n in t.tree.path(i)]  # bounded by the tree's depth
+    """The breadcrumb root..i. Bounded whatever the tree holds: at most one entry per node, and
+    a parent seen before (a cycle in a damaged tree) ends it."""
+    out, seen, parent = [], set(), t.tree.parent
+    while 0 <= i < len(parent) and i not in seen:
+        seen.add(i)
+        out.append({"id": int(i), "name": t.name(i)})
+        i = int(parent[i])
+    return out[::-1]
 
 
 def _agg_page(path, which, name, kind, offset, limit, steps, torch_version) -> dict:
@@ -360,5 +481,6 @@ TOOLS: list[Tool] = [
     Tool("diff", diff),
     Tool("memory", memory),
     Tool("ranks", ranks),
+    Tool("opportunities", opportunities),
 ]
 """Every tool the server offers, in the order it lists them."""

@@ -25,10 +25,11 @@ def agg_key(name: str) -> str:
 @dataclass
 class Rollups:
     cpu_total: np.ndarray     # ns
-    cpu_self: np.ndarray      # ns
+    cpu_self: np.ndarray      # ns (a merged duplicate's self time is its survivor's: see ``dup``)
     device: np.ndarray        # ns of GPU activity in the subtree (containment)
     kernels: np.ndarray       # kernel launches in the subtree
     step_of: np.ndarray       # node id of the enclosing ProfilerStep (display tree), -1 if none
+    dup: np.ndarray = None    # bool: merged into its same-name parent (torch's duplicate-node rule)
 
 
 def _nearest_not(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
@@ -49,6 +50,101 @@ def _nearest_not(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
     return owner
 
 
+def _cpu_parents(tree: Tree, python_owns_time: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(the CPU parent of every node in torch's tree, whether the node is in that tree).
+
+    torch <= 2.12 leaves Python frames out of its tree: an op's parent is then its nearest
+    non-frame ancestor, and frames have none. torch 2.13 keeps them (``python_owns_time``).
+    """
+    host = np.isin(tree.kind, list(HOST_KINDS))
+    if python_owns_time:
+        return tree.cparent, host
+    pyish = np.isin(tree.kind, [K["python"], K["module"]])
+    return _nearest_not(tree.cparent, pyish), host & ~pyish
+
+
+def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarray,
+                torch_compat: bool = False) -> np.ndarray:
+    """Duration less the time its children in torch's tree (``_cpu_parents``) cover; a frame
+    torch leaves out, less its own contained host children.
+
+    Children can overlap each other: ``record_function``'s annotation starts inside the
+    ``__enter__`` frame and ends inside ``__exit__``, so neither nests in the other and both are
+    children of the frame that opened it. torch subtracts each child's whole duration, counting
+    the overlap twice (``optimizer.py: zero_grad`` at -93 µs in key_averages()); we subtract the
+    union of the children's intervals (``_overlap``). ``torch_compat=True`` keeps torch's sum.
+    """
+    n, dur = len(tree.kind), tree.dur
+    mn = np.nonzero(member & (cpar >= 0))[0]
+    child = _sum_to(cpar[mn], dur[mn], n)
+    if not torch_compat:
+        child -= _overlap(tree, cpar, mn)
+    if member[host].all():  # torch 2.13: every host node is in torch's tree
+        return np.where(host, dur - child, 0)
+    hn = np.nonzero(host & (tree.cparent >= 0))[0]
+    child_all = _sum_to(tree.cparent[hn], dur[hn], n)
+    if not torch_compat:
+        child_all -= _overlap(tree, tree.cparent, hn)
+    return np.where(host, dur - np.where(member, child, child_all), 0)
+
+
+def _sum_to(index: np.ndarray, ns: np.ndarray, n: int) -> np.ndarray:
+    """``ns`` summed per ``index`` (int64; bincount, ~10x np.add.at; exact below 2**53 ns)."""
+    return np.rint(np.bincount(index, weights=ns, minlength=n)).astype(np.int64)
+
+
+def _overlap(tree: Tree, par: np.ndarray, kids: np.ndarray) -> np.ndarray:
+    """Per parent, the ns its children ``kids`` (under ``par``) cover more than once: their summed
+    durations less the length of their union. Any overlap among siblings shows between two that
+    are adjacent in start order, so only those parents' children are measured: times relative
+    to the parent's start, each parent's range shifted past the last one's, so one running
+    maximum of the ends (what the earlier children reach) serves every parent at once."""
+    out = np.zeros(len(tree.kind), dtype=np.int64)
+    if not kids.size:
+        return out
+    start = tree.start[kids]
+    o = np.lexsort((start, par[kids]))
+    k, p, s = kids[o], par[kids][o], start[o]
+    e = s + tree.dur[k]
+    hit = np.unique(p[1:][(p[1:] == p[:-1]) & (s[1:] < e[:-1])])
+    if not hit.size:
+        return out
+    m = np.isin(p, hit)
+    k, p, s, e = k[m], p[m], s[m], e[m]
+    _, g = np.unique(p, return_inverse=True)
+    g = g.ravel()
+    pdur = np.maximum(tree.dur[hit], 0)
+    shift = np.r_[0, np.cumsum(pdur + 1)[:-1]][g]
+    rs = np.clip(s - tree.start[p], 0, pdur[g]) + shift
+    re = np.clip(e - tree.start[p], 0, pdur[g]) + shift
+    reach = np.maximum.accumulate(re)
+    before = np.r_[0, reach[:-1]]
+    before[np.r_[True, g[1:] != g[:-1]]] = 0  # a parent's first child: nothing covered yet
+    covered = np.maximum(re - np.maximum(rs, before), 0)
+    return _sum_to(p, tree.dur[k] - covered, len(tree.kind))
+
+
+def _duplicates(tree: Tree, cpar: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """torch's ``EventList._remove_dup_nodes``: a node with its parent's name that is the parent's
+    only child is merged into it (autocast and other re-dispatches record an op twice, nested).
+
+    Returns (the merged nodes, the node each merges into: the top of its same-name chain). One
+    pass finds them all: a merge can only give the survivor children its merged child had.
+    """
+    mn = np.nonzero(member & (cpar > 0))[0]
+    mn = mn[member[cpar[mn]]]
+    nkids = np.bincount(cpar[mn], minlength=len(tree.kind))
+    dup = mn[(tree.name_id[mn] == tree.name_id[cpar[mn]]) & (nkids[cpar[mn]] == 1)]
+    is_dup = np.zeros(len(tree.kind), dtype=bool)
+    is_dup[dup] = True
+    into = cpar[dup].copy()
+    while True:
+        up = is_dup[into]
+        if not up.any():
+            return dup, into
+        into[up] = cpar[into[up]]
+
+
 def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = False) -> Rollups:
     """Roll CPU and GPU time up the containment tree.
 
@@ -59,34 +155,37 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     Python frames (``with_stack``) are call-stack context: an op's self time excludes its ATen and
     runtime children only, as torch <= 2.11 computes it (python frames are not in its tree).
     ``python_owns_time=True`` nests ops under frames for self time, as torch 2.13 does.
+    A node torch merges into its same-name parent (``_duplicates``) gives it its self time.
     """
     kind = tree.kind
-    n = len(kind)
     host = np.isin(kind, list(HOST_KINDS))
     gpu = np.isin(kind, list(GPU_KINDS))
-    dur = tree.dur
-    cpu_total = np.where(host, dur, 0).astype(np.int64)
-    child_host = np.zeros(n, dtype=np.int64)
-    pyish = np.isin(kind, [K["python"], K["module"]])
-    hn = np.nonzero(host & (tree.cparent >= 0))[0]
-    np.add.at(child_host, tree.cparent[hn], dur[hn])  # right for frames themselves
-    if not python_owns_time:
-        # non-frame events: subtract only non-frame descendants reached through frames
-        owner = _nearest_not(tree.cparent, pyish)
-        hn2 = np.nonzero(host & ~pyish & (owner >= 0))[0]
-        child_ops = np.zeros(n, dtype=np.int64)
-        np.add.at(child_ops, owner[hn2], dur[hn2])
-        child_host = np.where(pyish, child_host, child_ops)
-    # not clamped: torch reports a negative self time when children overlap, and so do we
-    cpu_self = np.where(host, dur - child_host, 0)
+    cpu_total = np.where(host, tree.dur, 0).astype(np.int64)
+    cpar, member = _cpu_parents(tree, python_owns_time)
+    cpu_self = _self_times(tree, host, cpar, member, torch_compat)
+    dup, into = _duplicates(tree, cpar, member)
+    np.add.at(cpu_self, into, cpu_self[dup])
+    cpu_self[dup] = 0
+    is_dup = np.zeros(len(kind), dtype=bool)
+    is_dup[dup] = True
+    device, kernels = _device_climb(tree, gpu, torch_compat)
+    _thread_totals(tree, host, gpu, cpu_total, device, kernels)
+    return Rollups(cpu_total=cpu_total, cpu_self=cpu_self, device=device, kernels=kernels,
+                   step_of=_steps_of(tree), dup=is_dup)
+
+
+def _device_climb(tree: Tree, gpu: np.ndarray, torch_compat: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(device ns, kernel launches) of every node's subtree.
+
+    GPU time belongs to the op that launched it, as in key_averages(): the runtime call in
+    between (cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync) reports none itself.
+    """
+    kind, dur = tree.kind, tree.dur
     counted = gpu.copy()
     if torch_compat:
-        ev = tree.ev
-        counted[gpu] = tree.store.ext[ev[gpu]] > 0
+        counted[gpu] = tree.store.ext[tree.ev[gpu]] > 0
     device = np.where(gpu, dur, 0).astype(np.int64)
     kernels = (kind == K["kernel"]).astype(np.int64)
-    # GPU time belongs to the op that launched it, as in key_averages(): the runtime call in
-    # between (cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync) reports none itself.
     up = tree.cparent.copy()
     g = np.nonzero(gpu & (up >= 0))[0]
     via_rt = g[kind[up[g]] == K["runtime"]]
@@ -107,11 +206,17 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
         nxt = up[cur]
         keep = nxt >= 0
         cur, w_dev, w_ker = nxt[keep], w_dev[keep], w_ker[keep]
-    # threads (and the root, for host events found on no thread) total their top-level events
+    return device, kernels
+
+
+def _thread_totals(tree: Tree, host: np.ndarray, gpu: np.ndarray, cpu_total: np.ndarray,
+                   device: np.ndarray, kernels: np.ndarray) -> None:
+    """Threads (and the root, for host events found on no thread) total their top-level events;
+    so does a step's group of another thread's work (tree.py)."""
+    kind, n = tree.kind, len(tree.kind)
     top = np.nonzero(host & (tree.cparent >= 0))[0]
     top = top[~host[tree.cparent[top]] & ~gpu[tree.cparent[top]]]
     np.add.at(cpu_total, tree.cparent[top], cpu_total[top])
-    # a step's group of another thread's work (tree.py) totals its top-level events
     grp = np.nonzero((kind == K["thread"]) & (tree.parent > 0))[0]
     grp = grp[kind[tree.parent[grp]] == K["step"]]
     if grp.size:
@@ -120,7 +225,11 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
         members = np.nonzero((tree.parent > 0) & is_grp[np.maximum(tree.parent, 0)])[0]
         for col in (cpu_total, device, kernels):
             np.add.at(col, tree.parent[members], col[members])
-    # step of every node in the display tree, top-down
+
+
+def _steps_of(tree: Tree) -> np.ndarray:
+    """The step of every node in the display tree, top-down (-1 outside any step)."""
+    kind, n = tree.kind, len(tree.kind)
     step_of = np.full(n, -1, dtype=np.int64)
     d_order = np.argsort(tree.depth, kind="stable")
     is_step = kind == K["step"]
@@ -133,7 +242,7 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
         step_of[lvl[has]] = step_of[par[has]]
         s = lvl[is_step[lvl]]
         step_of[s] = s
-    return Rollups(cpu_total=cpu_total, cpu_self=cpu_self, device=device, kernels=kernels, step_of=step_of)
+    return step_of
 
 
 @dataclass
@@ -146,16 +255,31 @@ class Agg:
     cpu_self_us: float
     device_total_us: float
     nodes: np.ndarray
+    device_scope_us: float | None = None  # op table: with the GPU work key_averages() leaves out
 
     @property
     def mean_device_us(self) -> float:
         return self.device_total_us / self.count if self.count else 0.0
 
 
-def aggregate(tree: Tree, r: Rollups, kinds: frozenset) -> list[Agg]:
-    """Rows grouped by key_averages()'s name key, for the node kinds in ``kinds``; by device then CPU time."""
+def torch_device(tree: Tree) -> np.ndarray:
+    """Device ns of every node as key_averages() counts it: only GPU work an op launched (by
+    External id) on the node's own thread (``rollups`` also counts op-less kernels and, for a
+    step, the work of every thread: that is the op table's ``device_scope_us``)."""
+    return _device_climb(tree, np.isin(tree.kind, list(GPU_KINDS)), torch_compat=True)[0]
+
+
+def aggregate(tree: Tree, r: Rollups, kinds: frozenset, device: np.ndarray | None = None) -> list[Agg]:
+    """Rows grouped by key_averages()'s name key, for the node kinds in ``kinds``; by device then CPU time.
+
+    Nodes torch merges into their parent (``Rollups.dup``) are no rows of their own. With
+    ``device`` (``torch_device``), device totals are key_averages()'s and ``device_scope_us``
+    holds ``r.device``'s."""
     from tracetui.read.events import KINDS
-    sel = np.nonzero(np.isin(tree.kind, list(kinds)))[0]
+    keep = np.isin(tree.kind, list(kinds))
+    if r.dup is not None:  # merged into their same-name parent, as key_averages() merges them
+        keep &= ~r.dup
+    sel = np.nonzero(keep)[0]
     if not sel.size:
         return []
     # group by interned name id (integers), then map the few distinct names to their key
@@ -168,11 +292,41 @@ def aggregate(tree: Tree, r: Rollups, kinds: frozenset) -> list[Agg]:
     count = np.bincount(inv, minlength=m)
     ct = np.bincount(inv, weights=r.cpu_total[sel], minlength=m) / 1e3
     cs = np.bincount(inv, weights=r.cpu_self[sel], minlength=m) / 1e3
-    dv = np.bincount(inv, weights=r.device[sel], minlength=m) / 1e3
+    scope = np.bincount(inv, weights=r.device[sel], minlength=m) / 1e3
+    dv = scope if device is None else np.bincount(inv, weights=device[sel], minlength=m) / 1e3
     order = np.argsort(inv, kind="stable")
     splits = np.split(sel[order], np.cumsum(count)[:-1])
     first_kind = {i: KINDS[tree.kind[splits[i][0]]] for i in range(m)}
-    rows = [Agg(str(uniq[i]), first_kind[i], int(count[i]), float(ct[i]), float(cs[i]), float(dv[i]), splits[i])
-            for i in range(m)]
+    rows = [Agg(str(uniq[i]), first_kind[i], int(count[i]), float(ct[i]), float(cs[i]), float(dv[i]), splits[i],
+                None if device is None else float(scope[i])) for i in range(m)]
     rows.sort(key=lambda a: (-a.device_total_us, -a.cpu_total_us, a.name))
     return rows
+
+
+COUNTS = {
+    "root": "the whole trace",
+    "thread": "this thread's own events and launches; a step counts every thread",
+    "step thread": "this thread's part of the step",
+    "step": "device, kernels: the step's window, every thread",
+}
+"""What a row's CPU, device and kernel figures count, where that is not the node's own subtree:
+a thread's totals can be smaller than its steps' (backward on autograd's thread counts for the
+step, not for the main thread), and the row says so (``what_it_counts``)."""
+
+
+COUNTS_SHORT = {"thread": "own launches", "step": "all threads"}
+"""The same, as a tree row's tag (the explorer's tree: the detail pane has room for the rest)."""
+
+
+def what_it_counts(tree: Tree, node: int, short: bool = False) -> str | None:
+    """``COUNTS``'s line (``COUNTS_SHORT``'s tag) for a root, thread or step node; else None."""
+    kind = int(tree.kind[node])
+    key = None
+    if kind == K["root"]:
+        key = "root"
+    elif kind == K["step"]:
+        key = "step"
+    elif kind == K["thread"]:
+        p = int(tree.parent[node])
+        key = "step thread" if p > 0 and tree.kind[p] == K["step"] else "thread"
+    return (COUNTS_SHORT if short else COUNTS).get(key) if key else None

@@ -113,6 +113,12 @@ TABLE: tuple[Rule, ...] = (
     Rule("name", r"^triton__\d", "triton", "Triton (Inductor)",
          "an old (torch 2.0/2.1) Inductor name: triton__0d1d2d... lists argument alignment, not the work"),
     Rule("name", r"^(?:graph_\d+_)?cpp_fused_", "other", "Inductor (C++)", "an Inductor C++ kernel (CPU)"),
+    # what this project ships (kernels/, tracetui.kernels): its Triton kernels by their exact names
+    Rule("name", r"^geglu_dual_gemm(?:_tma)?_kernel$", "gemm", "Triton (tracetui)",
+         "tracetui's fused GeGLU (kernels/geglu_gemm.py): gate and up GEMMs in one pass with gelu(gate)*up "
+         "in the epilogue, so its work is GEMM work"),
+    Rule("name", r"^geglu_(?:strided_|bwd_|interleaved_|interleaved_bwd_)?kernel$", "pointwise", "Triton (tracetui)",
+         "tracetui's GeGLU activation kernels (kernels/geglu.py): gelu(gate)*up and its gradient, elementwise"),
 
     # -- 3. the launching op (innermost op above the runtime call) ------------------------------
     Rule("op", r"^aten::cudnn_convolution", "conv", "cuDNN", "launched by a cuDNN convolution op: all its kernels are cuDNN's"),
@@ -139,6 +145,11 @@ TABLE: tuple[Rule, ...] = (
          "a fused multi-head attention kernel (PyTorch mem-efficient fmha_cutlassF/B, xformers, CK ck_tile Fmha)"),
     Rule("name", r"(?i)paged_?attention|BatchPrefill|BatchDecode|SinglePrefill|SingleDecode|flashinfer", "attention",
          "paged attention (vLLM / FlashInfer)", "paged / batched decode attention (vLLM paged_attention_v1/v2, FlashInfer)"),
+    Rule("name", r"rotary_?emb|apply_rotary", "pointwise", None,
+         "rotary position embedding (vllm::rotary_embedding_kernel, ...): each element rotated by its angle"),
+    Rule("name", r"moe::dev::finalize|finalizeKernel", "reduction", "TensorRT-LLM (MoE)",
+         "the MoE finalize (moe::dev::finalize::finalizeKernel*): each token's weighted sum over its experts' "
+         "outputs; cutlass only appears in its template arguments"),
     # norms before generic cuDNN/MIOpen: cudnn::bn_* is batch norm, not conv
     Rule("name", r"MIOpen(?:BatchNorm|LayerNorm|GroupNorm)", "norm", "MIOpen", "MIOpen batch/layer/group norm"),
     Rule("name", r"cudnn::bn_|bn_fw_|bn_bw_|(?i:batchnorm)", "norm", "cuDNN", "cuDNN batch norm (cudnn::bn_fw_tr_*, bn_bw_*, batchnorm_*)"),
@@ -156,6 +167,13 @@ TABLE: tuple[Rule, ...] = (
          "an implicit-GEMM convolution (sm80_xmma_fprop/dgrad/wgrad_implicit_gemm): a conv, though it says gemm"),
     Rule("name", r"^(?:void )?igemm_|naive_conv|MIOpenConv|miopenSp3AsmConv|gridwise_convolution|MIOpenCvD|"
          r"transpose_NCHW2CNHW|transpose_CNHW2NCHW", "conv", "MIOpen", "a MIOpen convolution (igemm_fwd/bwd/wrw, asm conv)"),
+    Rule("name", r"^batched_transpose_\d+x\d+_|^SubTensorOp", "conv", "MIOpen",
+         "MIOpen's layout transpose (NCHW<->NHWC around an NHWC solver) and set/scale-tensor kernels: "
+         "PyTorch reaches MIOpen for convolutions (its norms are MIOpenBatchNorm*), so an instance "
+         "with no runtime link to its op is still the convolution's"),
+    Rule("name", r"xdlops_bwd_weight|bwd_weight_xdl|conv_bwd_weight", "conv", "CK (Composable Kernel)",
+         "CK's backward-weight convolution (MIOpen's CK wrw solvers run kernel_batched_gemm_xdlops_bwd_weight): "
+         "a conv, though its name says batched GEMM"),
     Rule("name", r"grouped_conv|GroupedConv|conv_fwd|conv_bwd", "conv", "CK (Composable Kernel)",
          "a Composable Kernel convolution (ck::kernel_grouped_conv_fwd/bwd)"),
     Rule("name", r"conv_depthwise|depthwise_conv|im2col|col2im|vol2col|col2vol|slow_conv", "conv", "ATen native",
@@ -171,7 +189,9 @@ TABLE: tuple[Rule, ...] = (
     Rule("name", _V + r"fbgemm_gpu::|split_embedding_|bounds_check_indices|permute_pooled_embs|recat_copy_async|"
          r"linearize_index|batch_index_select", "other", "FBGEMM",
          "FBGEMM sparse / table-batched embedding kernels: gathers, permutes, bucketing; no GEMM despite the name"),
-    Rule("name", r"(?i)cutlass", "gemm", "CUTLASS", "a CUTLASS kernel (cutlass_80_tensorop_*gemm, cutlass3x_sm90_*)"),
+    Rule("name", r"^[^<(]*cutlass", "gemm", "CUTLASS",
+         "a CUTLASS kernel (cutlass_80_tensorop_*gemm, cutlass3x_sm90_*): cutlass in the kernel's own name, "
+         "not only in a template argument (another kernel may take a CUTLASS type)"),
     Rule("name", _V + r"Cijk_|^(?:void )?Custom_Cijk_|rocblas_\w*gem[mv]|hipblaslt", "gemm", "hipBLASLt / Tensile",
          "an AMD hipBLASLt/Tensile GEMM (Cijk_Ailk_Bljk_...: C[i,j] += A[i,l] B[l,j])"),
     Rule("name", r"ck::kernel_gemm|ck_tile::\w*Gemm|DeviceGemm|gemm_xdl|GemmXdl", "gemm", "CK (Composable Kernel)",

@@ -17,11 +17,10 @@ from tracetui.read.events import GPU_KINDS, K, KINDS, EventStore
 from tracetui.read.early import start_load, _Gunzipping  # noqa: F401 - the CLI's and tests' way in
 from tracetui.read.load import LOST_GPU_NOTE, Events, decode_store  # noqa: F401 - LOST_GPU_NOTE: tests
 from tracetui.read.source import LoadReport, read_input
-from tracetui.model.names import KernelName, decode_kernel
+from tracetui.model.kclass import KernelClasses
 from tracetui.model.selftime import SelfTimeRule, self_time_rule
-from tracetui.model.stats import Agg, Rollups, aggregate, rollups
+from tracetui.model.stats import Agg, Rollups, aggregate, rollups, torch_device
 from tracetui.model.steps import StepChoice, choose_steps
-from tracetui.model.taxonomy import classify
 from tracetui.model.tree import Tree, build_tree
 from tracetui.model.windows import StepWindow, Windows
 
@@ -32,8 +31,12 @@ OP_KINDS = frozenset({K["op"], K["annotation"], K["step"], K["runtime"], K["modu
 
 
 @dataclass
-class Trace:
-    """A loaded, linked trace. Times on nodes are ns; the JSON/CLI layer reports µs."""
+class Trace(KernelClasses):
+    """A loaded, linked trace. Times on nodes are ns; the JSON/CLI layer reports µs.
+
+    Its parts: identity (device, provenance, steps), per-node facts (names, launchers, scopes),
+    the GPU activity's classes (``kclass.KernelClasses``), the op and kernel tables, and the
+    step windows and memory model built on demand."""
     path: Path
     tree: Tree
     roll: Rollups
@@ -157,63 +160,6 @@ class Trace:
             cols.append(cur)
         return np.stack(cols, axis=1) if cols else np.zeros((gpu.size, 0), dtype=np.int64)
 
-    def kernel_info(self, i: int) -> KernelName:
-        """What GPU node ``i`` is: class and library from its launching op, then its name (taxonomy.py)."""
-        kind = self.kind(i)
-        launcher = self.launcher(i)
-        op = self.launching_op(i)
-        user_triton = bool(launcher is not None and self.name(launcher).startswith("cuLaunchKernel") and op is None)
-        return decode_kernel(self.name(i), kind, user_triton=user_triton,
-                             launching_op=self.name(op) if op is not None else None)
-
-    def kernel_classes(self, nodes: np.ndarray) -> list[str]:
-        """``kernel_info(n).klass`` of each GPU node in ``nodes``, classifying each (name, launching
-        op, kind, launched as a user Triton kernel) once: the timeline colours every kernel of a step
-        (100k on a large one), and ``kernel_info`` per node took ~20 µs."""
-        t = self.tree
-        nodes = np.asarray(nodes, dtype=np.int64)
-        if not nodes.size:
-            return []
-        par = t.parent[nodes]
-        p = np.maximum(par, 0)
-        launcher = (par > 0) & np.isin(t.kind[p], [K["runtime"], K["op"], K["annotation"]])
-        culaunch = launcher & self._culaunch_names[t.name_id[p]]
-        # the launching op: the first op along the ancestors (innermost); None when the activity
-        # has no External id or no op lies above it
-        rows = np.searchsorted(self._gpu_nodes, nodes)
-        anc = self._gpu_ancestors[rows]
-        is_op = (anc >= 0) & (t.kind[np.maximum(anc, 0)] == K["op"])
-        has_op = is_op.any(axis=1) & (self.store.ext[t.ev[nodes]] > 0)
-        op_node = anc[np.arange(len(nodes)), np.argmax(is_op, axis=1)] if anc.shape[1] else np.zeros(len(nodes), np.int64)
-        op_id = np.where(has_op, t.name_id[np.maximum(op_node, 0)], -1).astype(np.int64)
-        user = culaunch & ~has_op
-        n_names = len(t.names) + 1
-        key = ((t.name_id[nodes].astype(np.int64) * n_names + op_id + 1) * 16 + t.kind[nodes]) * 2 + user
-        uniq, inv = np.unique(key, return_inverse=True)
-        names = self.tree.names
-        cls = []
-        for k in uniq.tolist():
-            rest, u = divmod(k, 2)
-            rest, kd = divmod(rest, 16)
-            nid, oid = divmod(rest, n_names)
-            cls.append(classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[0])
-        return [cls[i] for i in inv.ravel().tolist()]
-
-    @cached_property
-    def gpu_classes(self) -> np.ndarray:
-        """The class of every GPU node (aligned with ``_gpu_nodes``), decoded once per trace: the
-        step windows, the rank tables and the collectives all ask for them."""
-        return np.array(self.kernel_classes(self._gpu_nodes), dtype=object)
-
-    def classes_of(self, nodes: np.ndarray) -> np.ndarray:
-        """``gpu_classes`` of some GPU nodes."""
-        nodes = np.asarray(nodes, dtype=np.int64)
-        return self.gpu_classes[np.searchsorted(self._gpu_nodes, nodes)] if nodes.size else np.zeros(0, dtype=object)
-
-    @cached_property
-    def _culaunch_names(self) -> np.ndarray:
-        return np.array([n.startswith("cuLaunchKernel") for n in self.tree.names], dtype=bool)
-
     def is_cpu_only(self, i: int) -> bool:
         """An op that launched nothing on the GPU (a view such as aten::t), in a trace that has a GPU."""
         return bool(self.has_gpu and self.tree.kind[i] == K["op"] and self.roll.kernels[i] == 0
@@ -226,7 +172,9 @@ class Trace:
     # ---- tables
     @cached_property
     def op_table(self) -> list[Agg]:
-        return aggregate(self.tree, self.roll, OP_KINDS)
+        """key_averages()'s rows: device totals as torch counts them, ``device_scope_us`` with
+        op-less kernels and every thread of a step (``stats.torch_device``)."""
+        return aggregate(self.tree, self.roll, OP_KINDS, device=torch_device(self.tree))
 
     @cached_property
     def kernel_table(self) -> list[Agg]:

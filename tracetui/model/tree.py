@@ -385,28 +385,33 @@ def _assemble(links: _Links, title: str) -> Tree:
     synthetic = np.zeros(n, dtype=bool)
     synthetic[list(thread_node.values()) + list(group_nodes.values())] = True
     synthetic[base + n_ev + G:] = True
-    _span_children(synthetic, parent, start, d)
+    _span_children(synthetic, parent, start, d, cparent)
     off, idx, depth = _acyclic(parent, cparent, start, n, links.diag)
     return Tree(store=store, names=names, name_id=name_id, kind=kind, ev=ev, start=start, dur=d,
                 parent=parent, cparent=cparent, child_off=off, child_idx=idx, depth=depth,
                 diagnostics=links.diag)
 
 
-def _span_children(synthetic: np.ndarray, parent: np.ndarray, start: np.ndarray, d: np.ndarray) -> None:
-    """Synthetic nodes (threads, groups) and the root span their children: one pass, not a scan per node."""
+def _span_children(synthetic: np.ndarray, parent: np.ndarray, start: np.ndarray, d: np.ndarray,
+                   cparent: np.ndarray) -> None:
+    """Synthetic nodes (threads, groups) span their children, display and containment (a thread
+    whose work all went under the steps still spans it), and the root spans every node that has
+    time: an empty synthetic node (start 0) would stretch it back to 0. One pass, not a scan per node."""
     n = start.size
-    kids = np.nonzero((parent > 0) & synthetic[np.maximum(parent, 0)])[0]
-    if kids.size:
-        lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-        hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-        np.minimum.at(lo, parent[kids], start[kids])
-        np.maximum.at(hi, parent[kids], start[kids] + d[kids])
-        has = synthetic & (hi > np.iinfo(np.int64).min)
-        start[has] = lo[has]
-        d[has] = hi[has] - lo[has]
-    if n > 1:
-        start[0] = start[1:].min()
-        d[0] = (start[1:] + d[1:]).max() - start[0]
+    has = np.zeros(n, dtype=bool)
+    for up in (parent, cparent):
+        kids = np.nonzero((up > 0) & synthetic[np.maximum(up, 0)])[0]
+        if kids.size:
+            lo = np.where(has, start, np.iinfo(np.int64).max)
+            hi = np.where(has, start + d, np.iinfo(np.int64).min)
+            np.minimum.at(lo, up[kids], start[kids])
+            np.maximum.at(hi, up[kids], start[kids] + d[kids])
+            has |= synthetic & (hi > np.iinfo(np.int64).min)
+            start[has], d[has] = lo[has], hi[has] - lo[has]
+    spans = np.nonzero(~synthetic[1:] | has[1:])[0] + 1
+    if spans.size:
+        start[0] = start[spans].min()
+        d[0] = (start[spans] + d[spans]).max() - start[0]
 
 
 def _thread_label(store: EventStore, pid, tid) -> str:

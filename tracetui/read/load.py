@@ -22,6 +22,7 @@ import numpy as np
 
 from tracetui.read import repair
 from tracetui.read import split as _split
+from tracetui.read.depth import decode_limit
 from tracetui.read.errors import TraceError
 from tracetui.read.events import GPU_KINDS, EventStore, build_store
 from tracetui.read.schema import (  # noqa: F401 - the schema's names, as read.load has always offered them
@@ -101,13 +102,14 @@ def decode(path: Path, data: bytes, report: LoadReport) -> tuple[Document, bytes
     Invalid JSON takes the tolerant path; a non-trace raises TraceError.
     """
     try:
-        try:
-            return _decode_fast(path, data, report), data
-        except msgspec.DecodeError as e:
-            first = first_byte(data)
-            if first not in (b"{", b"["):
-                raise TraceError(path, f"not JSON (starts with {first!r})") from None
-            return _decode_tolerant(path, data, report, e)
+        with decode_limit():  # the same nesting limit whatever the process set (read/depth.py)
+            try:
+                return _decode_fast(path, data, report), data
+            except msgspec.DecodeError as e:
+                first = first_byte(data)
+                if first not in (b"{", b"["):
+                    raise TraceError(path, f"not JSON (starts with {first!r})") from None
+                return _decode_tolerant(path, data, report, e)
     except RecursionError:  # msgspec counts depth, also while skipping a value it does not keep
         raise TraceError(path, NESTING_NOTE) from None
 

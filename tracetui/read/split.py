@@ -16,6 +16,7 @@ from typing import Callable
 import msgspec
 
 from tracetui.read import forked
+from tracetui.read.depth import decode_limit
 from tracetui.read.events import EventStore, build_store, concat_stores
 from tracetui.read.schema import (
     LENIENT_NOTE,
@@ -174,11 +175,12 @@ def decode_index(data: bytes, min_bytes: int | None = None,
     if not enabled(data, min_bytes) or first_byte(data) != b"{":
         return None
     try:
-        found = _quick_envelope(data)
-        got = _decode_halves(data, *found, progress) if found else None
-        if got is None:
-            found = _full_envelope(data)
+        with decode_limit():  # the same nesting limit whatever the process set (read/depth.py)
+            found = _quick_envelope(data)
             got = _decode_halves(data, *found, progress) if found else None
+            if got is None:
+                found = _full_envelope(data)
+                got = _decode_halves(data, *found, progress) if found else None
     except RecursionError:  # nested too deep: the one-process path says so
         return None
     return got

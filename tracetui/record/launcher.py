@@ -125,10 +125,10 @@ def _traces_in(folder: Path) -> dict:
     return {p: p.stat().st_mtime_ns for p in folder.glob("*.pt.trace.json.gz") if p.is_file()}
 
 
-def run_record(args, CliError) -> int:
-    """Run the program under the recorder; report what it wrote; exit with the program's code."""
+def run_record(args, CliError, opener=None) -> int:
+    """Run the program under the recorder; report what it wrote; exit with the program's code.
+    ``opener(paths)`` opens the app (the CLI passes it when a terminal is there for --open)."""
     import json
-    import signal
     import subprocess
 
     from tracetui.record.boot import ENV
@@ -159,12 +159,10 @@ def run_record(args, CliError) -> int:
         proc = subprocess.Popen(cmd, env=env)
     except OSError as e:
         raise CliError(f"record: cannot run {cmd[0]}: {e.strerror or e}") from None
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the program; we wait and report
-    try:
-        rc = proc.wait()
-    finally:
-        signal.signal(signal.SIGINT, old)
+    rc, hung_up = wait_forwarding(proc)
     rc = 128 - rc if rc < 0 else rc  # killed by a signal: the shell's convention
+    if hung_up:  # the terminal is gone: nothing to report to
+        return rc
     written = sorted((p for p, m in _traces_in(out).items() if before.get(p) != m), key=_rank_order)
     if not written:
         print(f"[tracetui record] no trace written (program exit code {rc})", file=sys.stderr)
@@ -172,8 +170,60 @@ def run_record(args, CliError) -> int:
     print(f"[tracetui record] {len(written)} trace(s) in {out} (program exit code {rc}):", file=sys.stderr)
     for p in written:
         print(f"  {p.name}", file=sys.stderr)
-    _afterwards(written[0], args)
+    try:
+        _afterwards(written[0], args, opener)
+    except Exception as e:  # noqa: BLE001 - the summary is extra: the program's exit code stands
+        print(f"[tracetui record] cannot show {written[0].name}: {(str(e).splitlines() or [''])[0]}", file=sys.stderr)
     return rc
+
+
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")
+"""Signals sent to ``tracetui record`` that the program gets too (it is never left orphaned)."""
+
+SI_KERNEL = 0x80
+"""siginfo code of a signal the kernel sent (a terminal's Ctrl-C reaches the whole foreground
+group, the program included, so it is not sent again); ``kill`` gives a code <= 0."""
+
+
+def wait_forwarding(proc) -> tuple[int, bool]:
+    """Wait for the program, passing it each signal in FORWARDED that was sent to us alone (by
+    ``kill PID``; a terminal's Ctrl-C already reached it, and a hangup is passed on in any case).
+    Returns (its return code, whether we were hung up)."""
+    import signal
+    sigs = {getattr(signal, n) for n in FORWARDED if hasattr(signal, n)}
+    hung_up = False
+    if not hasattr(signal, "sigtimedwait"):  # no siginfo here: forward everything
+        def forward(signum, frame):
+            nonlocal hung_up
+            hung_up |= signum == getattr(signal, "SIGHUP", None)
+            _send(proc, signum)
+        old = {s: signal.signal(s, forward) for s in sigs}
+        try:
+            return proc.wait(), hung_up
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        while True:
+            info = signal.sigtimedwait(sigs, 0.1)
+            if info is None:
+                if proc.poll() is not None:
+                    return proc.returncode, hung_up
+                continue
+            hup = info.si_signo == signal.SIGHUP
+            hung_up |= hup
+            if hup or info.si_code != SI_KERNEL:
+                _send(proc, info.si_signo)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def _send(proc, signum: int) -> None:
+    try:
+        proc.send_signal(signum)
+    except OSError:  # it has just ended
+        pass
 
 
 def _rank_order(p: Path):
@@ -181,11 +231,11 @@ def _rank_order(p: Path):
     return (int(m[1]) if m else 1 << 30, p.name)
 
 
-def _afterwards(path: Path, args) -> None:
-    """The summary of the first rank's trace, or the app on it with --open (on a terminal)."""
-    from tracetui.cli.main import _interactive, _open
-    if args.open and _interactive():
-        _open([path])
+def _afterwards(path: Path, args, opener=None) -> None:
+    """The summary of the first rank's trace, or the app on it with --open (on a terminal: the
+    CLI passes ``opener`` then; record imports no front end)."""
+    if args.open and opener is not None:
+        opener([path])
         return
     from tracetui.model import load_trace
     from tracetui.report.traces import print_summary

@@ -168,7 +168,11 @@ def pick(tables: list[Table], name: str | None) -> list[Table]:
 
 
 def _text(v, full: bool) -> str:
-    """A JSON value as a cell: blank for null, true/false, floats in full (CSV) or to 3 decimals."""
+    """A JSON value as a cell: blank for null, true/false, floats in full (CSV) or to 3 decimals.
+    A numpy scalar is taken as the Python number it holds (numpy 2's repr of ``np.float64(0.0)``
+    is the text ``np.float64(0.0)``, which was written into every float cell of ``tree --format csv``)."""
+    if getattr(v, "shape", None) == () and callable(getattr(v, "item", None)):
+        v = v.item()
     if v is None:
         return ""
     if isinstance(v, bool):

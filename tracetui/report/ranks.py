@@ -40,7 +40,12 @@ def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
     """The ``ranks`` report; ``top`` caps the collectives listed in text (JSON lists all)."""
     if as_json:
         from tracetui.textsafe import json_safe  # C1, bidi and U+2028 from names escaped, as every --json
-        sys.stdout.buffer.write(json_safe(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)) + b"\n")
+        try:
+            data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+        except orjson.JSONEncodeError:  # an integer past 64 bits from a trace: Python's encoder writes it
+            import json
+            data = json.dumps(doc, indent=2, ensure_ascii=False, default=str).encode()
+        sys.stdout.buffer.write(json_safe(data) + b"\n")
         return
     _out(f"job: {doc['ranks']} rank(s) of world size {doc['world_size'] if doc['world_size'] else 'unknown'}; "
          + ("collectives matched by " + ", ".join(f"{g}: {m}" for g, m in doc["matched_by"].items())

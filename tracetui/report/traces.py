@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import orjson
 
 from tracetui.read.events import K, KINDS
+from tracetui.model.stats import what_it_counts
 from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.textsafe import json_safe, visible
@@ -78,14 +80,19 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
     classes: dict = {}
     kernels = []
     for a in t.kernel_table:
-        info = t.kernel_info(int(a.nodes[0]))
-        c = classes.setdefault(info.klass, {"count": 0, "total_us": 0.0})
-        c["count"] += a.count
-        c["total_us"] += a.device_total_us
-        kernels.append({"name": a.name, "count": a.count, "total_us": a.device_total_us,
-                        "mean_us": a.mean_device_us, "class": info.klass, "library": info.library})
+        info, by_class = t.row_info(a.nodes)  # each instance classed with its own launching op
+        for k, n in zip(*np.unique(t.classes_of(a.nodes), return_counts=True)):
+            c = classes.setdefault(str(k), {"count": 0, "total_us": 0.0})
+            c["count"] += int(n)
+            c["total_us"] += by_class[str(k)]
+        row = {"name": a.name, "count": a.count, "total_us": a.device_total_us, "mean_us": a.mean_device_us,
+               "class": info.klass, "library": info.library}
+        if len(by_class) > 1:  # a name with mixed classes says so: µs per class, biggest first
+            row["classes_us"] = by_class
+        kernels.append(row)
     ops = [{"name": a.name, "kind": a.kind, "count": a.count, "cpu_total_us": a.cpu_total_us,
-            "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us}
+            "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us,
+            "device_scope_us": a.device_scope_us}
            for a in t.op_table if op_kinds is None or a.kind in op_kinds]  # default: every key_averages() row
     first_step = []
     if t.steps:
@@ -129,6 +136,10 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     d = summary_dict(t, top=top, op_kinds=TEXT_OP_KINDS if text else None, step_rows=TEXT_STEP_ROWS if text else None)
     if fmt != "text":  # csv: the ops table unless --table names another
         emit_report(d, fmt, table=table, first="ops", title=f"tracetui summary: {t.path.name}")
+        if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
+            from tracetui.report.caps import note_truncated
+            note_truncated([(k, len(d[k]), n) for k, n in (("kernels", len(t.kernel_table)), ("ops", len(t.op_table)))
+                            if len(d[k]) < n])
         return
     _out(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {visible(t.device_label)}")
     prov = d["provenance"]
@@ -175,6 +186,8 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
         _out(f"\n{'top kernels by device time':72s} {'count':>6s} {'total µs':>10s} {'mean µs':>10s}")
         for k in d["kernels"]:
             _out(f"  {visible(_short(k['name']))[:70]:70s} {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}")
+            if k.get("classes_us"):  # its instances differ in class (launching ops): say how
+                _out("    mixed classes: " + ", ".join(f"{c} {v:.1f} µs" for c, v in k["classes_us"].items()))
     _out(f"\n{'top ops':44s} {'count':>6s} {'CPU total µs':>13s} {'CPU self µs':>12s} {'device µs':>10s}")
     for o in d["ops"]:
         _out(f"  {visible(o['name'])[:42]:42s} {o['count']:6d} {o['cpu_total_us']:13.1f} {o['cpu_self_us']:12.1f} {o['device_total_us']:10.1f}")
@@ -192,10 +205,14 @@ def _short(name: str) -> str:
 
 def _node_fields(t: Trace, node: int) -> dict:
     r = t.roll
-    return {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
-            "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
-            "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
-            "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US}
+    out = {"id": int(node), "name": t.name(node), "kind": KINDS[t.tree.kind[node]],
+           "cpu_us": r.cpu_total[node] * US, "cpu_self_us": r.cpu_self[node] * US,
+           "device_us": r.device[node] * US, "kernels": int(r.kernels[node]),
+           "start_us": int(t.tree.start[node]) * US, "dur_us": int(t.tree.dur[node]) * US}
+    counts = what_it_counts(t.tree, node)
+    if counts:  # a root, thread or step row says what its figures count
+        out["counts"] = counts
+    return out
 
 
 def tree_dict(t: Trace, node: int, depth: int | None, keep: set | None, level: int = 0,
@@ -330,7 +347,9 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
         dev = f" dev {r.device[node] * US:.1f}µs" if r.device[node] else ""
         ker = f" k={int(r.kernels[node])}" if r.kernels[node] and kind not in ("kernel",) else ""
         cpu = f" cpu {r.cpu_total[node] * US:.1f}µs" if r.cpu_total[node] else ""
-        _out(f"{'  ' * indent}{visible(t.name(node))} [{kind}]{cpu}{dev}{ker}")
+        counts = what_it_counts(t.tree, node)
+        counts = f" ({counts})" if counts else ""
+        _out(f"{'  ' * indent}{visible(t.name(node))} [{kind}]{cpu}{dev}{ker}{counts}")
         if depth is not None and level >= depth:
             continue
         kids = _tree_kids(t, node, keep, python)
@@ -338,10 +357,12 @@ def print_tree(t: Trace, depth: int | None = None, text_filter: str | None = Non
 
 
 def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool = True,
-               fmt: str | None = None, table: str | None = None) -> None:
+               fmt: str | None = None, table: str | None = None, head: list | None = None,
+               extra: dict | None = None) -> None:
     """Print the diff report (or hand each line to ``write``, as the app does): totals that
     reconcile, the biggest changes by kind (``top`` per kind; 0: all), then fusion details and the
-    full aligned list (``rows``). ``fmt`` json/csv/md writes the data instead (``table`` picks one)."""
+    full aligned list (``rows``). ``fmt`` json/csv/md writes the data instead (``table`` picks one).
+    ``head``: lines the text opens with (the verdict); ``extra``: keys added to the JSON."""
     fmt = fmt or ("json" if as_json else "text")
     sink = write or _out
 
@@ -357,12 +378,19 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
         out = diff_dict(d, top=top) if top else j
         if mem is not None:
             out["memory"] = mem
+        if extra and fmt == "json":
+            out.update(extra)
         if fmt == "json":
             _dump(out)
+            if top and write is None:  # the cap said on stderr (tracetui/report/caps.py)
+                from tracetui.report.caps import note_truncated, walk_caps
+                note_truncated(walk_caps(out, j))
         else:  # csv: the aligned kernels unless --table names another
             emit_report(out, fmt, table=table, first="kernels", title="tracetui diff")
         return
     a, b = j["a"], j["b"]
+    for line in head or []:
+        emit(line)
     for side, x in (("A", a), ("B", b)):  # a GPU trace may lack deviceProperties: not "CPU" then
         dev = x["device"] or ("GPU (name not recorded)" if x.get("gpu") else "CPU")
         emit(f"{side}: {visible(x['file'])}  ({visible(dev)}, {x['steps']} step{'s' if x['steps'] != 1 else ''})")
@@ -376,6 +404,8 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
             emit(f"  {visible(_short(f['kernel']))} replaces {len(f['replaces'])} kernel(s) "
                  f"(ops {', '.join(f['ops'])}; matched by {f['matched_by']}"
                  + (f"; block {', '.join(f['blocks_a'])}" if f["blocks_a"] else "") + "):")
+            if f.get("evidence"):
+                emit(f"    evidence: {visible(f['evidence'])}")
             if f["gemm"]:
                 emit(f"    = {visible(_short(f['gemm']))[:90]}  (the GEMM it replaced)")
             for r in f["replaces"]:
@@ -385,6 +415,15 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
                     f"({f['hbm_traffic_saved_bytes'] / 1e6:.1f} MB of traffic)" if f["intermediate_bytes"] else ""))
         if top and len(j["fused"]) > top * 3:
             emit(f"  … {len(j['fused']) - top * 3} more (--top 0 lists all)")
+    if j.get("unfused"):
+        emit("\nfusion undone (a kernel of A that B runs as several, in launch order):")
+        for f in j["unfused"][: top * 3 if top else None]:
+            emit(f"  {visible(_short(f['kernel']))} runs as {len(f['parts'])} kernel(s) (matched by "
+                 f"{f['matched_by']}): {f['a_us']:.1f} → {f['b_us']:.1f} µs per step")
+            if f["evidence"]:
+                emit(f"    evidence: {visible(f['evidence'])}")
+            for p in f["parts"]:
+                emit(f"    + {visible(_short(p))[:90]}")
     if j["chains"]:
         emit("\ndispatch chains that changed:")
         seen = set()
@@ -404,7 +443,7 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
         for k in j["kernels"]:
             au = f"{k['a_us']:9.1f}" if k["a_us"] is not None else " " * 9
             bu = f"{k['b_us']:9.1f}" if k["b_us"] is not None else " " * 9
-            why = k["detail"] or k["reason"] or ("unexplained" if k["status"] in ("added", "removed") else "")
+            why = k["reason"] or k["detail"] or ("unexplained" if k["status"] in ("added", "removed") else "")
             extra = f"  ({visible(why)})" if why else ""
             emit(f"  {visible(_short(k['name']))[:58]:58s} {au} {bu} {k['delta_us']:+9.1f}  {k['status']}{extra}")
 
@@ -429,6 +468,10 @@ def diff_header(j: dict) -> list[str]:
                    f"per step, {a['memcpy_memset_us_per_step']:.1f} → {b['memcpy_memset_us_per_step']:.1f} µs")
     out.append(f"  B's kernels explained {t['b_kernels_explained']}/{t['b_kernels']}; unexplained rows "
                f"{t['unexplained']} ({t['unexplained_added']} added, {t['unexplained_removed']} removed)")
+    for side, key in (("B", "weight_repack_us_b"), ("A", "weight_repack_us_a")):
+        if t.get(key):
+            out.append(f"  weight repacks in {side}: {t[key]:,.1f} µs per step (weights copied into a fused "
+                       "GEMM's layout every step)")
     return out
 
 
@@ -464,6 +507,20 @@ def print_ladder(ld: dict, names: list[str], as_json: bool = False, write=None) 
         sink(_shown(line))
     for line in ladder_lines(ld, names):
         emit(line)
+
+
+def ladder_tables(ld: dict, names: list[str]) -> list:
+    """The csv/md tables of a ladder (``diff A B C …``): ``rungs`` (one row per trace, its
+    per-step figures), ``steps`` (one per neighbour pair, its totals), ``changes`` and
+    ``cpu_changes`` (the pair's top changes, each led by the pair's ``from`` and ``to`` names)."""
+    from tracetui.report.export import records_table
+    rungs = [{"name": n, **r} for n, r in zip(names, ld["rungs"])]
+    steps = [{"from": names[s["from"]], "to": names[s["to"]], **s["totals"]} for s in ld["steps"]]
+
+    def changes(key: str) -> list[dict]:
+        return [{"from": names[s["from"]], "to": names[s["to"]], **c} for s in ld["steps"] for c in s[key]]
+    return [records_table("rungs", rungs), records_table("steps", steps),
+            records_table("changes", changes("top")), records_table("cpu_changes", changes("cpu_top"))]
 
 
 def _cut(text: str, n: int) -> str:
@@ -515,6 +572,9 @@ def print_memory(t: Trace, as_json: bool = False, top: int = 10, fmt: str | None
     if fmt != "text":  # json, or csv/md tables (csv: the per-op table unless --table)
         tabs = report_tables(j, columns={"ops": OP_COLUMNS})  # no memory events: still its header
         emit_report(j, fmt, table=table, first="ops", tables=tabs, title=f"tracetui memory: {t.path.name}")
+        if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
+            from tracetui.report.caps import note_truncated, walk_caps
+            note_truncated(walk_caps(j, memory_dict(t, top=0)))
         return
     b = lambda n: f"{fmt_bytes(n)} ({n:,} B)" if abs(n) >= 1024 else fmt_bytes(n)  # noqa: E731
     t0 = int(t.store.ts.min()) * US if len(t.store) else 0.0  # text times: offsets from the first event

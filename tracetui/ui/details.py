@@ -22,6 +22,16 @@ LAUNCH_LABELS = {  # Kineto's arg -> (label that fits the 14-column label field,
     "memory bandwidth (GB/s)": ("bandwidth", " GB/s"),
 }
 LAUNCH_KEYS = tuple(LAUNCH_LABELS)
+OCCUPANCY = "est. achieved occupancy %"
+"""Kineto writes 0 here where it made no estimate (cuDNN, nvjet and other kernels it cannot model):
+no kernel that ran had zero occupancy, so 0 is shown as not estimated, not as "0 % (est.)"."""
+
+
+def _is_zero(v) -> bool:
+    try:
+        return float(v) == 0
+    except (TypeError, ValueError):
+        return False
 
 
 def _line(t: Text, label: str, value: str | Text, style: str = "") -> None:
@@ -201,6 +211,9 @@ def _kernel_section(tr: Trace, node: int, args: dict, t: Text) -> None:
     t.append("\nlaunch\n", style="bold")
     for k, (label, unit) in LAUNCH_LABELS.items():
         if k in args:
+            if k == OCCUPANCY and _is_zero(args[k]):  # Kineto's placeholder: a kernel that ran had warps resident
+                _line(t, label, Text("- (not estimated)", style="dim"))
+                continue
             _line(t, label, plain(str(args[k]) + unit))
     launcher = tr.launcher(node)
     op = tr.launching_op(node)

@@ -24,11 +24,14 @@ from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
 from tracetui.textsafe import visible
 
+from tracetui.ui.exporting import EXPORT_BINDINGS, ExportsView, stem_of, table_rows
 from tracetui.ui.footer import StableFooter
 from tracetui.ui.idle_gc import release_frozen
+from tracetui.ui.navigate import OpenDiff, OpenTrace
 
-STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta"}
-STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕"}
+STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta",
+                "unfused": "magenta"}
+STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕", "unfused": "⊖"}
 FILTERS = (None, "differs", "fused", "changed", "added", "removed", "unexplained")
 """``f`` cycles the aligned list through these (None: every row; differs: every row not 'same')."""
 CHANGE_TOP = 8
@@ -56,7 +59,7 @@ def _keep(r, flt: str | None, text: str) -> bool:
     return True
 
 
-class DiffScreen(Screen):
+class DiffScreen(ExportsView, Screen):
     BINDINGS = [
         Binding("n,right_square_bracket", "next_diff", "Next difference"),
         Binding("N,left_square_bracket", "prev_diff", "Prev difference", show=False),
@@ -70,6 +73,7 @@ class DiffScreen(Screen):
         Binding("a", "open('a')", "Open A here", show=False),
         Binding("b", "open('b')", "Open B here", show=False),
         Binding("escape", "back", "Back", show=False),
+        *EXPORT_BINDINGS,
     ]
 
     def __init__(self, a: Trace, b: Trace):
@@ -121,13 +125,18 @@ class DiffScreen(Screen):
         lines: list[str] = []
         from tracetui.report.traces import print_diff
         print_diff(res, write=lines.append, top=0, rows=False)
+        from tracetui.compare.verdict import comparability, facts, header_lines, verdict
+        head = header_lines(verdict(j), comparability(facts(self.a), facts(self.b)), None)
+        self.verdict_lines = [head[0]] + [x for x in head[1:] if x.startswith("NOT")]  # comparable: said by no line
         self.app.call_from_thread(self._show, res, j, cs, lines)
 
     def _show(self, res: DiffResult, j: dict, cs: list, lines: list[str]) -> None:
-        self.result, self.changes = res, cs
+        self.result, self.changes, self.doc = res, cs, j
         t = j["totals"]
         A, B = j["a"], j["b"]
         s = Text()
+        for i, line in enumerate(getattr(self, "verdict_lines", [])):  # the verdict, then comparability
+            s.append(line + "\n", style="bold" if i == 0 else "bold red")
         s.append(f"kernels/step {t['kernels_a']} → {t['kernels_b']}", style="bold")
         s.append(f" (launches saved {t['launches_saved']})")
         s.append(f" · device µs/step {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} ({t['device_delta_us']:+,.1f}; "
@@ -195,7 +204,7 @@ class DiffScreen(Screen):
                 if item is None:
                     pane.add_row(g, Text(""), "", "", "")
                 else:
-                    delta = f"{r.delta_ns / 1e3:+,.1f}" if (pane is pb or r.b is None) and r.fused_into is None else ""
+                    delta = f"{r.delta_ns / 1e3:+,.1f}" if (pane is pb or r.b is None) and not r.claimed else ""
                     pane.add_row(g, Text(visible(shorten_cpp(item.name))[:48], style=st),
                                  f"{item.dur_ns / 1e3:,.1f}", delta, Text(visible(item.op or "(no op)")[:30]))
         title = "aligned" if not self.sort_by_delta else "by |Δ|"
@@ -358,11 +367,17 @@ class DiffScreen(Screen):
             return
         r = self.result.rows[self.row]
         item = r.a if side == "a" else r.b
-        from tracetui.ui.app import ExplorerScreen
-        screen = ExplorerScreen(self.a if side == "a" else self.b)
-        self.app.push_screen(screen)
-        if item is not None:
-            screen.call_after_refresh(screen.jump, item.node)
+        self.post_message(OpenTrace(self.a if side == "a" else self.b, item.node if item is not None else None))
+
+
+    def export_table(self):
+        """The aligned kernel list as the panes show it (filter, search and sort applied), with
+        the columns of ``diff --format csv``."""
+        if self.result is None:
+            return "still aligning the two traces: nothing to export yet"
+        from tracetui.report.export import records_table
+        header, rows = table_rows(records_table("kernels", [self.doc["kernels"][i] for i in self.order]))
+        return f"{stem_of(self.a.path)}-vs-{stem_of(self.b.path)}-diff", header, rows
 
 
 _DELTA_LINE = re.compile(r"^(  [ +\-]*[\d,]+\.\d  )(.*)$")
@@ -390,11 +405,12 @@ def hanging(text: str):
     return Group(*parts)
 
 
-class LadderScreen(Screen):
+class LadderScreen(ExportsView, Screen):
     """A → B → C …: per-step figures of each rung and the biggest changes between neighbours."""
 
     BINDINGS = [
         Binding("enter", "open_diff", "Diff with previous rung"),
+        *EXPORT_BINDINGS,
     ]
 
     def __init__(self, traces: list[Trace]):
@@ -458,4 +474,12 @@ class LadderScreen(Screen):
         i = self.query_one("#ladder", DataTable).cursor_row
         i = max(i, 1)
         if i < len(self.traces):
-            self.app.push_screen(DiffScreen(self.traces[i - 1], self.traces[i]))
+            self.post_message(OpenDiff(self.traces[i - 1], self.traces[i]))
+
+    def export_table(self):
+        """The rungs, per step, as ``diff A B C --format csv`` writes them."""
+        if self.ladder is None:
+            return "still comparing the rungs: nothing to export yet"
+        from tracetui.report.traces import ladder_tables
+        header, rows = table_rows(ladder_tables(self.ladder, [stem_of(t.path) for t in self.traces])[0])
+        return f"{stem_of(self.traces[0].path)}-ladder", header, rows

@@ -65,6 +65,16 @@ class IdleCollector:
             gc.collect()
 
 
+def keep_out_of_gc() -> None:
+    """Move everything alive now (the loaded trace) out of the cyclic GC's scans.
+
+    Full collections took 63-70 ms on a 270k-event trace and landed in about one jump in
+    eight (measured with gc.callbacks). The loaded data has no cycles to collect, and frozen
+    objects are still freed by reference counting when the trace is closed.
+    """
+    gc.freeze()
+
+
 def release_frozen() -> None:
     """A screen holding a trace closed: everything frozen goes back under the cyclic GC, whose
     next full collection frees the closed screen's widget cycles and with them its trace (frozen,

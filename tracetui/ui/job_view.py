@@ -18,7 +18,9 @@ from textual.worker import get_current_worker
 from tracetui.model import TraceError
 from tracetui.textsafe import visible
 
+from tracetui.ui.exporting import EXPORT_BINDINGS, ExportsView
 from tracetui.ui.footer import StableFooter
+from tracetui.ui.navigate import OpenRank
 
 METRICS = (
     ("step_us", "step time µs", "the step's host interval on that rank"),
@@ -35,6 +37,11 @@ CELL_W = 9
 def fmt(v) -> str:
     """A number as the job view shows it (µs to the unit): the same rounding the tests apply."""
     return "-" if v is None else f"{v:,.0f}"
+
+
+def _blank(v):
+    """None (no such step on that rank, or a metric it lacks) as an empty cell."""
+    return "" if v is None else v
 
 
 def heat(frac: float) -> Style:
@@ -66,7 +73,65 @@ class JobDiagnosticsScreen(ModalScreen):
             yield Static(t, id="job-diag-text")
 
 
-class JobScreen(Screen):
+COLLECTIVE_COLUMNS = (
+    ("#", "index in start order"), ("group", "process group (default: the world)"), ("name", "collective"),
+    ("dtype", "element type"), ("bytes", "message size"), ("ranks", "ranks that hold it"),
+    ("latency µs", "shortest duration across ranks"), ("max wait µs", "longest wait for the last rank"),
+    ("last", "the rank that arrived last"), ("busbw GB/s", "bus bandwidth (nccl-tests' rule)"),
+)
+"""The collectives table's columns (``c`` in the job view) and what each holds: one row per
+collective matched across ranks, as ``ranks --json``'s ``collectives``."""
+
+
+class JobCollectivesScreen(Screen):
+    """Every collective of the job matched across ranks, in start order; the selected one's per-rank
+    start and wait below the table. Read from the ``ranks`` document, nothing recomputed."""
+
+    CSS_PATH = "job_view.tcss"
+    help_section = "Job view"
+    BINDINGS = [Binding("escape,q,c", "app.pop_screen", "Back to the heatmap")]
+
+    def __init__(self, collectives: list[dict]):
+        super().__init__()
+        self.collectives = collectives
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"{len(self.collectives)} collectives matched across ranks, in start order "
+                          f"(Esc: back)", style="bold"), id="coll-head")
+        yield DataTable(id="coll-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="coll-detail")
+        yield StableFooter()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#coll-table", DataTable)
+        for title, _ in COLLECTIVE_COLUMNS:
+            table.add_column(title, key=title)
+        for j, c in enumerate(self.collectives):
+            waits = [p["wait_us"] for p in c["per_rank"]]
+            table.add_row(str(j), Text(visible(str(c["group"]))), Text(visible(str(c["name"]))),
+                          Text(visible(str(c["dtype"] or "-"))),
+                          "-" if c["msg_bytes"] is None else f"{c['msg_bytes']:,}", str(c["ranks"]),
+                          fmt(c["latency_us"]), fmt(max(waits) if waits else None), str(c["last_rank"]),
+                          "-" if c["busbw_gbps"] is None else f"{c['busbw_gbps']:.2f}", key=str(j))
+        table.focus()
+        self._detail(0)
+
+    @on(DataTable.RowHighlighted)
+    def _moved(self, event) -> None:
+        self._detail(event.cursor_row)
+
+    def _detail(self, j: int) -> None:
+        if not 0 <= j < len(self.collectives):
+            self.query_one("#coll-detail", Static).update("no collective in this job")
+            return
+        c = self.collectives[j]
+        t = Text(f"{visible(str(c['name']))} ({visible(str(c['group']))} {c['match']} {c['index']}): ", style="bold")
+        t.append(" · ".join(f"rank {p['rank']} start {fmt(p['start_us'])} µs wait {fmt(p['wait_us'])} µs"
+                            for p in c["per_rank"]))
+        self.query_one("#coll-detail", Static).update(t)
+
+
+class JobScreen(ExportsView, Screen):
     """Rank × step heatmap over the job's ``ranks`` document; Enter opens the rank in the explorer."""
 
     CSS_PATH = "job_view.tcss"
@@ -76,7 +141,9 @@ class JobScreen(Screen):
         Binding("m", "metric", "Metric"),
         Binding("enter", "open_rank", "Open rank"),
         Binding("D", "diagnostics", "Diagnostics"),
+        Binding("c", "collectives", "Collectives"),
         Binding("escape", "cancel", "Cancel loading / back", show=False),
+        *EXPORT_BINDINGS,
     ]
 
     def __init__(self, paths: list[Path], load_opts: dict | None = None, workers: int | None = None,
@@ -280,6 +347,11 @@ class JobScreen(Screen):
         self._head()
         self._fill()
 
+    def action_collectives(self) -> None:
+        """The job's collectives as a table (``JobCollectivesScreen``)."""
+        if self.doc is not None:
+            self.app.push_screen(JobCollectivesScreen(list(self.doc["collectives"])))
+
     def action_diagnostics(self) -> None:
         if self.doc is not None:
             self.app.push_screen(JobDiagnosticsScreen(list(self.doc["diagnostics"])))
@@ -293,19 +365,21 @@ class JobScreen(Screen):
         if path is None or not Path(path).exists():
             self.app.notify(f"rank {r}: its trace file is not here", severity="error")
             return
-        from tracetui.ui.app import LoadingScreen
+        self.post_message(OpenRank(Path(path), n or None, self.load_opts))
 
-        def done(traces) -> None:
-            self.app._loaded(traces)
-            screen = self.app.screen
-            step = next((s for s in traces[0].steps if traces[0].name(s) == n), None) if n else None
-            if step is not None:
-                self.app.call_after_refresh(screen.jump, step)
-
-        self.app.push_screen(LoadingScreen([Path(path)], done, load_opts=self.load_opts))
+    def export_table(self):
+        """The heatmap as shown: one row per rank, one column per step, the metric in µs."""
+        if self.doc is None:
+            return "the ranks are still loading: nothing to export yet"
+        key, title, _ = METRICS[self.metric]
+        ranks, names, cell = self._grid()
+        rows = [[r] + [_blank((cell.get((r, n)) or {}).get(key)) for n in names] for r in ranks]
+        return f"job-{key.removesuffix('_us')}", ["rank"] + [f"{n} {title}" for n in names], rows
 
     def system_commands(self):
         """For the command palette: (title, help, callback)."""
         return [("Cycle heatmap metric", "step time / exposed comm / wait / comm (m)", self.action_metric),
                 ("Open rank in the explorer", "the selected rank at the selected step (Enter)", self.action_open_rank),
-                ("Job diagnostics", "files left out, ranks missing, collectives that disagree (D)", self.action_diagnostics)]
+                ("Job diagnostics", "files left out, ranks missing, collectives that disagree (D)", self.action_diagnostics),
+                ("Job collectives", "every collective matched across ranks: size, latency, waits (c)",
+                 self.action_collectives)]

@@ -19,6 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tracetui.textsafe import visible
+from tracetui.ui.format import fit, fit_distinct
 
 HEADER = Style(bold=True)
 CURSOR = Style(reverse=True)
@@ -26,10 +27,13 @@ CURSOR_BLURRED = Style(underline=True)
 
 
 class Lines(NamedTuple):
-    """A table's rows as the lines it draws: the header, one str per row, the column widths."""
+    """A table's rows as the lines it draws: the header, one str per row, the column widths, and
+    the cells (kept so that a table narrower than its lines can lay them out again, its name
+    column cut to the width there is: ``LineTable(flex=...)``)."""
     header: str
     lines: list[str]
     widths: list[int]
+    cells: list[list[str]] = []
 
 
 def format_rows(columns: list[tuple[str, bool]], rows: list[tuple], max_widths: list[int] | None = None) -> Lines:
@@ -43,14 +47,36 @@ def format_rows(columns: list[tuple[str, bool]], rows: list[tuple], max_widths: 
             widths[j] = max(widths[j], len(c))
     if max_widths:
         widths = [min(w, m) for w, m in zip(widths, max_widths)]
+    return Lines(_line(columns, widths, [h for h, _ in columns]), [_line(columns, widths, r) for r in cells],
+                 widths, cells)
 
-    def line(r: list[str]) -> str:
-        out = []
-        for (_, right), w, c in zip(columns, widths, r):
-            c = c[:w]
-            out.append(c.rjust(w) if right else c.ljust(w))
-        return " " + "  ".join(out) + " "
-    return Lines(line([h for h, _ in columns]), [line(r) for r in cells], widths)
+
+def _line(columns: list[tuple[str, bool]], widths: list[int], r: list[str]) -> str:
+    """One row padded to the column widths; a longer cell keeps its head and tail (``fit``)."""
+    out = []
+    for (_, right), w, c in zip(columns, widths, r):
+        c = fit(c, w)
+        out.append(c.rjust(w) if right else c.ljust(w))
+    return " " + "  ".join(out) + " "
+
+
+def relayout(columns: list[tuple[str, bool]], lines: Lines, flex: int, width: int, least: int) -> Lines:
+    """``lines`` in ``width`` cells where they are wider: column ``flex`` (a name) gets what the
+    others leave, at least ``least`` cells, its names cut apart (``fit_distinct``). What still
+    does not fit scrolls, as before."""
+    natural = len(lines.header)
+    if natural <= width or not lines.cells and lines.lines:
+        return lines
+    others = sum(w + 2 for j, w in enumerate(lines.widths) if j != flex) + 2
+    w = max(least, min(lines.widths[flex], width - others))
+    if w >= lines.widths[flex]:
+        return lines
+    widths = list(lines.widths)
+    widths[flex] = w
+    names = fit_distinct([r[flex] for r in lines.cells], w)
+    cells = [r[:flex] + [n] + r[flex + 1:] for r, n in zip(lines.cells, names)]
+    return Lines(_line(columns, widths, [h for h, _ in columns]), [_line(columns, widths, r) for r in cells],
+                 widths, lines.cells)
 
 
 class LineTable(ScrollView, can_focus=True):
@@ -74,12 +100,16 @@ class LineTable(ScrollView, can_focus=True):
             super().__init__()
             self.table, self.row = table, row
 
-    def __init__(self, columns: list[tuple[str, bool]], **kw) -> None:
+    def __init__(self, columns: list[tuple[str, bool]], flex: int | None = None, least: int = 24, **kw) -> None:
         super().__init__(**kw)
         self.columns = columns          # (header, right-justified)
+        self.flex, self.least = flex, least  # the name column that takes the width there is, and its least
         self._lines: list[str] = []
         self._header = ""
         self._widths: list[int] = []
+        self._given: Lines | None = None   # as set, before fitting them to the width
+        self._fit_width = -1
+        self._fitted: dict = {}            # (id of the given lines, width) -> (given, fitted)
         self._base: Style | None = None
         self.set_rows([])
 
@@ -96,12 +126,34 @@ class LineTable(ScrollView, can_focus=True):
 
     def set_lines(self, lines: "Lines") -> None:
         """Replace every row with rows formatted already (``format_rows``, e.g. in a worker)."""
-        if lines.lines is self._lines and lines.header == self._header:
+        if lines is self._given:
             return  # on screen already (a view shown again)
-        self._header, self._lines, self._widths = lines.header, lines.lines, lines.widths
-        self.virtual_size = Size(len(self._header), len(self._lines) + 1)
+        self._given, self._fit_width = lines, -1
+        self._fit(self.scrollable_content_region.width if self.flex is not None else 0)
         self.cursor = min(self.cursor, max(len(self._lines) - 1, 0))
         self.refresh()
+
+    def _fit(self, width: int) -> None:
+        """Show the rows laid out for ``width`` cells (the flex column cut to it; 0: as given)."""
+        lines = self._given
+        if width and self.flex is not None:
+            key = (id(lines), width)
+            hit = self._fitted.get(key)
+            if hit is None or hit[0] is not lines:  # ~2 ms for 200 look-alike names: once per page and width
+                if len(self._fitted) >= 64:
+                    self._fitted.pop(next(iter(self._fitted)))
+                hit = self._fitted[key] = (lines, relayout(self.columns, lines, self.flex, width, self.least))
+            lines = hit[1]
+        self._fit_width = width
+        self._header, self._lines, self._widths = lines.header, lines.lines, lines.widths
+        self.virtual_size = Size(len(self._header), len(self._lines) + 1)
+
+    def on_resize(self, event) -> None:
+        if self.flex is not None and self._given is not None:
+            width = self.scrollable_content_region.width
+            if width != self._fit_width:
+                self._fit(width)
+                self.refresh()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

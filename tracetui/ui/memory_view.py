@@ -38,10 +38,13 @@ PLOT_CACHE = 64
 """Plots kept drawn, per (device, step, width, rows): a view shown again, or a step visited again,
 draws nothing."""
 LIVE_COLUMNS = [("bytes", True), ("count", True), ("op", False), ("module", False), ("step", False)]
-LIVE_WIDTHS = [12, 9, 32, 28, 20]
-OPS_COLUMNS = [("self Δ", True), ("Δ", True), ("allocs", True), ("alloc size", True),
-               ("self allocs", True), ("calls", True), ("op", False)]
-OPS_WIDTHS = [12, 12, 9, 12, 11, 9, 200]
+LIVE_WIDTHS = [12, 9, 200, 28, 20]
+OPS_COLUMNS = [("op", False), ("self Δ", True), ("Δ", True), ("allocs", True), ("alloc size", True),
+               ("self allocs", True), ("calls", True)]
+OPS_WIDTHS = [200, 12, 12, 9, 12, 11, 9]
+"""The op comes first in the per-op table: last, after 77 cells of figures, it showed ~11 cells at
+any width (``aten::empty_strided`` read ``aten::empty``). In both tables the op column takes the
+width the table has (``LineTable(flex=...)``), its names cut around an ellipsis, not at their end."""
 
 
 @dataclass
@@ -100,8 +103,8 @@ def build_page(trace: Trace, mem: Memory, device: int, scope: int, span: tuple[i
             rows.append((fmt_bytes(peak.held_before), "", "(allocated before the trace)", "", ""))
     label = mem.devices[device]
     stats = [s for s in mem.op_stats(*((lo, hi) if scope else (None, None))) if s.device == label]
-    ops = format_rows(OPS_COLUMNS, [(fmt_bytes(s.self_increase), fmt_bytes(s.increase), f"{s.alloc_count:,}",
-                                     fmt_bytes(s.alloc_bytes), f"{s.self_alloc_count:,}", f"{s.calls:,}", s.name)
+    ops = format_rows(OPS_COLUMNS, [(s.name, fmt_bytes(s.self_increase), fmt_bytes(s.increase), f"{s.alloc_count:,}",
+                                     fmt_bytes(s.alloc_bytes), f"{s.self_alloc_count:,}", f"{s.calls:,}")
                                     for s in stats], OPS_WIDTHS)
     never = mem.never_freed(device)
     return Page(lo, hi, peak, holders, format_rows(LIVE_COLUMNS, rows, LIVE_WIDTHS),
@@ -193,8 +196,8 @@ class MemoryView(Vertical):
         yield Static(id="mem-head")
         yield MemoryPlot(id="mem-plot")
         with Horizontal(id="mem-tables"):
-            yield LineTable(LIVE_COLUMNS, id="mem-live")
-            yield LineTable(OPS_COLUMNS, id="mem-ops")
+            yield LineTable(LIVE_COLUMNS, flex=2, least=32, id="mem-live")
+            yield LineTable(OPS_COLUMNS, flex=0, id="mem-ops")
 
     def on_mount(self) -> None:
         live, ops = self.query_one("#mem-live", LineTable), self.query_one("#mem-ops", LineTable)

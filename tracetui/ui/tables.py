@@ -7,6 +7,7 @@ CPU self and the device time of what an op launched for ops.
 """
 from __future__ import annotations
 
+from rich.cells import cell_len as _str_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
@@ -16,7 +17,7 @@ from tracetui.model.trace import Trace
 
 from tracetui.model.names import shorten_cpp
 
-from tracetui.ui.format import plain
+from tracetui.ui.format import fit, fit_distinct, plain
 
 KERNEL_COLUMNS = ("share %", "total µs", "count", "mean µs", "kind", "name")
 KERNEL_SORTS = ("total µs", "count", "mean µs", "name")
@@ -29,6 +30,13 @@ NUMERIC = frozenset(KERNEL_COLUMNS + OP_COLUMNS) - {"kind", "name"}
 MODULE_PREFIX = "nn.Module: "
 NAME_CHARS = 300
 """Longer names are cut in the table (the detail pane has the whole name, one Enter away)."""
+MIN_NAME = 24
+"""The name column never gets fewer cells than this: narrower, the numbers scroll off instead."""
+
+
+def cell_len(cell) -> int:
+    """Cells a table cell takes (a Text or a str)."""
+    return cell.cell_len if isinstance(cell, Text) else _str_len(cell)
 
 
 class AggTable(DataTable):
@@ -45,6 +53,7 @@ class AggTable(DataTable):
         self.sort_by = "total µs" if kernels else ("device µs" if trace.has_gpu else "CPU total µs")
         self.descending = True
         self.rows_data: list[Agg] = []
+        self.name_width = self.natural_name_width = 0  # the name column's cells, and its names' widest
 
     def on_mount(self) -> None:
         self.refill()
@@ -64,7 +73,7 @@ class AggTable(DataTable):
             name = a.name[len(MODULE_PREFIX):] if a.kind == "module" and a.name.startswith(MODULE_PREFIX) else a.name
             if self.kernels:
                 name = self._kernel_label(a)
-            return plain(name[:NAME_CHARS])
+            return plain(fit(name, NAME_CHARS))
         if col == "kind":
             return a.kind
         if col == "share %":  # a share is the same per step or in all: both sides divide alike
@@ -82,14 +91,46 @@ class AggTable(DataTable):
         grand = sum(a.device_total_us for a in rows) or 1.0
         self.clear(columns=True)
         arrow = " ↓" if self.descending else " ↑"
+        labels = {}
         for col in self.columns_shown:  # the sorted column's header carries the arrow
             per = self.per_step and col in PER_STEP_COLUMNS
-            label = (col + "/step" if per else col) + (arrow if col == self.sort_by else "")
-            self.add_column(Text(label, justify="right" if col in NUMERIC else "left"), key=col)
-        for a in rows:
-            self.add_row(*(self._cell(a, col, grand) for col in self.columns_shown))
+            labels[col] = Text((col + "/step" if per else col) + (arrow if col == self.sort_by else ""),
+                               justify="right" if col in NUMERIC else "left")
+        cells = [[self._cell(a, col, grand) for col in self.columns_shown] for a in rows]
+        j = self.columns_shown.index("name")
+        widths = [max([labels[c].cell_len] + [cell_len(r[i]) for r in cells]) for i, c in enumerate(self.columns_shown)]
+        self.name_width = self._name_width(widths, j, len(rows))
+        self.natural_name_width = widths[j]
+        if widths[j] > self.name_width:  # cut to the width there is, look-alikes kept apart
+            for r, text in zip(cells, fit_distinct([r[j].plain for r in cells], self.name_width)):
+                r[j] = Text(text)
+        for col in self.columns_shown:
+            self.add_column(labels[col], key=col)
+        for r in cells:
+            self.add_row(*r)
         label = f"sorted by {self.sort_by}{arrow}" + (" · per step" if self.per_step else "")
         self.border_subtitle = label
+
+    def _name_width(self, widths: list[int], j: int, n_rows: int) -> int:
+        """The name column's width: what the other columns leave of the table's width (the
+        terminal's before the first layout), at least ``MIN_NAME``."""
+        width = self.size.width or (self.app.size.width if self.is_attached else 0) or 80
+        pad = 2 * self.cell_padding
+        used = sum(w + pad for i, w in enumerate(widths) if i != j) + pad
+        bar = 2 if n_rows + 1 > (self.size.height or self.app.size.height) else 0  # a vertical scrollbar
+        return max(MIN_NAME, width - used - bar)
+
+    def on_resize(self, event) -> None:
+        """A new width: names are cut again to it, when that changes what they show."""
+        if not self.rows_data or len(self.ordered_columns) != len(self.columns_shown):
+            return
+        j = self.columns_shown.index("name")
+        widths = [c.get_render_width(self) - 2 * self.cell_padding for c in self.ordered_columns]
+        old, new = self.name_width, self._name_width(widths, j, self.row_count)
+        if new != old and self.natural_name_width > min(old, new):
+            row = self.cursor_row
+            self.refill()
+            self.move_cursor(row=row, animate=False)
 
     def _kernel_label(self, a: Agg) -> str:
         """The kernel's name as the detail pane shortens it, led by the functor where the name

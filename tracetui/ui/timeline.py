@@ -11,13 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import DataTable
 
 from tracetui.read.events import GPU_KINDS, K
 from tracetui.model.lanes import Lane, build_lanes, extent, fmt_time, range_summary, ticks
@@ -571,45 +569,3 @@ class Timeline(Widget, can_focus=True):
             segs.append(Segment(f" │ {visible(st['stream'])} busy {100 * st['busy_ns'] / win:.0f}%"))
         segs.append(Segment(f" │ {s['launches']} launches"))
         return [Strip(segs).crop(0, width)]
-
-
-NAME_W = 44
-"""Names in the range table are cut to this many characters (the table fits 80 columns)."""
-
-
-def _cut(name: str) -> str:
-    return name if len(name) <= NAME_W else name[:NAME_W - 1] + "…"
-
-
-def range_rows(summary: dict, cut=_cut, fmt_time=fmt_time) -> list[tuple[str, str, str, str, str]]:
-    """The range summary as table rows: (what, name, count, time, % of the range); ``fmt_time``
-    writes a time in ns (the export writes µs as plain numbers)."""
-    win = max(summary["window_ns"], 1)
-    rows = []
-    for st in summary["streams"]:
-        rows.append(("busy", f"{st['group']} {st['stream']}", "", fmt_time(st["busy_ns"]),
-                     f"{100 * st['busy_ns'] / win:.1f}"))
-        rows.append(("idle", f"{st['group']} {st['stream']}", "", fmt_time(st["idle_ns"]),
-                     f"{100 * st['idle_ns'] / win:.1f}"))
-    for what, key in (("kernel", "kernels"), ("op", "ops")):
-        for k in summary[key]:
-            rows.append((what, cut(shorten_cpp(k["name"])), str(k["count"]), fmt_time(k["time_ns"]),
-                         f"{100 * k['time_ns'] / win:.1f}"))
-    rows.append(("launches", "launch calls started in the range", str(summary["launches"]),
-                 fmt_time(summary["launch_ns"]), f"{100 * summary['launch_ns'] / win:.1f}"))
-    return rows
-
-
-class RangeTable(DataTable):
-    """The marked range's summary as a table (shown while a range is marked)."""
-
-    COLUMNS = ("what", "name", "count", "time", "%")
-
-    def show(self, summary: dict | None) -> None:
-        self.set_class(summary is not None, "visible")
-        self.clear(columns=True)
-        if summary is None:
-            return
-        self.add_columns(*self.COLUMNS)
-        for row in range_rows(summary):
-            self.add_row(*(Text(visible(c)) for c in row))

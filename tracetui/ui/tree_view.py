@@ -12,6 +12,7 @@ from textual.widgets.tree import TreeNode
 
 from tracetui.read.events import K
 from tracetui.model.names import shorten_cpp
+from tracetui.model.stats import what_it_counts
 from tracetui.model.trace import Trace
 
 from tracetui.ui.format import KIND_STYLE, fmt_us, plain
@@ -126,6 +127,9 @@ class TraceTree(FastTreeLines, Tree[Row]):
             metrics.append(f"{100 * r.cpu_total[node] / r.cpu_total[step]:.0f}%")
         if r.kernels[node] and kind not in ("kernel",):
             metrics.append(f"k{int(r.kernels[node])}")
+        tag = what_it_counts(tr.tree, node, short=True) if metrics else None
+        if tag:  # a thread counts its own launches, a step every thread: say which
+            metrics.append(tag)
         if metrics:
             t.append("  " + " · ".join(metrics), style="dim")
         if tr.is_cpu_only(node):

@@ -5,6 +5,11 @@ all_gather, broadcast) under torch.profiler, then writes ``job_rank-N.pt.trace.j
 rank sleeps before its forward and before each explicit collective, so it arrives last and the
 others wait for it. Every step ends with its collectives complete, so the edges of the
 recording cut none and every rank records the same collectives.
+
+``comm_heavy``: each step also all-reduces ``COMM_HEAVY_ELEMS`` floats a few times, so the
+collectives take most of the step (the case of issue 36: gloo's time must count as
+communication). ``device="cuda"``: the model and its gradients live on the GPU (every rank on
+``cuda:(rank % device count)``) and gloo still moves them: DDP on GPU ranks over gloo.
 """
 from __future__ import annotations
 
@@ -20,8 +25,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+COMM_HEAVY_ELEMS = 1 << 21
+"""Floats each of ``comm_heavy``'s all-reduces moves (8 MiB): tens of ms a call on gloo over
+loopback, against well under a ms of compute in the step."""
+
+
 def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: float, steps: int,
-            subgroup: tuple = (), p2p: bool = False) -> None:
+            subgroup: tuple = (), p2p: bool = False, comm_heavy: bool = False, device: str = "cpu") -> None:
     import torch
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -30,10 +40,12 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+    dev = torch.device(device if device == "cpu" else f"cuda:{rank % torch.cuda.device_count()}")
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)).to(dev)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    x = torch.randn(16, 64)
+    x = torch.randn(16, 64, device=dev)
+    heavy = torch.ones(COMM_HEAVY_ELEMS, device=dev) if comm_heavy else None
     sub = dist.new_group(list(subgroup)) if subgroup else None  # every rank takes part in creating it
 
     def slow() -> None:
@@ -46,12 +58,14 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
         loss.backward()            # DDP all-reduces the gradients here
         opt.step()
         opt.zero_grad()
-        t = torch.full((1024,), float(rank))
+        t = torch.full((1024,), float(rank), device=dev)
+        for _ in range(3 if heavy is not None else 0):
+            dist.all_reduce(heavy)
         slow()
         dist.all_reduce(t)
-        got = [torch.zeros(256) for _ in range(world)]
+        got = [torch.zeros(256, device=dev) for _ in range(world)]
         slow()
-        dist.all_gather(got, torch.ones(256))
+        dist.all_gather(got, torch.ones(256, device=dev))
         if sub is not None:  # a subgroup's collective between two of the world's, then a reduce-scatter
             if rank in subgroup:
                 dist.all_reduce(torch.ones(2048, dtype=torch.float64), group=sub)
@@ -72,7 +86,8 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
     path = str(Path(out) / f"job_rank-{rank}.pt.trace.json")
     # one warm-up step then the recorded ones: ProfilerStep#N markers need a schedule; each step
     # ends with its collectives done, so no collective straddles the edge of the recording
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    with profile(activities=acts, record_shapes=True,
                  schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
         for _ in range(steps + 1):
@@ -84,18 +99,28 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
 
 
 def record_gloo_job(out_dir, world: int = 3, slow_rank: int = 1, slow_s: float = 0.01,
-                    steps: int = 3, subgroup: tuple = (), p2p: bool = False) -> list[Path]:
+                    steps: int = 3, subgroup: tuple = (), p2p: bool = False, comm_heavy: bool = False,
+                    device: str = "cpu") -> list[Path]:
     """Run the job and return the rank files, rank order. With ``subgroup`` (ranks), each step
     also runs an all-reduce on a ``new_group`` of those ranks and a reduce-scatter on the world
-    (gloo runs it as an all-reduce); with ``p2p``, a ring of send/recv."""
+    (gloo runs it as an all-reduce); with ``p2p``, a ring of send/recv; ``comm_heavy`` and
+    ``device``: the module docstring."""
     import torch.multiprocessing as mp
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    mp.spawn(_worker, args=(world, str(out), _free_port(), slow_rank, slow_s, steps, tuple(subgroup), p2p),
+    mp.spawn(_worker, args=(world, str(out), _free_port(), slow_rank, slow_s, steps, tuple(subgroup), p2p,
+                            comm_heavy, device),
              nprocs=world, join=True)
     return [out / f"job_rank-{r}.pt.trace.json" for r in range(world)]
 
 
 if __name__ == "__main__":
-    import sys
-    print(record_gloo_job(sys.argv[1] if len(sys.argv) > 1 else "gloo_job"))
+    import argparse
+    ap = argparse.ArgumentParser(description="record a small gloo job")
+    ap.add_argument("out", nargs="?", default="gloo_job")
+    ap.add_argument("--world", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--comm-heavy", action="store_true")
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args()
+    print(record_gloo_job(a.out, world=a.world, steps=a.steps, comm_heavy=a.comm_heavy, device=a.device))

@@ -14,26 +14,34 @@ IMPLS = ("eager", "compile", "triton", "fused")
 
 
 class GeGLU(nn.Module):
-    """GeGLU feed-forward block: ``down(gelu_tanh(gate(x)) * up(x))``, no biases."""
+    """GeGLU feed-forward block: ``down(gelu_tanh(gate(x)) * up(x))``, no biases.
+
+    ``act="fused"``: gate and up are one interleaved parameter (``gate_up_proj``,
+    ``tracetui.kernels.gate_up.GateUpProj``) read in place by the fused kernels, so a training
+    step copies no weights; the state dict still shows ``gate_proj.weight`` / ``up_proj.weight``
+    (views), so checkpoints load into either form."""
 
     def __init__(self, dim: int, hidden: int, act: str = "eager"):
         super().__init__()
-        self.gate_proj = nn.Linear(dim, hidden, bias=False)
-        self.up_proj = nn.Linear(dim, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, dim, bias=False)
         self.act = act
-        self._fused = None  # tracetui.kernels.fused.PackedGeGLU, made on the first fused call
+        if act == "fused":
+            from tracetui.kernels.gate_up import GateUpProj, join_state, split_state
+            self.gate_up_proj = GateUpProj(dim, hidden)
+            names = ("gate_up_proj", "gate_proj", "up_proj")
+            self._register_state_dict_hook(lambda mod, state, prefix, meta: split_state(state, prefix, *names))
+            self._register_load_state_dict_pre_hook(
+                lambda state, prefix, *rest: join_state(state, prefix, *names))
+        else:
+            self.gate_proj = nn.Linear(dim, hidden, bias=False)
+            self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.act == "triton":
             from tracetui.kernels.fused import geglu_autograd
             return self.down_proj(geglu_autograd(self.gate_proj(x), self.up_proj(x)))
         if self.act == "fused":
-            from tracetui.kernels.fused import PackedGeGLU, fused_geglu
-            wg, wu = self.gate_proj.weight, self.up_proj.weight
-            if self._fused is None:  # packs once; re-packs only when a weight changes
-                self._fused = PackedGeGLU(wg, wu)
-            return self.down_proj(fused_geglu(x, wg, wu, self._fused))
+            return self.down_proj(self.gate_up_proj(x))
         return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
 
 

@@ -1,0 +1,31 @@
+"""``tracetui opportunities TRACE``: fusion chains of one trace, ranked by projected saving."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add_parser(sub, lo, count) -> None:
+    o = sub.add_parser("opportunities", parents=[lo],
+                       help="chains of pointwise/norm/reduction kernels a fusion could merge, ranked by "
+                            "the time it would save at the trace's own HBM bandwidth")
+    o.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
+    o.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    o.add_argument("--top", type=count, default=10, help="chains shown (0: all)")
+
+
+def run(args, load) -> int:
+    from tracetui.model.opportunities import opportunities
+    from tracetui.report.caps import note_truncated
+    from tracetui.report.opportunities import capped, text_lines
+    t = load(args.trace, args)
+    o = capped(opportunities(t), args.top)
+    if args.json:
+        from tracetui.report.traces import _dump
+        _dump(o)
+        if o["truncated"]:
+            note_truncated([("chains", len(o["chains"]), o["total_chains"])])
+        return 0
+    from tracetui.report.traces import _out
+    for line in text_lines(o, str(t.path)):
+        _out(line)
+    return 0

@@ -1,0 +1,83 @@
+"""The CPU side of a diff: op counts per step that changed, and host events whose CPU self time
+per step changed (dispatch, the compile pre-ops torch.compile adds)."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+
+from tracetui.read.events import K
+from tracetui.model.trace import Trace
+
+COMPILE_PREOPS = ("TorchDynamo Cache Lookup", "Torch-Compiled Region", "Pregraph bytecode",
+                  "AOTDispatcher Runtime Wrapper Prologue", "## Call CompiledFxGraph", "CompiledFunction")
+"""CPU-side events torch.compile adds around a compiled region (the 'compile pays pre-ops' story)."""
+
+def _op_counts(t: Trace) -> tuple[Counter, Counter]:
+    """Per-step count and CPU time of every op/annotation name (steps themselves excluded)."""
+    steps = max(len(t.steps), 1)
+    tree = t.tree
+    sel = np.nonzero(np.isin(tree.kind, [K["op"], K["annotation"]]) & (t.roll.step_of >= 0 if t.steps else True))[0]
+    ids, inv = np.unique(tree.name_id[sel], return_inverse=True)
+    n = np.bincount(inv.ravel(), minlength=ids.size)
+    d = np.bincount(inv.ravel(), weights=tree.dur[sel], minlength=ids.size)
+    cnt, cpu = Counter(), Counter()
+    for i, c, x in zip(ids.tolist(), n.tolist(), d.tolist()):
+        name = _norm_op(tree.names[i])
+        cnt[name] += c / steps
+        cpu[name] += x / steps
+    return cnt, cpu
+
+
+def _norm_op(name: str) -> str:
+    return re.sub(r"## Call CompiledFxGraph \w+ ##", "## Call CompiledFxGraph <hash> ##", name)
+
+
+def _op_changes(a: Trace, b: Trace) -> tuple[list[dict], list[dict]]:
+    ca, ta = _op_counts(a)
+    cb, tb = _op_counts(b)
+    removed, added = [], []
+    for name in sorted(set(ca) | set(cb)):
+        x, y = ca.get(name, 0), cb.get(name, 0)
+        if x > y:
+            removed.append({"name": name, "a_per_step": x, "b_per_step": y, "a_cpu_us": ta[name] / 1e3,
+                            "b_cpu_us": tb.get(name, 0) / 1e3})
+        elif y > x:
+            added.append({"name": name, "a_per_step": x, "b_per_step": y, "a_cpu_us": ta.get(name, 0) / 1e3,
+                          "b_cpu_us": tb[name] / 1e3,
+                          "compile_preop": any(name.startswith(p) for p in COMPILE_PREOPS)})
+    key = lambda d: -max(d["a_cpu_us"], d["b_cpu_us"])
+    return sorted(removed, key=key), sorted(added, key=key)
+
+
+def _self_per_step(t: Trace) -> Counter:
+    """CPU self time per step of every host event name in the steps (ops, annotations, runtime calls,
+    modules): self times add up to the steps' CPU time without counting a nested op twice."""
+    cached = getattr(t, "_diff_self", None)
+    if cached is not None:
+        return cached
+    tree = t.tree
+    steps = max(len(t.steps), 1)
+    sel = np.nonzero(np.isin(tree.kind, [K["op"], K["annotation"], K["runtime"]]) &
+                     ((t.roll.step_of >= 0) if t.steps else True))[0]
+    ids, inv = np.unique(tree.name_id[sel], return_inverse=True)
+    tot = np.bincount(inv.ravel(), weights=t.roll.cpu_self[sel], minlength=ids.size)
+    out = Counter()
+    for i, v in zip(ids.tolist(), tot.tolist()):
+        out[_norm_op(tree.names[i])] += v / steps
+    t._diff_self = out
+    return out
+
+
+def _cpu_changes(a: Trace, b: Trace) -> list[dict]:
+    """Host events whose CPU self time per step changed, biggest first."""
+    sa, sb = _self_per_step(a), _self_per_step(b)
+    out = []
+    for name in set(sa) | set(sb):
+        d = sb.get(name, 0.0) - sa.get(name, 0.0)
+        if abs(d) >= 1000:  # 1 µs per step
+            out.append({"name": name, "a_self_us": sa.get(name, 0.0) / 1e3, "b_self_us": sb.get(name, 0.0) / 1e3,
+                        "delta_us": d / 1e3, "compile_preop": any(name.startswith(p) for p in COMPILE_PREOPS)})
+    return sorted(out, key=lambda d: -abs(d["delta_us"]))
+

@@ -1,0 +1,101 @@
+"""The class of GPU activity, per instance: each kernel launch is classed with its own launching
+op (``taxonomy.classify``), and a name's class in a table is the class that holds most of its time.
+
+A kernel name is not one class: MIOpen's ``batched_transpose_*`` under ``aten::convolution`` is
+conv work, the same name under no op (no runtime link) is decided by its name alone.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from tracetui.read.events import K, KINDS
+from tracetui.model.names import KernelName, decode_kernel
+from tracetui.model.taxonomy import classify
+
+
+class KernelClasses:
+    """Mixed into ``Trace``: needs ``tree``, ``store``, ``launcher``, ``launching_op``, ``name``,
+    ``kind``, ``_gpu_nodes`` and ``_gpu_ancestors``."""
+
+    def kernel_info(self, i: int) -> KernelName:
+        """What GPU node ``i`` is: class and library from its launching op, then its name (taxonomy.py)."""
+        kind = self.kind(i)
+        launcher = self.launcher(i)
+        op = self.launching_op(i)
+        user_triton = bool(launcher is not None and self.name(launcher).startswith("cuLaunchKernel") and op is None)
+        return decode_kernel(self.name(i), kind, user_triton=user_triton,
+                             launching_op=self.name(op) if op is not None else None)
+
+    def kernel_classes(self, nodes: np.ndarray) -> list[str]:
+        """``kernel_info(n).klass`` of each GPU node in ``nodes``, classifying each (name, launching
+        op, kind, launched as a user Triton kernel) once: the timeline colours every kernel of a step
+        (100k on a large one), and ``kernel_info`` per node took ~20 µs."""
+        t = self.tree
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if not nodes.size:
+            return []
+        par = t.parent[nodes]
+        p = np.maximum(par, 0)
+        launcher = (par > 0) & np.isin(t.kind[p], [K["runtime"], K["op"], K["annotation"]])
+        culaunch = launcher & self._culaunch_names[t.name_id[p]]
+        # the launching op: the first op along the ancestors (innermost); None when the activity
+        # has no External id or no op lies above it
+        rows = np.searchsorted(self._gpu_nodes, nodes)
+        anc = self._gpu_ancestors[rows]
+        is_op = (anc >= 0) & (t.kind[np.maximum(anc, 0)] == K["op"])
+        has_op = is_op.any(axis=1) & (self.store.ext[t.ev[nodes]] > 0)
+        op_node = anc[np.arange(len(nodes)), np.argmax(is_op, axis=1)] if anc.shape[1] else np.zeros(len(nodes), np.int64)
+        op_id = np.where(has_op, t.name_id[np.maximum(op_node, 0)], -1).astype(np.int64)
+        user = culaunch & ~has_op
+        n_names = len(t.names) + 1
+        key = ((t.name_id[nodes].astype(np.int64) * n_names + op_id + 1) * 16 + t.kind[nodes]) * 2 + user
+        uniq, inv = np.unique(key, return_inverse=True)
+        names = self.tree.names
+        cls = []
+        for k in uniq.tolist():
+            rest, u = divmod(k, 2)
+            rest, kd = divmod(rest, 16)
+            nid, oid = divmod(rest, n_names)
+            cls.append(classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[0])
+        return [cls[i] for i in inv.ravel().tolist()]
+
+    @cached_property
+    def gpu_classes(self) -> np.ndarray:
+        """The class of every GPU node (aligned with ``_gpu_nodes``), decoded once per trace: the
+        step windows, the rank tables and the collectives all ask for them."""
+        return np.array(self.kernel_classes(self._gpu_nodes), dtype=object)
+
+    def classes_of(self, nodes: np.ndarray) -> np.ndarray:
+        """``gpu_classes`` of some GPU nodes."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        return self.gpu_classes[np.searchsorted(self._gpu_nodes, nodes)] if nodes.size else np.zeros(0, dtype=object)
+
+    @cached_property
+    def _culaunch_names(self) -> np.ndarray:
+        return np.array([n.startswith("cuLaunchKernel") for n in self.tree.names], dtype=bool)
+
+    def row_classes(self, nodes: np.ndarray) -> dict[str, float]:
+        """Device µs of each class among one name's instances (a kernel-table row's ``nodes``),
+        biggest first: one entry when every instance has the same class."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if not nodes.size:
+            return {}
+        cls = self.classes_of(nodes)
+        dur = self.tree.dur[nodes].astype(np.float64)
+        out: dict[str, float] = {}
+        for c, d in zip(cls.tolist(), dur.tolist()):
+            out[c] = out.get(c, 0.0) + d / 1e3
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def row_info(self, nodes: np.ndarray) -> tuple[KernelName, dict[str, float]]:
+        """(what one name is, its classes' µs): the name is decoded at an instance of the class
+        that holds most of its time, so class and library agree with the row's time."""
+        classes = self.row_classes(nodes)
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if not classes:
+            return self.kernel_info(int(nodes[0])), classes
+        top = next(iter(classes))
+        at = nodes[self.classes_of(nodes) == top][0]
+        return self.kernel_info(int(at)), classes
