@@ -53,8 +53,9 @@ def test_two_identical_steps_on_two_threads_make_no_cycle(tmp_path):
     assert "parent_cycles_broken" not in tree.diagnostics  # the rule makes none; the guard is not needed
 
 
-def test_mcp_node_answers_on_the_cycle_trace(tmp_path):
+def test_mcp_node_answers_on_the_cycle_trace(tmp_path, monkeypatch):
     from tracetui.mcp import tools
+    monkeypatch.setattr(tools, "ROOTS", [tmp_path])  # the server's --root
     p = _write(tmp_path, [dict(STEP, tid=2 ** 64), dict(STEP, tid=1), OP])
     t = load_trace(p)
     for i in range(len(t.tree)):
