@@ -264,7 +264,7 @@ def load_trace(path, progress: Progress | None = None, early=None,
         read_s = time.perf_counter() - t0
         with large_arrays_on_heap():  # GB-sized traces: numpy temporaries reuse heap pages
             say("decoding", 0.15)
-            events = decode_store(src, early, lambda frac: say("decoding", 0.15 + 0.6 * frac))
+            events = decode_store(src, early, say)
             return _model(events, say, steps, torch_version, {"read": read_s, **events.timings})
     except MemoryError:
         raise TraceError(path, OUT_OF_MEMORY) from None
@@ -280,7 +280,6 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     """The model's stages over the event store: step markers -> tree -> rollups."""
     t0 = time.perf_counter()
     store, path = events.store, events.path
-    say("indexing", 0.55)
     try:
         choice = choose_steps(store, steps)
     except re.error as e:

@@ -52,16 +52,18 @@ LOST_GPU_NOTE = ("no GPU activity survived the cut (Kineto writes runtime calls 
 """Said of a truncated trace of a GPU run (it lists devices) whose kept part has no GPU activity."""
 
 
-def decode_store(src: Source, early=None, progress: Callable[[float], None] | None = None) -> Events:
+def decode_store(src: Source, early=None, progress: Callable[[str, float], None] | None = None) -> Events:
     """Stages 3-5: the decode strategy -> events -> store. Two processes where the file is large
     and valid (``early``'s child, started before the UI, or one forked now), else one process:
-    fast, or tolerant for invalid JSON. ``progress(fraction)`` after each piece decoded here
-    (it may raise to cancel)."""
+    fast, or tolerant for invalid JSON. ``progress(stage, fraction of the whole load)``: decoding
+    from 0.15 to 0.75 after each piece decoded here (it may raise to cancel), indexing at 0.55."""
+    say = progress or (lambda stage, frac: None)
+    decoded = lambda frac: say("decoding", 0.15 + 0.6 * frac)  # noqa: E731
     path, data, report = src.path, src.data, src.report
     t0 = time.perf_counter()
-    split = early.finish(progress) if early is not None and early.path == path else None
+    split = early.finish(decoded) if early is not None and early.path == path else None
     if split is None:
-        split = _split.decode_index(data, progress=progress)  # None: small, invalid or no fork
+        split = _split.decode_index(data, progress=decoded)  # None: small, invalid or no fork
     if split is not None:
         doc, store, lenient = split
         if lenient:
@@ -70,6 +72,7 @@ def decode_store(src: Source, early=None, progress: Callable[[float], None] | No
     else:
         doc, data = decode(path, data, report)
         t1 = time.perf_counter()
+        say("indexing", 0.55)
         store = build_store(doc.traceEvents, source=data)
         timings = {"decode": t1 - t0, "index": time.perf_counter() - t1}
     if not len(store) and not store.flows:
