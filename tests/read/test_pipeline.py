@@ -36,6 +36,8 @@ def _stage_calls(path) -> list[str]:
         if (caller.co_filename, caller.co_name) not in PIPELINE:
             return
         f = frame.f_code.co_filename
+        if frame.f_code.co_name == "<lambda>":  # the progress callback, not a stage
+            return
         if f.startswith(ROOT) and f != caller.co_filename:
             seen.append(os.path.relpath(f, ROOT))
 
