@@ -35,6 +35,7 @@ class Case:
     universe: set = field(default_factory=set)  # names compared (others: root, thread labels)
     words: str = ""                    # what the error line must say
     repaired: bool | None = None       # must the load report repairs?
+    app: bool = False                  # always run in the app too (a case that hung it)
 
 
 def base_doc() -> dict:
@@ -383,6 +384,36 @@ def loader_owned(doc) -> list[Case]:
     ]
 
 
+def round3(doc) -> list[Case]:
+    """Issue 35's findings in the read and model stages (hostile input round 3)."""
+    def dump(d) -> bytes:
+        return json.dumps(d).encode()
+
+    step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "ts": 10, "dur": 100}
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 20, "dur": 10}
+    cycle = [dict(step, tid=2 ** 64), dict(step, tid=1), op]
+    epoch = [{"ph": "X", "cat": "cpu_op", "name": f"aten::e{i}", "pid": 1, "tid": 1,
+              "ts": 1712195496004644.183 + i, "dur": 1.5} for i in range(5)]
+    keep = _counted(epoch)
+
+    def odd_ts(text: bytes, exponent: bool) -> bytes:
+        raw = dump({"traceEvents": epoch + [dict(op, name="aten::odd", ts="@@")]})
+        if exponent:  # the head shows no epoch-sized fraction, so the exact times are read again
+            raw = re.sub(rb'"ts": 1712195496004(\d)(\d\d)\.(\d+)', rb'"ts": 1.712195496004\g<1>\g<2>\g<3>e15', raw)
+        return raw.replace(b'"@@"', text)
+
+    three = [dict(step, tid=t) for t in (1, 2, 2 ** 64)] + [dict(op, tid=t) for t in (1, 2)]
+    return [
+        _ok("parent_cycle_two_steps", dump({"traceEvents": cycle}), _counted(cycle), app=True),
+        _ok("same_step_three_threads", dump({"traceEvents": three}), _counted(three), app=True),
+        _ok("ts_non_ascii_digits", odd_ts('"١٢٣.٤"'.encode(), False), keep, set(keep) | {"aten::odd"}, app=True),
+        _ok("ts_non_ascii_digits_reread", odd_ts('"١٢٣.٤"'.encode(), True), keep, set(keep) | {"aten::odd"}),
+        _ok("ts_invalid_utf8", odd_ts(b'"\xff\xfe1"', False), keep, set(keep) | {"aten::odd"}, app=True),
+        _ok("ts_invalid_utf8_reread", odd_ts(b'"\xff\xfe1"', True), keep, set(keep) | {"aten::odd"}),
+        _err("zeros_2mb", b"\x00" * (2 << 20), "not JSON"),
+    ]
+
+
 LOADER_ITEMS: dict = {}
 """Corpus cases still open on main, by name, with why (xfail, not strict). None now: deep trees
 (deep_tree, same_ts) broke `tree --json` until tree_dict was built from a stack and trees past
@@ -391,7 +422,7 @@ orjson's 254 levels were written node by node."""
 
 def all_cases() -> list[Case]:
     doc = base_doc()
-    cases = truncations(doc) + damage(doc) + structure(doc) + files(doc) + loader_owned(doc)
+    cases = truncations(doc) + damage(doc) + structure(doc) + files(doc) + loader_owned(doc) + round3(doc)
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "case names must be unique"
     return cases

@@ -27,7 +27,7 @@ FULL = os.environ.get("TRACETUI_FULL_CORPUS") == "1"
 
 
 def _in_app(i: int, case) -> bool:
-    return FULL or case.keep is None or i % 12 == 0
+    return FULL or case.app or case.keep is None or i % 12 == 0
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from tracetui.model import load_trace
 from tracetui.read import split
-from tracetui.model import trace as trace_mod
+from tracetui.read import early as trace_mod  # start_load and its gzip thread live in read/early.py
 from tracetui.read.errors import TraceError
 from tracetui.model.trace import start_load
 from tracetui.read.events import build_store

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import gc
-import os
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -15,10 +13,10 @@ import numpy as np
 
 from tracetui.read.errors import TraceError
 from tracetui.read.heap import large_arrays_on_heap
-from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, KINDS, EventStore, build_store
-from tracetui.read.load import LENIENT_NOTE, LoadReport, clean_meta, decode, read_bytes, resolve_input
-from tracetui.read import split as _split
-from tracetui.read.split import decode_index
+from tracetui.read.events import GPU_KINDS, K, KINDS, EventStore
+from tracetui.read.early import start_load, _Gunzipping  # noqa: F401 - the CLI's and tests' way in
+from tracetui.read.load import LOST_GPU_NOTE, Events, decode_store  # noqa: F401 - LOST_GPU_NOTE: tests
+from tracetui.read.source import LoadReport, read_input
 from tracetui.model.kclass import KernelClasses
 from tracetui.model.selftime import SelfTimeRule, self_time_rule
 from tracetui.model.stats import Agg, Rollups, aggregate, rollups, torch_device
@@ -118,21 +116,21 @@ class Trace(KernelClasses):
 
     def _nearest(self, i: int, parents: np.ndarray, kind: int) -> int | None:
         """The closest ancestor of ``i`` of ``kind`` along ``parents`` (display or containment)."""
-        p = int(parents[i])
-        while p > 0:
+        for p in self.tree.ancestors(i, parents):
+            if p <= 0:
+                return None
             if self.tree.kind[p] == kind:
                 return p
-            p = int(parents[p])
         return None
 
     def op_chain(self, i: int, stop: tuple) -> list[str]:
         """Names of the ops above ``i``, outermost first, up to the first ancestor of a ``stop`` kind."""
         ops = []
-        p = int(self.tree.cparent[i])
-        while p > 0 and self.tree.kind[p] not in stop:
+        for p in self.tree.ancestors(i, self.tree.cparent):
+            if p <= 0 or self.tree.kind[p] in stop:
+                break
             if self.tree.kind[p] == K["op"]:
                 ops.append(self.name(p))
-            p = int(self.tree.cparent[p])
         return ops[::-1]
 
     def gpu_descendants(self, i: int) -> np.ndarray:
@@ -225,109 +223,51 @@ class Trace(KernelClasses):
     def _step_totals_from_windows(self) -> None:
         """A step's device time and kernel count are its window's (every thread), not only what
         its own thread launched (key_averages() counts only that; the tests compare both)."""
-        for w in self.windows.windows:
-            self.roll.device[w.node] = int(self.tree.dur[w.gpu].sum())
-            self.roll.kernels[w.node] = int((self.tree.kind[w.gpu] == K["kernel"]).sum())
-
-
-LOST_GPU_NOTE = ("no GPU activity survived the cut (Kineto writes runtime calls and kernels after "
-                 "the CPU events): device times read 0")
-"""Said of a truncated trace of a GPU run (it lists devices) whose kept part has no GPU activity."""
-
-
-EARLY_GZ_MIN_BYTES = 1 << 20
-"""Gzipped files from this size are gunzipped in a thread while the UI starts (zlib releases
-the GIL: gunzip of 61 MB beside Python work, 0.29 s together against 0.44 s one after the other)."""
-
-
-EARLY_GZ_HEAD_BYTES = 16 << 20
-"""The head start of a gzipped trace's child, which forks only once the gunzip is done (about
-halfway through the UI's start-up, where an uncompressed file's child forks at its beginning)."""
-
-
-class _Gunzipping:
-    """A gzipped trace being read and gunzipped in a thread since the CLI started; once the
-    bytes are there, the same thread forks the child that decodes their tail (``split.start``).
-
-    Same interface as ``split.Early``: ``bytes()`` waits for the file's contents (or raises the
-    error reading it met), ``finish()`` joins the child's part (None: there is none), ``cancel()``
-    drops both.
-    """
-
-    def __init__(self, path: Path):
-        self.path, self.report = path, LoadReport()
-        self._data = self._error = self._early = None
-        self._cancelled = False
-        self._thread = threading.Thread(target=self._read, name="tracetui-gunzip", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        try:
-            self._data = read_bytes(self.path, self.report)
-        except BaseException as e:  # noqa: BLE001 - raised again where the load asks for the bytes
-            self._error = e
+        ws = self.windows.windows
+        if not ws:
             return
-        if not self._cancelled:
-            self._early = _split.start(self._data, self.path, self.report, head_bytes=EARLY_GZ_HEAD_BYTES)
-            if self._cancelled and self._early is not None:  # cancelled while it forked
-                self._early.cancel()
-
-    def bytes(self) -> tuple:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._data, self.report
-
-    def finish(self, progress=None):
-        self._thread.join()
-        return self._early.finish(progress) if self._early is not None else None
-
-    def cancel(self) -> None:
-        self._cancelled = True
-        self._data = None
-        if self._early is not None:
-            self._early.cancel()
+        nodes = np.fromiter((w.node for w in ws), dtype=np.int64, count=len(ws))
+        g, sizes = self.windows.gpu_flat.astype(np.int64), np.diff(self.windows.gpu_at)
+        seg = np.repeat(np.arange(len(ws)), sizes)
+        device = np.zeros(len(ws), dtype=np.int64)
+        np.add.at(device, seg, self.tree.dur[g])
+        self.roll.device[nodes] = device
+        self.roll.kernels[nodes] = np.bincount(seg[self.tree.kind[g] == K["kernel"]], minlength=len(ws))
 
 
-def start_load(path) -> "_split.Early | _Gunzipping | None":
-    """Begin loading a large trace file before the UI is imported.
-
-    An uncompressed file is read and the decode of its tail starts in a forked child; a gzipped
-    one is gunzipped in a thread. Returns the handle for ``load_trace(path, early=...)``, or None
-    where it would not help (a small file, no fork, an envelope it cannot place): loading then
-    starts later as usual. Reading errors are left for ``load_trace`` to report.
-    """
-    try:
-        path = resolve_input(Path(path))
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-            size = os.fstat(f.fileno()).st_size
-        if gz:
-            return _Gunzipping(path) if size >= EARLY_GZ_MIN_BYTES else None
-        if size < _split.MIN_BYTES:
-            return None
-        report = LoadReport()
-        data = read_bytes(path, report)
-    except (TraceError, OSError):
-        return None
-    return _split.start(data, path, report)
+OUT_OF_MEMORY = ("ran out of memory while loading (a load needs about 2.4x the trace's size; "
+                 "TRACETUI_MAX_BYTES caps what is read)")
 
 
-def load_trace(path, progress: Progress | None = None, early: "_split.Early | _Gunzipping | None" = None,
+def load_trace(path, progress: Progress | None = None, early=None,
                steps: str | None = None, torch_version: str | None = None) -> Trace:
     """Read, decode, link and roll up a trace file (or the newest trace in a folder).
 
-    ``early`` is ``start_load``'s handle: used when it is for the same file, else discarded.
-    ``steps`` is a regex naming the step markers (else ``steps.choose_steps`` decides);
-    ``torch_version`` overrides the recording's version for the self-time rule.
+    The stages, in order: resolve the input and read its bytes (read/source.py), the decode
+    strategy and the event store (read/load.py), the step markers (steps.py), the tree
+    (tree.py), the rollups (stats.py). ``early`` is ``start_load``'s handle: used when it is
+    for the same file, else discarded. ``steps`` is a regex naming the step markers (else
+    ``steps.choose_steps`` decides); ``torch_version`` overrides the recording's version for
+    the self-time rule.
     """
+    say = progress or (lambda stage, frac: None)
     # Loading allocates millions of small objects and no cycles; the cyclic GC would rescan
     # them all at every threshold (measured: ~30% of load time on a 270k-event trace).
     was = gc.isenabled()
     gc.disable()
     try:
+        t0 = time.perf_counter()
+        say("reading", 0.0)
+        # read before the heap mode below: a buffer that grows (gunzip) must be free to move
+        # by mremap, not copied on the heap (a gzip bomb reached 2x the limit there)
+        src = read_input(path, early)
+        read_s = time.perf_counter() - t0
         with large_arrays_on_heap():  # GB-sized traces: numpy temporaries reuse heap pages
-            return _load(path, progress, early, steps, torch_version)
+            say("decoding", 0.15)
+            events = decode_store(src, early, say)
+            return _model(events, say, steps, torch_version, {"read": read_s, **events.timings})
+    except MemoryError:
+        raise TraceError(path, OUT_OF_MEMORY) from None
     finally:
         if early is not None:
             early.cancel()  # a no-op once its result was collected
@@ -335,76 +275,31 @@ def load_trace(path, progress: Progress | None = None, early: "_split.Early | _G
             gc.enable()
 
 
-def _why_empty(store: EventStore) -> str:
-    """Why a trace gave no events, naming what was left out (categories, unreadable events)."""
-    left = [f"{c:,} {k}" for k, c in sorted(store.skipped.items(), key=lambda kv: -kv[1])]
-    bad = sum(store.unreadable.values())
-    if bad:
-        fields = ", ".join(sorted(store.unreadable))
-        return f"not a PyTorch profiler trace: {bad:,} event(s) with a field of the wrong type ({fields})"
-    if store.times_out_of_range:
-        left.insert(0, f"{store.times_out_of_range:,} with ts/dur out of range")
-    if not left:
-        return "trace holds no events"
-    more = f" and {len(left) - 5} more" if len(left) > 5 else ""
-    return f"trace holds no events tracetui uses (skipped: {', '.join(left[:5])}{more})"
-
-
-def _load(path, progress: Progress | None, early: "_split.Early | _Gunzipping | None",
-          steps: str | None = None, torch_version: str | None = None) -> Trace:
-    say = progress or (lambda stage, frac: None)
-
-    def decoded(frac: float) -> None:  # after each piece this process decoded (it may cancel)
-        say("decoding", 0.15 + 0.6 * frac)
-
-    path = resolve_input(Path(path))
-    ahead = early is not None and early.path == path
+def _model(events: Events, say: Progress, steps: str | None, torch_version: str | None,
+           timings: dict) -> Trace:
+    """The model's stages over the event store: step markers -> tree -> rollups."""
     t0 = time.perf_counter()
-    say("reading", 0.0)
-    if ahead:
-        data, report = early.bytes()
-    else:
-        report = LoadReport()
-        data = read_bytes(path, report)
-    t1 = time.perf_counter()
-    say("decoding", 0.15)
-    split = early.finish(decoded) if ahead else None
-    if split is None:
-        split = decode_index(data, progress=decoded)  # two processes on a large, valid file; None otherwise
-    if split is not None:
-        doc, store, lenient = split
-        if lenient:
-            report.repairs.append(LENIENT_NOTE)
-        t2 = time.perf_counter()
-    else:
-        doc, data = decode(path, data, report)
-        t2 = time.perf_counter()
-        say("indexing", 0.55)
-        store = build_store(doc.traceEvents, source=data)
-    if not len(store) and not store.flows:
-        raise TraceError(path, _why_empty(store))
-    if report.truncated_bytes and doc.deviceProperties and not np.isin(store.kind, list(GPU_KINDS)).any():
-        report.repairs.append(LOST_GPU_NOTE)
-    meta = clean_meta(doc)
-    del doc
+    store, path = events.store, events.path
     try:
         choice = choose_steps(store, steps)
     except re.error as e:
         raise TraceError(path, f"--steps {steps!r} is not a valid regular expression ({e})") from None
-    rule = self_time_rule(meta, bool((store.kind == K["python"]).any() or (store.kind == K["module"]).any()),
+    rule = self_time_rule(events.meta, bool((store.kind == K["python"]).any() or (store.kind == K["module"]).any()),
                           torch_version)
-    t3 = time.perf_counter()
+    t1 = time.perf_counter()
     say("linking", 0.75)
     tree = build_tree(store, title=path.name)
-    t4 = time.perf_counter()
+    t2 = time.perf_counter()
     say("rolling up", 0.9)
     roll = rollups(tree, python_owns_time=rule.frames_own_time)
-    t5 = time.perf_counter()
+    t3 = time.perf_counter()
     say("done", 1.0)
-    timings = {"read": t1 - t0, "decode": t2 - t1, "index": t3 - t2, "link": t4 - t3, "rollup": t5 - t4}
-    if split is not None:  # decode and index overlapped on two cores
-        timings = {"read": t1 - t0, "decode+index (2 processes)": t3 - t1, "link": t4 - t3, "rollup": t5 - t4}
-    trace = Trace(path=path, tree=tree, roll=roll, meta=meta, report=report, timings=timings,
+    if "index" in timings:
+        timings["index"] += t1 - t0
+    else:  # decode and index overlapped on two cores
+        timings["decode+index (2 processes)"] += t1 - t0
+    timings.update(link=t2 - t1, rollup=t3 - t2)
+    trace = Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
                   step_choice=choice, self_time=rule)
     trace._step_totals_from_windows()
     return trace

@@ -27,6 +27,8 @@ DIAGNOSTICS = {
     "negative_durations": "events with a negative dur, shown with dur 0",
     "skipped_categories": "events of categories the hierarchy does not use, by category",
     "steps_spanned_by_events": "frames that span a step boundary, shown beside the steps",
+    "parent_cycles_broken": "events whose display parents went round in a loop, re-hung under their "
+                            "containment parent (a tracetui bug if it ever shows: please report it)",
 }
 """Each diagnostic the tree counts, and what it means for the numbers (CLI and app both say it)."""
 
@@ -89,12 +91,21 @@ class Tree:
         return cache[hidden_kind]
 
     def path(self, i: int) -> list[int]:
-        """Node ids from the root to ``i``."""
-        out = []
-        while i >= 0:
-            out.append(int(i))
-            i = self.parent[i]
-        return out[::-1]
+        """Node ids from the root to ``i`` (display parents)."""
+        return list(self.ancestors(i))[::-1] + [int(i)]
+
+    def ancestors(self, i: int, parents: np.ndarray | None = None):
+        """The ancestors of ``i`` along ``parents`` (display parents by default), innermost first.
+
+        The walk takes at most as many steps as the tree has nodes: ``build_tree`` makes the
+        parents acyclic, and a walk up must end even if some later edit broke that."""
+        parents = self.parent if parents is None else parents
+        p = int(parents[i])
+        for _ in range(len(parents)):
+            if p < 0:
+                return
+            yield p
+            p = int(parents[p])
 
 
 def _csr(parent: np.ndarray, start: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -149,8 +160,33 @@ def _first_of(keys: np.ndarray, events: np.ndarray, wanted: np.ndarray) -> np.nd
     return np.where((wanted >= 0) & (uniq[pos] == wanted), owner[pos], -1)
 
 
-def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
-    depth = np.zeros(n, dtype=np.int16)
+def _acyclic(parent: np.ndarray, cparent: np.ndarray, start: np.ndarray, n: int,
+             diag: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(CSR offsets, children, depths) of the display tree, after making sure every node hangs
+    from the root: a node the walk down from the root does not reach sits on a parent cycle,
+    which no rule above should make; it is re-hung under its containment parent (acyclic: an
+    event's is always one that started before it), or the root, and counted, never dropped."""
+    for attempt in range(3):
+        off, idx = _csr(parent, start, n)
+        depth, reached = _depths(off, idx, n)
+        lost = np.flatnonzero(~reached)
+        if not lost.size:
+            return off, idx, depth
+        if not attempt:
+            diag["parent_cycles_broken"] = int(lost.size)
+        # along cparent the lost nodes reach a reached one or the root (no reached node's path
+        # runs through a lost one); should even that fail, the root takes them
+        up = cparent[lost] if not attempt else np.zeros(lost.size, dtype=parent.dtype)
+        parent[lost] = np.where(up >= 0, up, 0)
+    raise AssertionError("unreachable: the root holds every node after the second pass")
+
+
+def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(depth of each node, reached from the root) by a walk down the CSR children."""
+    reached = np.zeros(n, dtype=bool)
+    reached[0] = True
+
+    depth = np.zeros(n, dtype=np.int32)  # int16 overflowed at 32,767 nested events
     frontier = np.array([0])
     d = 0
     while frontier.size:
@@ -160,106 +196,128 @@ def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
         if not lens.sum():
             break
         kids = idx[np.repeat(ends - lens.cumsum(), lens) + np.arange(lens.sum())]
+        kids = kids[~reached[kids]]  # a cycle cannot keep the walk going
         depth[kids] = d
+        reached[kids] = True
         frontier = kids
-    return depth
+    return depth, reached
+
+
+@dataclass
+class _Links:
+    """What the linking stages fill in, per event: display and containment parents (node ids),
+    the node layout (0 root, 1..T threads, then the events from ``base``, then synthetic nodes)
+    and the diagnostics counted on the way."""
+    store: EventStore
+    thread_node: dict            # host track -> its thread node
+    base: int                    # node id of event 0
+    parent: np.ndarray
+    cparent: np.ndarray
+    host: np.ndarray             # host events
+    diag: dict
+    group_nodes: dict = field(default_factory=dict)   # GPU track key -> "no launch found" node
+    groups: list = field(default_factory=list)        # _step_thread_groups
+
+    @classmethod
+    def start(cls, store: EventStore) -> "_Links":
+        is_host = np.isin(store.kind, list(HOST_KINDS))
+        host_tracks = np.flatnonzero(np.bincount(store.track[is_host], minlength=1)).tolist()
+        n_ev = len(store)
+        diag = {"partial_overlaps": 0, "launches_without_gpu": 0, "gpu_without_launch": 0,
+                "linked_by_external_id": 0, "flows_without_end": 0, "events_missing_fields": store.missing_fields,
+                "args_wrong_types": store.wrong_types, "events_unreadable": dict(store.unreadable),
+                "times_out_of_range": store.times_out_of_range, "negative_durations": store.negative_durations,
+                "skipped_categories": dict(store.skipped), "steps_spanned_by_events": 0}
+        return cls(store=store, thread_node={t: 1 + i for i, t in enumerate(host_tracks)}, base=1 + len(host_tracks),
+                   parent=np.full(n_ev, -1, dtype=np.int64), cparent=np.full(n_ev, -1, dtype=np.int64),
+                   host=np.nonzero(is_host)[0], diag=diag)
 
 
 def build_tree(store: EventStore, title: str = "trace") -> Tree:
-    n_ev = len(store)
-    names = list(store.names)
-    extra_names: dict[str, int] = {}
+    """The hierarchy of ``store``'s events, in stages: host events nest on their thread, steps
+    stay on top, other threads' work shows under its step, GPU activity goes under its launch;
+    then the node arrays, with every node hanging from the root."""
+    links = _Links.start(store)
+    _nest_host(links)
+    _steps_on_top(links)
+    links.groups = _step_thread_groups(store, links.host, links.parent, links.thread_node, links.base)
+    _link_gpu(links)
+    tree = _assemble(links, title)
+    tree.fwd_of = _link_backward(store, links.base)
+    return tree
 
-    def nid(s: str) -> int:
-        if s not in extra_names:
-            extra_names[s] = len(names)
-            names.append(s)
-        return extra_names[s]
 
-    kind_e = store.kind
-    is_host = np.isin(kind_e, list(HOST_KINDS))
-    host_tracks = np.flatnonzero(np.bincount(store.track[is_host], minlength=1)).tolist()
-    # Node layout: 0 root, 1..T threads, then events, then GPU groups for unlinked activity.
-    T = len(host_tracks)
-    base = 1 + T
-    thread_node = {t: 1 + i for i, t in enumerate(host_tracks)}
-    parent_e = np.full(n_ev, -1, dtype=np.int64)   # display parent, in node ids
-    cparent_e = np.full(n_ev, -1, dtype=np.int64)
-    diag = {"partial_overlaps": 0, "launches_without_gpu": 0, "gpu_without_launch": 0,
-            "linked_by_external_id": 0, "flows_without_end": 0, "events_missing_fields": store.missing_fields,
-            "args_wrong_types": store.wrong_types, "events_unreadable": dict(store.unreadable),
-            "times_out_of_range": store.times_out_of_range, "negative_durations": store.negative_durations,
-            "skipped_categories": dict(store.skipped),
-            "steps_spanned_by_events": 0}
-
-    # --- host nesting, one stack per thread, in (track, ts, -dur, kind, index) order
-    host = np.nonzero(is_host)[0]
+def _nest_host(links: _Links) -> None:
+    """Host events nest by time on their thread, one stack per thread, in (track, ts, -dur,
+    kind, index) order (nesting.py): parents strictly enclose children, ties broken by that
+    total order, so the containment parents cannot form a cycle."""
+    store, host = links.store, links.host
     ts, dur = store.ts, store.dur
-    order = _host_order(host, store.track, ts, dur, kind_e)
-    o_tr = store.track[order]
+    order = _host_order(host, store.track, ts, dur, store.kind)
     o_ts = ts[order]
-    o_end = o_ts + dur[order]
-    o_node = order + base
-    sentinel = {t: -node - 1 for t, node in thread_node.items()}  # negative: encoded thread node
-    cp, partial = nest(o_ts, o_end, o_node, o_tr, sentinel)
-    diag["partial_overlaps"] = partial
+    sentinel = {t: -node - 1 for t, node in links.thread_node.items()}  # negative: encoded thread node
+    cp, partial = nest(o_ts, o_ts + dur[order], order + links.base, store.track[order], sentinel)
+    links.diag["partial_overlaps"] = partial
     cp = np.where(cp < 0, -cp - 1, cp)
-    cparent_e[order] = cp
-    parent_e[order] = cp
+    links.cparent[order] = cp
+    links.parent[order] = cp
 
-    # --- steps stay on top: frames spanning a step start are shown beside the steps
+
+def _steps_on_top(links: _Links) -> None:
+    """Frames that span a step's start are shown beside the steps (under the thread), so steps
+    stay the top level; what they held that lies inside a step moves under that step."""
+    store, host, parent_e, base = links.store, links.host, links.parent, links.base
+    kind_e, ts, dur = store.kind, store.ts, store.dur
     steps = np.nonzero(kind_e == K["step"])[0]
-    if steps.size:
-        for t in set(store.track[steps].tolist()):
-            st = steps[store.track[steps] == t]
-            st = st[np.argsort(ts[st])]
-            s_start, s_end = ts[st], ts[st] + dur[st]
-            ev = host[(store.track[host] == t) & (kind_e[host] != K["step"])]
-            e_start, e_end = ts[ev], ts[ev] + dur[ev]
-            i_next = np.searchsorted(s_start, e_start, side="right")
-            spans = (i_next < st.size) & (s_start[np.minimum(i_next, st.size - 1)] < e_end)
-            i_eq = np.searchsorted(s_start, e_start, side="left")
-            eq = (i_eq < st.size)
-            eqi = np.minimum(i_eq, st.size - 1)
-            spans |= eq & (s_start[eqi] == e_start) & (e_end > s_end[eqi])
-            spanning = ev[spans]
-            diag["steps_spanned_by_events"] += int(spanning.size)
-            tn = thread_node[t]
-            parent_e[spanning] = tn
-            parent_e[st] = tn
-            if spanning.size:
-                is_span = np.zeros(base + n_ev, dtype=bool)
-                is_span[spanning + base] = True
-                kids = ev[~spans]
-                kids = kids[is_span[parent_e[kids]]]
-                k = np.searchsorted(s_start, ts[kids], side="right") - 1
-                inside = (k >= 0) & (ts[kids] < s_end[np.maximum(k, 0)])
-                parent_e[kids[inside]] = st[k[inside]] + base
+    for t in set(store.track[steps].tolist()):
+        st = steps[store.track[steps] == t]
+        st = st[np.argsort(ts[st])]
+        s_start, s_end = ts[st], ts[st] + dur[st]
+        ev = host[(store.track[host] == t) & (kind_e[host] != K["step"])]
+        e_start, e_end = ts[ev], ts[ev] + dur[ev]
+        i_next = np.searchsorted(s_start, e_start, side="right")
+        spans = (i_next < st.size) & (s_start[np.minimum(i_next, st.size - 1)] < e_end)
+        i_eq = np.searchsorted(s_start, e_start, side="left")
+        eqi = np.minimum(i_eq, st.size - 1)
+        spans |= (i_eq < st.size) & (s_start[eqi] == e_start) & (e_end > s_end[eqi])
+        spanning = ev[spans]
+        links.diag["steps_spanned_by_events"] += int(spanning.size)
+        tn = links.thread_node[t]
+        parent_e[spanning] = tn
+        parent_e[st] = tn
+        if spanning.size:
+            is_span = np.zeros(base + len(store), dtype=bool)
+            is_span[spanning + base] = True
+            kids = ev[~spans]
+            kids = kids[is_span[parent_e[kids]]]
+            k = np.searchsorted(s_start, ts[kids], side="right") - 1
+            inside = (k >= 0) & (ts[kids] < s_end[np.maximum(k, 0)])
+            parent_e[kids[inside]] = st[k[inside]] + base
 
-    # --- a step shows the other threads' work in its interval (backward on pt_autograd_0, ...)
-    groups = _step_thread_groups(store, host, parent_e, thread_node, base)
 
-    # --- GPU activity under its launch: correlation first, External id second
-    is_gpu = np.isin(kind_e, list(GPU_KINDS))
-    gpu = np.nonzero(is_gpu)[0]
+def _link_gpu(links: _Links) -> None:
+    """GPU activity under its launch: the runtime call with its correlation id first, the op or
+    annotation with its External id second; the rest under one "no launch found" node per GPU
+    track (numbered in order of first activity). Counts what did not link."""
+    store, base, diag = links.store, links.base, links.diag
+    kind_e, n_ev = store.kind, len(store)
+    gpu = np.nonzero(np.isin(kind_e, list(GPU_KINDS)))[0]
     runtime = np.nonzero(kind_e == K["runtime"])[0]
     op_nodes = np.nonzero(np.isin(kind_e, [K["op"], K["annotation"]]))[0]
-    g_corr, g_ext = store.corr[gpu], store.ext[gpu]
-    by_corr = _first_of(store.corr[runtime], runtime, g_corr)     # the first runtime call per id
-    by_ext_id = _first_of(store.ext[op_nodes], op_nodes, g_ext)   # the first op or annotation per id
+    by_corr = _first_of(store.corr[runtime], runtime, store.corr[gpu])     # the first runtime call per id
+    by_ext_id = _first_of(store.ext[op_nodes], op_nodes, store.ext[gpu])   # the first op or annotation per id
     via_ext = (by_corr < 0) & (by_ext_id >= 0)
     launcher = np.where(by_corr >= 0, by_corr, by_ext_id)
     linked = launcher >= 0
-    parent_e[gpu[linked]] = cparent_e[gpu[linked]] = base + launcher[linked]
-    # activity with no launch: one group node per GPU track, numbered in order of first activity
+    links.parent[gpu[linked]] = links.cparent[gpu[linked]] = base + launcher[linked]
     lone = gpu[~linked]
     tracks, first = np.unique(store.track[lone], return_index=True)
     tracks = tracks[np.argsort(first)]
-    group_nodes = {store.track_keys[t]: base + n_ev + i for i, t in enumerate(tracks.tolist())}
+    links.group_nodes = {store.track_keys[t]: base + n_ev + i for i, t in enumerate(tracks.tolist())}
     if lone.size:
         node_of_track = np.zeros(len(store.track_keys), dtype=np.int64)
         node_of_track[tracks] = base + n_ev + np.arange(tracks.size)
-        parent_e[lone] = cparent_e[lone] = node_of_track[store.track[lone]]
+        links.parent[lone] = links.cparent[lone] = node_of_track[store.track[lone]]
     diag["linked_by_external_id"] = int(via_ext.sum())
     diag["gpu_without_launch"] = int(lone.size)
     launched = np.zeros(n_ev, dtype=bool)
@@ -272,7 +330,21 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
         (~launched[runtime] & launch_word[store.name_id[runtime]]).sum()) if gpu.size else 0
     diag["flows_without_end"] = store.flows.without_end()
 
-    # --- assemble node arrays
+
+def _assemble(links: _Links, title: str) -> Tree:
+    """The node arrays: root, threads, events, "no launch found" groups, other-thread groups
+    under steps; synthetic nodes span their children; the display tree checked for cycles."""
+    store, base, thread_node, group_nodes, groups = links.store, links.base, links.thread_node, links.group_nodes, links.groups
+    n_ev = len(store)
+    names = list(store.names)
+    extra_names: dict[str, int] = {}
+
+    def nid(s: str) -> int:
+        if s not in extra_names:
+            extra_names[s] = len(names)
+            names.append(s)
+        return extra_names[s]
+
     G = len(group_nodes)
     n = base + n_ev + G + len(groups)
     kind = np.empty(n, dtype=np.int8)
@@ -289,14 +361,14 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     for t, node in thread_node.items():
         pid, tid = store.track_keys[t]
         label = _thread_label(store, pid, tid)
-        if moved.get(t) and moved[t] == int((parent_e == node).sum()):  # all of it went under steps
+        if moved.get(t) and moved[t] == int((links.parent == node).sum()):  # all of it went under steps
             label += " (its work is shown under the steps)"
         kind[node], name_id[node] = K["thread"], nid(label)
         parent[node] = cparent[node] = 0
     sl = slice(base, base + n_ev)
-    kind[sl], name_id[sl], ev[sl] = kind_e, store.name_id, np.arange(n_ev)
-    start[sl], d[sl] = ts, dur
-    parent[sl], cparent[sl] = parent_e, cparent_e
+    kind[sl], name_id[sl], ev[sl] = store.kind, store.name_id, np.arange(n_ev)
+    start[sl], d[sl] = store.ts, store.dur
+    parent[sl], cparent[sl] = links.parent, links.cparent
     for key, node in group_nodes.items():
         _, dev, stream = key
         kind[node], name_id[node] = K["gpu"], nid(f"GPU {dev} stream {stream}: activity with no launch found")
@@ -310,17 +382,14 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     orphan = parent[sl] < 0  # host events on tracks with nothing (should not happen) -> root
     parent[sl][orphan] = 0
     cparent[sl][orphan] = 0
-    # synthetic nodes (threads, GPU groups) span their children: one pass, not a scan per node
     synthetic = np.zeros(n, dtype=bool)
     synthetic[list(thread_node.values()) + list(group_nodes.values())] = True
     synthetic[base + n_ev + G:] = True
     _span_children(synthetic, parent, start, d, cparent)
-    off, idx = _csr(parent, start, n)
-    tree = Tree(store=store, names=names, name_id=name_id, kind=kind, ev=ev, start=start, dur=d,
-                parent=parent, cparent=cparent, child_off=off, child_idx=idx, depth=_depths(off, idx, n),
-                diagnostics=diag)
-    tree.fwd_of = _link_backward(store, base)
-    return tree
+    off, idx, depth = _acyclic(parent, cparent, start, n, links.diag)
+    return Tree(store=store, names=names, name_id=name_id, kind=kind, ev=ev, start=start, dur=d,
+                parent=parent, cparent=cparent, child_off=off, child_idx=idx, depth=depth,
+                diagnostics=links.diag)
 
 
 def _span_children(synthetic: np.ndarray, parent: np.ndarray, start: np.ndarray, d: np.ndarray,
@@ -375,7 +444,9 @@ def _step_thread_groups(store: EventStore, host: np.ndarray, parent_e: np.ndarra
             if t2 == st_track or pid_of[t2] != pid_of.get(st_track):
                 continue
             ev = host[(store.track[host] == t2)]
-            ev = ev[parent_e[ev] == tnode]
+            # a step stays on its own thread: moved under another thread's step, two steps
+            # with the same interval would each hold the other (a parent cycle)
+            ev = ev[(parent_e[ev] == tnode) & (store.kind[ev] != K["step"])]
             k = np.searchsorted(s0, store.ts[ev], side="right") - 1
             inside = (k >= 0) & (store.ts[ev] < s1[np.maximum(k, 0)])
             ev, k = ev[inside], k[inside]

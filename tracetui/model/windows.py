@@ -16,7 +16,6 @@ when the GPU lags; the host intervals never do.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -87,11 +86,12 @@ def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return s[new], g_end
 
 
-def _groups(step_ix: np.ndarray, n: int) -> list[np.ndarray]:
-    """Positions grouped by step index (0..n-1), each in its original order; -1 dropped."""
+def _flat(nodes: np.ndarray, step_ix: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(``nodes`` grouped by step index 0..n-1, each group in its original order; offsets of
+    the groups): -1 dropped. Step ``k``'s nodes are ``flat[at[k]:at[k + 1]]``."""
     o = np.argsort(step_ix, kind="stable")
-    bounds = np.searchsorted(step_ix[o], np.arange(n + 1))
-    return [o[bounds[i]:bounds[i + 1]] for i in range(n)]
+    at = np.searchsorted(step_ix[o], np.arange(n + 1))
+    return nodes[o[at[0]:]], at - at[0]
 
 
 def _clip(starts, ends, lo, hi):
@@ -100,17 +100,34 @@ def _clip(starts, ends, lo, hi):
     return s[keep], e[keep]
 
 
-@dataclass
 class StepWindow:
-    """One step: its marker node, host interval and the GPU activity it launched (node ids)."""
-    node: int
-    name: str
-    pid: object
-    start: int          # ns, marker start
-    end: int            # ns, marker end
-    gpu: np.ndarray     # GPU activity nodes launched in [start, end) on any thread of ``pid``
-    runtime: np.ndarray  # runtime/driver call nodes starting in [start, end) on any thread of ``pid``
-    threads: list = field(default_factory=list)  # host track keys with events starting in the window
+    """One step: its marker node, host interval and the GPU activity it launched (node ids).
+
+    ``gpu``: GPU activity nodes launched in [start, end) on any thread of ``pid``; ``runtime``:
+    runtime/driver call nodes starting there; ``threads``: host track keys with events starting
+    there. The three are cut from the ``Windows``' flat arrays when asked (a trace of 250,000
+    steps builds 250,000 windows)."""
+    __slots__ = ("node", "name", "pid", "start", "end", "k", "_of")
+
+    def __init__(self, node: int, name: str, pid, start: int, end: int, k: int, of: "Windows"):
+        self.node, self.name, self.pid, self.start, self.end, self.k, self._of = node, name, pid, start, end, k, of
+
+    @property
+    def gpu(self) -> np.ndarray:
+        at = self._of.gpu_at
+        return self._of.gpu_flat[at[self.k]:at[self.k + 1]]
+
+    @property
+    def runtime(self) -> np.ndarray:
+        at = self._of.runtime_at
+        return self._of.runtime_flat[at[self.k]:at[self.k + 1]]
+
+    @property
+    def threads(self) -> list:
+        of = self._of
+        keys = of.trace.store.track_keys
+        return sorted((keys[x] for x in of.thread_flat[of.thread_at[self.k]:of.thread_at[self.k + 1]].tolist()),
+                      key=str)
 
     @property
     def gpu_end(self) -> int:
@@ -146,14 +163,21 @@ class Windows:
         g_step = self._assign(steps, s_pid, self.launch_ts, g_pid, any_pid=True)
         r_step = self._assign(steps, s_pid, t.start[rt], r_pid)
         h_step = self._assign(steps, s_pid, t.start[host], h_pid)
-        g_by, r_by, h_by = (_groups(x, steps.size) for x in (g_step, r_step, h_step))
-        self.windows: list[StepWindow] = []
-        for k, (s, pid) in enumerate(zip(steps.tolist(), s_pid.tolist())):
-            s0, s1 = int(t.start[s]), int(t.start[s] + t.dur[s])
-            h = host[h_by[k]]
-            tracks = sorted({store.track_keys[x] for x in np.unique(store.track[t.ev[h]]).tolist()}, key=str)
-            self.windows.append(StepWindow(node=s, name=t.name(s), pid=pid, start=s0, end=s1,
-                                           gpu=gpu[g_by[k]], runtime=rt[r_by[k]], threads=tracks))
+        n = steps.size
+        # per step, as one flat array and offsets (also what window_figures reads, all steps at once)
+        self.gpu_flat, self.gpu_at = _flat(gpu, g_step, n)
+        self.runtime_flat, self.runtime_at = _flat(rt, r_step, n)
+        # each window's host threads: the distinct (step, track) pairs, found once for all steps
+        in_step = h_step >= 0
+        n_tracks = max(len(store.track_keys), 1)
+        pairs = np.unique(h_step[in_step] * n_tracks + store.track[t.ev[host[in_step]]])
+        p_step, self.thread_flat = np.divmod(pairs, n_tracks)
+        self.thread_at = np.searchsorted(p_step, np.arange(n + 1))
+        names, name_id = t.names, t.name_id[steps].tolist()
+        s_start, s_end = t.start[steps].tolist(), (t.start[steps] + t.dur[steps]).tolist()
+        self.windows: list[StepWindow] = [
+            StepWindow(s, names[name_id[k]], pid, s_start[k], s_end[k], k, self)
+            for k, (s, pid) in enumerate(zip(steps.tolist(), s_pid.tolist()))]
         self.by_node = {w.node: w for w in self.windows}
 
     def _pids(self, nodes: np.ndarray) -> np.ndarray:
@@ -191,75 +215,31 @@ class Windows:
         g = self.trace._gpu_nodes
         return _merged(t.start[g], t.start[g] + t.dur[g])
 
+    @cached_property
+    def figures(self):
+        """Every window's breakdown figures, computed together (``window_figures.py``)."""
+        from tracetui.model.window_figures import Figures  # noqa: PLC0415
+        return Figures(self, KERNEL_WAIT_NS, COMM_CLASSES, NON_COMPUTE, runtime_role)
+
+    @cached_property
+    def _index(self) -> dict:
+        return {w.node: k for k, w in enumerate(self.windows)}
+
+    def breakdowns(self) -> list[dict]:
+        """``breakdown`` of every window, in ``windows`` order, built together."""
+        rows = self.figures.rows()
+        for out in rows:
+            out["verdict"], out["verdict_reason"] = verdict(out)
+        return rows
+
     def breakdown(self, w: StepWindow) -> dict:
-        """The step's figures (ns): window, busy (own work), other steps' work, idle and its split,
-        busy by kernel class, communication exposed/overlapped, launch and sync CPU, and a verdict.
+        """The step's figures (ns): window, busy (own work), other steps' work, idle and its split
+        (host wait / kernel wait / other), busy by kernel class, communication exposed/overlapped,
+        launch and sync CPU, and a verdict.
 
         Invariant: ``busy + other_steps + idle == window`` and every part is >= 0.
         """
-        tr = self.trace
-        t = tr.tree
-        g = w.gpu
-        st, en = t.start[g], t.start[g] + t.dur[g]
-        w0 = w.start
-        w1 = max(w.end, int(en.max())) if g.size else w.end
-        own_s, own_e = _merged(*_clip(st, en, w0, w1))
-        busy = int((own_e - own_s).sum())
-        all_s, all_e = _clip(*self._all_gpu, w0, w1)
-        covered = int((all_e - all_s).sum())
-        window = w1 - w0
-        idle = window - covered
-        host_wait = kernel_wait = other = 0
-        # gaps in the GPU's whole activity inside the window, and what ended each gap
-        gaps_s = np.r_[w0, all_e]
-        gaps_e = np.r_[all_s, w1]
-        ok = gaps_e > gaps_s
-        gaps_s, gaps_e = gaps_s[ok], gaps_e[ok]
-        if gaps_s.size:
-            starts = t.start[tr._gpu_nodes]
-            order = np.argsort(starts, kind="stable")
-            nxt = np.searchsorted(starts[order], gaps_e, side="left")
-            gap = gaps_e - gaps_s
-            last = (gaps_e >= w1) | (nxt >= order.size)  # nothing more was enqueued in this window
-            enq = np.full(gaps_s.size, -1, dtype=np.int64)
-            if order.size:
-                enq = np.where(last, -1, self.launch_end[order[np.minimum(nxt, order.size - 1)]])
-            hw = last | (enq > gaps_s)    # idle before the host had enqueued the next work
-            unknown = ~hw & (enq < 0)     # no launch known for the next work: cannot say who waited
-            kw = ~hw & ~unknown & (gap <= KERNEL_WAIT_NS)
-            host_wait, kernel_wait = int(gap[hw].sum()), int(gap[kw].sum())
-            other = int(gap.sum()) - host_wait - kernel_wait
-        classes: dict = {}
-        comm = np.zeros(g.size, dtype=bool)
-        if g.size:
-            klass = tr.classes_of(g)
-            for c in sorted(set(klass.tolist())):
-                m = klass == c
-                classes[c] = union_ns(*_clip(st[m], en[m], w0, w1))
-            comm = np.isin(klass, list(COMM_CLASSES))
-            compute = ~np.isin(klass, list(NON_COMPUTE))
-        else:
-            compute = comm
-        c_s, c_e = _merged(*_clip(st[comm], en[comm], w0, w1))
-        k_s, k_e = _merged(*_clip(st[compute], en[compute], w0, w1))
-        comm_total = int((c_e - c_s).sum())
-        overlapped = _intersection_ns(c_s, c_e, k_s, k_e)
-        names = t.names
-        rt_roles = [runtime_role(names[t.name_id[i]]) for i in w.runtime.tolist()]
-        dur_rt = t.dur[w.runtime]
-        launch_cpu = int(sum(d for d, r in zip(dur_rt.tolist(), rt_roles) if r == "launch"))
-        sync_cpu = int(sum(d for d, r in zip(dur_rt.tolist(), rt_roles) if r == "sync"))
-        out = {
-            "window_ns": window, "cpu_ns": w.end - w.start, "busy_ns": busy,
-            "other_steps_ns": covered - busy, "idle_ns": idle,
-            "idle_split_ns": {"host_wait": host_wait, "kernel_wait": kernel_wait, "other": other},
-            "device_ns": int(t.dur[g].sum()), "kernels": int((t.kind[g] == K["kernel"]).sum()),
-            "gpu_events": int(g.size), "busy_by_class_ns": classes,
-            "compute_ns": int((k_e - k_s).sum()),
-            "comm_ns": comm_total, "comm_exposed_ns": comm_total - overlapped, "comm_overlapped_ns": overlapped,
-            "launch_cpu_ns": launch_cpu, "launches": rt_roles.count("launch"), "sync_cpu_ns": sync_cpu,
-            "syncs": rt_roles.count("sync"), "threads": len(w.threads),
-        }
+        out = self.figures.of(self._index[w.node])
         out["verdict"], out["verdict_reason"] = verdict(out)
         return out
 

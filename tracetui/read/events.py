@@ -14,7 +14,7 @@ from typing import Callable
 import msgspec
 import numpy as np
 
-from tracetui.read.load import BAD_EVENT_CAT, TEXT_TIMES, LenientLinkArgs
+from tracetui.read.schema import BAD_EVENT_CAT, TEXT_TIMES, LenientLinkArgs
 from tracetui.read.times import MISSING, OK, OUT_OF_RANGE, ns_column
 
 # Node kinds. Host kinds come first: their order is also the tie-break when two events start
@@ -156,7 +156,7 @@ class EventStore:
         """The lazy second pass over the file (~0.3 s per 60 MB); the app runs it in a worker."""
         with _RAW_LOCK:
             if self._raw is None:
-                from tracetui.read.load import raw_args  # noqa: PLC0415
+                from tracetui.read.schema import raw_args  # noqa: PLC0415
                 self._raw = raw_args(self.source) if self.source is not None else []
 
     def args(self, i: int) -> dict:
@@ -234,7 +234,7 @@ class _Rows:
 
     def __init__(self, source, raw_times: Callable[[], list] | None, xi: np.ndarray):
         if raw_times is None and source is not None:
-            from tracetui.read.load import raw_times as read  # noqa: PLC0415
+            from tracetui.read.schema import raw_times as read  # noqa: PLC0415
             raw_times = lambda: read(source)  # noqa: E731
         self.get, self.xi, self.rows = raw_times, xi, None
 
@@ -257,30 +257,11 @@ def build_store(events: list, source: bytes | None = None,
 
     ``source`` is the bytes ``events`` were decoded from (kept for the lazy args pass), or
     ``raw_times()`` their written ts/dur: either lets large fractional times be read exactly."""
-    skipped: dict[str, int] = {}
-    thread_names: dict = {}
-    process_names: dict = {}
     ph = _phases(events)
     is_x = ph == ord("X")
     xi = np.flatnonzero(is_x)
     xs = list(compress(events, is_x.tolist()))
-    # kinds by category, refined by name (steps, module scopes)
-    cat_ids = _Ids()
-    cid = np.fromiter(map(cat_ids.__getitem__, map(_cat, xs)), dtype=np.int32, count=len(xs))
-    cat_kind = np.array([K.get(CATEGORY_KIND.get(c.lower(), ""), -1) for c in cat_ids], dtype=np.int8)
-    kind = cat_kind[cid]
-    name_ids = _Ids()
-    nid = np.fromiter(map(name_ids.__getitem__, map(_name, xs)), dtype=np.int32, count=len(xs))
-    names = list(name_ids)
-    is_step = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
-    is_mod = np.array([n.startswith("nn.Module: ") for n in names], dtype=bool)
-    if len(nid):
-        kind[(kind == K_ANNOTATION) & is_step[nid]] = K_STEP
-        kind[(kind == K_PYTHON) & is_mod[nid]] = K_MODULE
-    per_cat = np.bincount(cid, minlength=len(cat_ids))
-    for c, i in sorted(cat_ids.items()):
-        if cat_kind[i] < 0:
-            skipped[c or "(none)"] = int(per_cat[i])
+    kind, nid, names, skipped = _kinds(xs)
     rows = _Rows(source, raw_times, xi)
     text = bool(xs) and isinstance(xs[0], TEXT_TIMES)  # fractional times decoded as their text
     ts, ts_state = ns_column(list(map(_ts, xs)), rows.reread("ts"), text)
@@ -295,31 +276,79 @@ def build_store(events: list, source: bytes | None = None,
         ts, dur, dur_state = ts[sel], dur[sel], dur_state[sel]
     negative = int((dur < 0).sum())
     dur[dur_state == MISSING] = 0
+    links, wrong = _links(xs, kind)
+    track, track_keys = _tracks(xs, kind, links.pop("stream"))
+    is_start, is_end = ph == ord("s"), (ph == ord("f")) | (ph == ord("t"))
+    is_flow = is_start | is_end
+    flows = Flows.of(list(compress(events, is_flow.tolist())), is_start[is_flow])
+    thread_names, process_names = _metadata(events, ph)
+    memory, is_mem = memory_instants(events, ph, rows)
+    unreadable = _others(events, ~(is_x | is_flow | (ph == ord("M")) | is_mem), skipped)
+    return EventStore(
+        names=names, name_id=nid, kind=kind, track=track, track_keys=track_keys, ts=ts,
+        dur=np.maximum(dur, 0), **links, file_index=xi.astype(np.int64), source=source,
+        thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
+        missing_fields=missing, wrong_types=wrong, times_out_of_range=out_of_range, negative_durations=negative,
+        unreadable=unreadable, memory=memory,
+    )
+
+
+def _kinds(xs: list) -> tuple[np.ndarray, np.ndarray, list, dict]:
+    """(kind, name id, names, skipped counts by category) of the X events: kinds by category,
+    refined by name (steps, module scopes)."""
+    cat_ids = _Ids()
+    cid = np.fromiter(map(cat_ids.__getitem__, map(_cat, xs)), dtype=np.int32, count=len(xs))
+    cat_kind = np.array([K.get(CATEGORY_KIND.get(c.lower(), ""), -1) for c in cat_ids], dtype=np.int8)
+    kind = cat_kind[cid]
+    name_ids = _Ids()
+    nid = np.fromiter(map(name_ids.__getitem__, map(_name, xs)), dtype=np.int32, count=len(xs))
+    names = list(name_ids)
+    is_step = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
+    is_mod = np.array([n.startswith("nn.Module: ") for n in names], dtype=bool)
+    if len(nid):
+        kind[(kind == K_ANNOTATION) & is_step[nid]] = K_STEP
+        kind[(kind == K_PYTHON) & is_mod[nid]] = K_MODULE
+    per_cat = np.bincount(cid, minlength=len(cat_ids))
+    skipped = {(c or "(none)"): int(per_cat[i]) for c, i in sorted(cat_ids.items()) if cat_kind[i] < 0}
+    return kind, nid, names, skipped
+
+
+def _links(xs: list, kind: np.ndarray) -> tuple[dict, int]:
+    """The link id columns (corr, ext, seq, fwd_tid, and the GPU ``stream``), each read only for
+    the kinds that link by it, and how many ids had a wrong type or did not fit int64."""
     args = list(map(_args, xs))
     gpu = np.isin(kind, list(GPU_KINDS))
     op = kind == K["op"]
     ops = _subset(args, op)
     launch = gpu | (kind == K["runtime"])
     huge = [0]  # link ids beyond int64
-    corr = _ints_at(_corr, _subset(args, launch), launch, huge)
     linked = gpu | op | (kind == K_ANNOTATION)
-    ext = _ints_at(_ext, _subset(args, linked), linked, huge)
-    seq = _ints_at(_seq, ops, op, huge)
-    fwd = _ints_at(_fwd, ops, op, huge)
-    stream = _ints_at(_stream, _subset(args, gpu), gpu, huge)
-    keys = list(map(_pid_tid, xs))
-    for j in np.nonzero(gpu)[0].tolist():
-        pid, tid = keys[j]
-        keys[j] = ("gpu", pid, int(stream[j]) if stream[j] >= 0 else tid)
-    track_ids = _Ids()
-    track = np.fromiter(map(track_ids.__getitem__, keys), dtype=np.int32, count=len(keys))
+    cols = {"corr": _ints_at(_corr, _subset(args, launch), launch, huge),
+            "ext": _ints_at(_ext, _subset(args, linked), linked, huge),
+            "seq": _ints_at(_seq, ops, op, huge), "fwd_tid": _ints_at(_fwd, ops, op, huge),
+            "stream": _ints_at(_stream, _subset(args, gpu), gpu, huge)}
     wrong = huge[0]
     if args and isinstance(args[0], LenientLinkArgs):  # the lenient schema was needed
         wrong += sum(1 for a in args for v in (a.correlation, a.external_id)
                      if v is not None and not isinstance(v, int))
-    is_start, is_end = ph == ord("s"), (ph == ord("f")) | (ph == ord("t"))
-    is_flow = is_start | is_end
-    flows = Flows.of(list(compress(events, is_flow.tolist())), is_start[is_flow])
+    return cols, wrong
+
+
+def _tracks(xs: list, kind: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, list]:
+    """Interned tracks: (pid, tid) for host events, ("gpu", device, stream) for GPU activity."""
+    keys = list(map(_pid_tid, xs))
+    for j in np.nonzero(np.isin(kind, list(GPU_KINDS)))[0].tolist():
+        pid, tid = keys[j]
+        keys[j] = ("gpu", pid, int(stream[j]) if stream[j] >= 0 else tid)
+    track_ids = _Ids()
+    track = np.fromiter(map(track_ids.__getitem__, keys), dtype=np.int32, count=len(keys))
+    return track, list(track_ids)
+
+
+def _metadata(events: list, ph: np.ndarray) -> tuple[dict, dict]:
+    """Thread and process names from the M events."""
+    thread_names: dict = {}
+    process_names: dict = {}
     for e in compress(events, (ph == ord("M")).tolist()):
         label = e.args.name
         if isinstance(label, str):
@@ -327,8 +356,12 @@ def build_store(events: list, source: bytes | None = None,
                 thread_names[(e.pid, e.tid)] = label.strip()
             elif e.name == "process_name":
                 process_names[e.pid] = label.strip()
-    memory, is_mem = memory_instants(events, ph, rows)
-    rest = ~(is_x | is_flow | (ph == ord("M")) | is_mem)
+    return thread_names, process_names
+
+
+def _others(events: list, rest: np.ndarray, skipped: dict) -> dict:
+    """Count the events of no use (into ``skipped``, by category and phase) and the unreadable
+    ones (load._decode_each's stand-ins, returned by field)."""
     unreadable: dict[str, int] = {}
     for (cat, phase), c in Counter((e.cat, e.ph) for e in compress(events, rest.tolist())).items():
         if cat.startswith(BAD_EVENT_CAT) and not phase:  # load._decode_each's stand-in
@@ -336,15 +369,7 @@ def build_store(events: list, source: bytes | None = None,
             continue
         label = f"{cat or '(none)'} ({phase or '?'})"
         skipped[label] = skipped.get(label, 0) + c
-    store = EventStore(
-        names=names, name_id=nid, kind=kind, track=track, track_keys=list(track_ids), ts=ts,
-        dur=np.maximum(dur, 0), corr=corr, ext=ext, seq=seq, fwd_tid=fwd,
-        file_index=xi.astype(np.int64), source=source,
-        thread_names=thread_names, process_names=process_names, flows=flows, skipped=skipped,
-        missing_fields=missing, wrong_types=wrong, times_out_of_range=out_of_range, negative_durations=negative,
-        unreadable=unreadable, memory=memory,
-    )
-    return store
+    return unreadable
 
 
 def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:

@@ -1,488 +1,100 @@
-"""Bytes on disk -> typed events: fast path first, a tolerant path for the files real exporters break.
+"""Loading is stages: resolve the input -> bytes (caps, refusals) -> decode strategy (two
+processes / fast / tolerant) -> events -> store. ``read_store`` runs them in that order; the model
+(``tracetui.model.trace.load_trace``) goes on with steps -> tree -> rollups.
 
-The fast path decodes straight into msgspec Structs and leaves each event's ``args`` undecoded
-(``msgspec.Raw``); only the few link fields are decoded eagerly, in ``events.py``. The tolerant
-path (``repair.py``, linear in the file's size) repairs invalid UTF-8, raw control characters,
-unescaped quotes in names, stray bytes and a truncated tail (a killed exporter) event by event,
-never dropping a complete event, and records what it did, with counts, in ``LoadReport``.
+The decode strategies, first that applies: a large valid file is decoded and indexed on two
+cores (``split.py``); else the fast path decodes straight into msgspec Structs (``schema.py``);
+invalid JSON takes the tolerant path (``repair.py``, linear in the file's size), which repairs
+invalid UTF-8, raw control characters, unescaped quotes in names, stray bytes and a truncated
+tail (a killed exporter) event by event, never dropping a complete event, and says what it did
+in ``LoadReport``.
 """
 from __future__ import annotations
 
-import errno
-import os
 import re
-import stat
-import zlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import Callable
 
 import msgspec
+import numpy as np
 
 from tracetui.read import repair
+from tracetui.read import split as _split
 from tracetui.read.depth import decode_limit
 from tracetui.read.errors import TraceError
-
-TRACE_GLOBS = ("*.pt.trace.json.gz", "*.pt.trace.json", "*.json.gz", "*.json")
-"""What a trace folder (tensorboard_trace_handler's output) is searched for, best match first."""
-
-
-NAN = float("nan")
-
-LENIENT_NOTE = "some link fields have unexpected types (read leniently)"
-
-
-class LinkArgs(msgspec.Struct, gc=False):
-    """The args that link events, typed: decoded for every event in C; the rest stay undecoded."""
-    correlation: int = -1
-    external_id: int = msgspec.field(default=-1, name="External id")
-    seq: int = msgspec.field(default=-1, name="Sequence number")
-    fwd_tid: int = msgspec.field(default=-1, name="Fwd thread id")
-    stream: int = -1
-    name: Union[str, None] = None      # thread_name / process_name metadata
-
-
-class LenientLinkArgs(msgspec.Struct, gc=False):
-    """Same fields, any JSON type: the fallback when a file has e.g. string correlation ids."""
-    correlation: object = None
-    external_id: object = msgspec.field(default=None, name="External id")
-    seq: object = msgspec.field(default=None, name="Sequence number")
-    fwd_tid: object = msgspec.field(default=None, name="Fwd thread id")
-    stream: object = None
-    name: object = None
-
-
-class Event(msgspec.Struct, gc=False):
-    """One traceEvents entry as Kineto writes it; missing times decode as NaN and are counted."""
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
-    ts: Union[int, float] = NAN    # an integer stays a Python int: exact at any size (times.py)
-    dur: Union[int, float] = NAN
-    id: Union[int, str, None] = None
-    args: LinkArgs = msgspec.field(default_factory=LinkArgs)
-
-
-class LenientEvent(Event):
-    """The same event with link fields of any JSON type."""
-    args: LenientLinkArgs = msgspec.field(default_factory=LenientLinkArgs)
-
-
-class TextTimesEvent(Event):
-    """An event whose fractional ts stays its text (decoded with ``float_hook=str``): used
-    where the file's head shows epoch-sized fractional times, so no second pass re-reads them.
-    (Durations are small: a large fractional one is re-read, see times.py.)"""
-    ts: object = NAN
-
-
-class LenientTextTimesEvent(LenientEvent):
-    ts: object = NAN
-
-
-TEXT_TIMES = (TextTimesEvent, LenientTextTimesEvent)
-
-_BIG_FRACTION = re.compile(rb'"ts"\s*:\s*-?\d{14,}[.eE]')
-"""A ts of 14+ integer digits (>= 1e13 µs, past times.EXACT_BELOW_US) with a fraction: float64
-does not hold it to the ns (an epoch timestamp, 16 digits)."""
-
-
-def text_times(data) -> bool:
-    """Whether to decode times as text: the file's first MB has an epoch-sized fractional time."""
-    return _BIG_FRACTION.search(data, 0, min(len(data), 1 << 20)) is not None
-
-
-class RawArgs(msgspec.Struct, gc=False):
-    """Second, lazy pass: each event's args as undecoded bytes, for the detail pane."""
-    args: msgspec.Raw = msgspec.Raw(b"{}")
-
-
-class Document(msgspec.Struct):
-    """The top-level object; unknown keys are skipped. The other keys take any JSON value, so
-    an odd one cannot reject the file: ``clean_meta`` keeps what is usable."""
-    traceEvents: list[Event]
-    deviceProperties: object = None
-    distributedInfo: object = None
-    tracetui: object = None
-    schemaVersion: object = None
-    baseTimeNanoseconds: object = None
-    host_name: object = None
-
-
-class LenientDocument(Document):
-    traceEvents: list[LenientEvent]
-
-
-class TextTimesDocument(Document):
-    traceEvents: list[TextTimesEvent]
-
-
-class LenientTextTimesDocument(Document):
-    traceEvents: list[LenientTextTimesEvent]
-
-
-class RawDocument(msgspec.Struct):
-    traceEvents: list[RawArgs]
-
-
-class EachDocument(msgspec.Struct):
-    """The document with every event left undecoded, to decode them one by one."""
-    traceEvents: list[msgspec.Raw]
-    deviceProperties: object = None
-    distributedInfo: object = None
-    tracetui: object = None
-    schemaVersion: object = None
-    baseTimeNanoseconds: object = None
-    host_name: object = None
-
-
-class RawTimes(msgspec.Struct, gc=False):
-    """Each event's ts and dur as written, for the large ones a float cannot hold to the ns:
-    decoded with ``float_hook=str``, so a number with a fraction or exponent stays its text
-    (an integer is an int, exact already)."""
-    ts: object = None
-    dur: object = None
-
-
-class RawTimesDocument(msgspec.Struct):
-    traceEvents: list[RawTimes]
+from tracetui.read.events import GPU_KINDS, EventStore, build_store
+from tracetui.read.schema import (  # noqa: F401 - the schema's names, as read.load has always offered them
+    BAD_EVENT_CAT, LENIENT_NOTE, NAN, TEXT_TIMES, Document, EachDocument, Event, LenientDocument, LenientEvent,
+    LenientLinkArgs, LenientTextTimesDocument, LenientTextTimesEvent, LinkArgs, RawArgs, RawDocument, RawTimes,
+    RawTimesDocument, TextTimesDocument, TextTimesEvent, _decoders, _each_decoders, _text_decoders, base_time_ns,
+    clean_meta, raw_args, raw_times, text_times)
+from tracetui.read.source import (  # noqa: F401 - as above
+    DEFAULT_MAX_BYTES, GZ_IN_STEP, GZ_OUT_STEP, HEAD_BYTES, MAX_BYTES_CEILING, MAX_BYTES_ENV, TRACE_GLOBS,
+    LoadReport, Source, first_byte, folder_traces, gunzip, max_bytes, parse_size, read_bytes, read_input,
+    resolve_input)
 
 
 @dataclass
-class LoadReport:
-    """What loading had to do beyond a clean decode; empty lists mean a clean file."""
-    repairs: list[str] = field(default_factory=list)
-    truncated_bytes: int = 0
-    compressed: bool = False
-    raw_size: int = 0
+class Events:
+    """Stages 3-5's output: the trace's events as one columnar store, the document's other keys
+    (``clean_meta``), what loading had to do, and how long decoding and indexing took."""
+    path: Path
+    store: EventStore
+    meta: dict
+    report: LoadReport
+    timings: dict = field(default_factory=dict)
 
 
-MAX_BYTES_ENV = "TRACETUI_MAX_BYTES"
-DEFAULT_MAX_BYTES = 8 << 30
-"""The most a trace may take once read (and gunzipped): the smaller of 8 GiB and half the
-machine's RAM, unless TRACETUI_MAX_BYTES says otherwise (bytes, or with a K/M/G suffix). A load
-needs about 2.4x the file's size, so anything larger could not be shown; a gzip bomb stops here."""
+LOST_GPU_NOTE = ("no GPU activity survived the cut (Kineto writes runtime calls and kernels after "
+                 "the CPU events): device times read 0")
+"""Said of a truncated trace of a GPU run (it lists devices) whose kept part has no GPU activity."""
 
 
-def max_bytes() -> int:
-    """The read/gunzip limit in bytes (see DEFAULT_MAX_BYTES)."""
-    text = os.environ.get(MAX_BYTES_ENV, "").strip().upper().removesuffix("B").removesuffix("I")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1) if text else 1
-    try:
-        n = int(float(text[:-1] if scale > 1 else text) * scale) if text else 0
-    except ValueError:
-        n = 0
-    if n > 0:
-        return n
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        ram = 0
-    return min(DEFAULT_MAX_BYTES, ram // 2) if ram > 0 else DEFAULT_MAX_BYTES
+def decode_store(src: Source, early=None, progress: Callable[[str, float], None] | None = None) -> Events:
+    """Stages 3-5: the decode strategy -> events -> store. Two processes where the file is large
+    and valid (``early``'s child, started before the UI, or one forked now), else one process:
+    fast, or tolerant for invalid JSON. ``progress(stage, fraction of the whole load)``: decoding
+    from 0.15 to 0.75 after each piece decoded here (it may raise to cancel), indexing at 0.55."""
+    say = progress or (lambda stage, frac: None)
+    decoded = lambda frac: say("decoding", 0.15 + 0.6 * frac)  # noqa: E731
+    path, data, report = src.path, src.data, src.report
+    t0 = time.perf_counter()
+    split = early.finish(decoded) if early is not None and early.path == path else None
+    if split is None:
+        split = _split.decode_index(data, progress=decoded)  # None: small, invalid or no fork
+    if split is not None:
+        doc, store, lenient = split
+        if lenient:
+            report.repairs.append(LENIENT_NOTE)
+        timings = {"decode+index (2 processes)": time.perf_counter() - t0}
+    else:
+        doc, data = decode(path, data, report)
+        t1 = time.perf_counter()
+        say("indexing", 0.55)
+        store = build_store(doc.traceEvents, source=data)
+        timings = {"decode": t1 - t0, "index": time.perf_counter() - t1}
+    if not len(store) and not store.flows:
+        raise TraceError(path, _why_empty(store))
+    if report.truncated_bytes and doc.deviceProperties and not np.isin(store.kind, list(GPU_KINDS)).any():
+        report.repairs.append(LOST_GPU_NOTE)
+    return Events(path, store, clean_meta(doc), report, timings)
 
 
-_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _stat(path: Path) -> os.stat_result:
-    """``os.stat`` (symlinks followed) with the reasons it fails put for people."""
-    try:
-        return os.stat(path)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise TraceError(path, "symlink loop") from None
-        if e.errno == errno.ENOENT:
-            if os.path.islink(path):
-                raise TraceError(path, f"broken symlink (to {os.readlink(path)})") from None
-            raise TraceError(path, "no such file") from None
-        raise TraceError(path, f"cannot read: {e.strerror or e}") from None
-
-
-def _not_regular(st: os.stat_result) -> str | None:
-    """What a non-regular file is ("a named pipe", ...), or None for a regular file."""
-    if stat.S_ISREG(st.st_mode):
-        return None
-    return next((what for test, what in _FILE_KINDS if test(st.st_mode)), "not a regular file")
-
-
-def _candidates(folder: Path) -> list[Path]:
-    """The folder's trace files, newest last: regular files only (a broken symlink, a pipe or a
-    link to a device is skipped unopened, since reading one could fail, block or never end)."""
-    for pattern in TRACE_GLOBS:
-        found = []
-        for p in folder.glob(pattern):
-            try:
-                st = os.stat(p)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                found.append((st.st_mtime, p.name, p))
-        if found:
-            return [p for _, _, p in sorted(found)]
-    return []
-
-
-def resolve_input(path: Path) -> Path:
-    """A trace file, or the newest trace inside a tensorboard_trace_handler folder.
-
-    Only regular files are taken: the path is stat'ed, never opened, to decide."""
-    path = Path(path)
-    st = _stat(path)
-    if stat.S_ISDIR(st.st_mode):
-        found = _candidates(path)
-        if found:
-            return found[-1]
-        raise TraceError(path, "folder holds no *.pt.trace.json[.gz] trace (regular files only)")
-    what = _not_regular(st)
-    if what:
-        raise TraceError(path, f"{what}, not a trace file")
-    return path
-
-
-def folder_traces(path: Path) -> list[Path]:
-    """Every trace in a folder, newest last (for pickers)."""
-    return _candidates(Path(path))
-
-
-def first_byte(data) -> bytes:
-    """The first non-blank byte, without copying a GB-sized buffer (``lstrip`` of a bytearray would)."""
-    head = data[:4096].lstrip()
-    return bytes(head[:1]) if head else bytes(data).lstrip()[:1]
-
-
-def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> bytes | bytearray:
-    """File contents, gunzipped when it starts with the gzip magic; a damaged gzip keeps its prefix.
-
-    A plain file comes back as a bytearray, so the two-process decode can close each half of
-    traceEvents in place instead of copying half a file (the file itself is never written).
-    Only a regular file is read (checked before and after opening, without blocking), and no
-    more than ``limit`` bytes (``max_bytes()``) of it or of what it gunzips to.
-    """
-    limit = max_bytes() if limit is None else limit
-    what = _not_regular(_stat(path))
-    if what:
-        raise TraceError(path, f"{what}, not a trace file")
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a pipe swapped in cannot block us
-        with open(fd, "rb") as f:
-            st = os.fstat(fd)
-            what = _not_regular(st)
-            if what:
-                raise TraceError(path, f"{what}, not a trace file")
-            if st.st_size > limit:
-                raise TraceError(path, f"{st.st_size:,} bytes, over the {limit:,}-byte limit ({MAX_BYTES_ENV})")
-            magic = f.read(2)
-            f.seek(0)
-            if magic == b"\x1f\x8b":
-                data = f.read()
-            else:
-                data = bytearray(st.st_size)
-                n = f.readinto(data)
-                if n < len(data):  # the file shrank meanwhile
-                    del data[n:]
-                while more := f.read(1 << 20):  # or grew (in steps: read(n) allocates n up front)
-                    data += more
-                    if len(data) > limit:
-                        raise TraceError(path, f"grew past the {limit:,}-byte limit ({MAX_BYTES_ENV}) while read")
-    except OSError as e:
-        raise TraceError(path, f"cannot read: {e.strerror or e}") from None
-    report.raw_size = len(data)
-    if not data:
-        raise TraceError(path, "empty file")
-    if data[:2] != b"\x1f\x8b":
-        return _text(path, data, report)
-    report.compressed = True
-    out = gunzip(path, data, report, limit)
-    if not out:
-        raise TraceError(path, "gzip holds no data (empty once gunzipped)")
-    return _text(path, out, report)
-
-
-_BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"),
-         (b"\xfe\xff", "UTF-16"), (b"\xff\xfe", "UTF-16"))
-
-
-def _text(path: Path, data: bytearray | bytes, report: LoadReport) -> bytearray | bytes:
-    """The JSON text: a UTF-8 byte-order mark dropped (noted); UTF-16/32 and blank input named."""
-    if data[:3] == b"\xef\xbb\xbf":
-        report.repairs.append("skipped a UTF-8 byte-order mark")
-        if isinstance(data, bytearray):
-            del data[:3]
-            return data
-        return bytearray(memoryview(data)[3:])
-    for bom, enc in _BOMS:
-        if data[:len(bom)] == bom:
-            raise TraceError(path, f"{enc} text, not UTF-8 JSON (convert it: iconv -f {enc} -t UTF-8)")
-    head = bytes(data[:4])
-    if len(head) == 4 and head.count(0) in (2, 3) and not head.replace(b"\x00", b"").strip(b'{["\r\n\t '):
-        enc = "UTF-32" if head.count(0) == 3 else "UTF-16"
-        raise TraceError(path, f"{enc} text, not UTF-8 JSON (convert it: iconv -f {enc} -t UTF-8)")
-    if not first_byte(data):
-        raise TraceError(path, f"holds only whitespace ({len(data):,} bytes), no JSON")
-    return data
-
-
-GZ_IN_STEP = 1 << 20
-"""Compressed bytes fed to zlib at a time; a failing step is replayed in smaller steps."""
-GZ_OUT_STEP = 64 << 20
-"""The most zlib may write per call, so a bomb is caught within one step of the limit."""
-
-
-def gunzip(path: Path, data: bytes, report: LoadReport, limit: int) -> bytearray:
-    """Every gzip member of ``data`` (``cat a.gz b.gz`` is one valid file), at most ``limit`` bytes.
-
-    Damage keeps every byte that decompressed before it (a bad CRC: all of them), and a
-    truncated stream keeps what it has; both are noted in ``report.repairs``.
-    """
-    out = _Out(data, limit, path)
-    pos, view = 0, memoryview(data)
-    while pos < len(data):
-        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        while not d.eof and pos < len(data):
-            step = view[pos:pos + GZ_IN_STEP]
-            saved, n0 = d.copy(), len(out)
-            try:
-                _inflate(d, step, out)
-            except zlib.error as e:
-                out.cut(n0)
-                _inflate_until_error(saved, step, out)
-                if not len(out):
-                    raise TraceError(path, f"damaged gzip: {e}") from None
-                report.repairs.append(f"gzip damaged ({e}); kept the {len(out):,} bytes before the damage")
-                return out.done()
-            pos += len(step) - (len(d.unused_data) if d.eof else 0)
-        if not d.eof:
-            report.repairs.append("gzip stream ends early (truncated file)")
-            break
-        rest = view[pos:]
-        if bytes(rest[:2]) != b"\x1f\x8b":  # not another member
-            if bytes(rest).strip(b"\x00"):  # zero padding is allowed after the last one
-                report.repairs.append(f"ignored {len(rest):,} bytes after the gzip data")
-            break
-    return out.done()
-
-
-class _Out:
-    """The gunzipped bytes, grown in place into one bytearray (sized up front from the gzip
-    trailer's length hint, so a GB-sized trace is not copied while it grows)."""
-
-    def __init__(self, data: bytes, limit: int, path: Path):
-        hint = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
-        self.buf = bytearray(min(hint, limit, 64 * len(data)))
-        self.n, self.limit, self.path = 0, limit, path
-
-    def __len__(self) -> int:
-        return self.n
-
-    def add(self, piece: bytes) -> None:
-        k = len(piece)
-        if self.n + k > self.limit:
-            raise TraceError(self.path, f"gzip expands past the {self.limit:,}-byte limit "
-                                        f"(a gzip bomb? {MAX_BYTES_ENV} raises it)")
-        if self.n + k <= len(self.buf):
-            self.buf[self.n:self.n + k] = piece
-        else:
-            del self.buf[self.n:]
-            self.buf += piece
-        self.n += k
-
-    def cut(self, n: int) -> None:
-        self.n = n
-
-    def done(self) -> bytearray:
-        del self.buf[self.n:]
-        return self.buf
-
-
-def _inflate(d, buf, out: _Out) -> None:
-    """Feed ``buf`` to the decompressor ``d``, at most GZ_OUT_STEP bytes out per call."""
-    while True:
-        piece = d.decompress(buf, GZ_OUT_STEP)
-        out.add(piece)
-        if d.eof:
-            return
-        buf = d.unconsumed_tail
-        if not buf and len(piece) < GZ_OUT_STEP:
-            return
-
-
-def _inflate_until_error(d, buf, out: _Out) -> None:
-    """Replay ``buf`` (which made ``d`` fail) in ever smaller steps, down to single bytes, so
-    that everything zlib produces before the damage is kept (a bad CRC loses nothing)."""
-    for size in (4096, 64, 1):
-        pos = 0
-        while pos < len(buf):
-            saved, n0 = d.copy(), len(out)
-            try:
-                _inflate(d, buf[pos:pos + size], out)
-            except zlib.error:
-                d = saved
-                out.cut(n0)
-                break
-            pos += size
-        buf = buf[pos:pos + size]
-
-
-_decoders = {False: (msgspec.json.Decoder(Document), msgspec.json.Decoder(list[Event])),
-             True: (msgspec.json.Decoder(LenientDocument), msgspec.json.Decoder(list[LenientEvent]))}
-_text_decoders = {
-    False: (msgspec.json.Decoder(TextTimesDocument, float_hook=str),
-            msgspec.json.Decoder(list[TextTimesEvent], float_hook=str)),
-    True: (msgspec.json.Decoder(LenientTextTimesDocument, float_hook=str),
-           msgspec.json.Decoder(list[LenientTextTimesEvent], float_hook=str))}
-_raw_decoders = (msgspec.json.Decoder(RawDocument), msgspec.json.Decoder(list[RawArgs]))
-
-
-_raw_times_decoders = (msgspec.json.Decoder(RawTimesDocument, float_hook=str),
-                       msgspec.json.Decoder(list[RawTimes], float_hook=str))
-
-
-_each_decoders = (msgspec.json.Decoder(EachDocument), msgspec.json.Decoder(list[msgspec.Raw]))
-
-
-def _raws(data) -> list:
-    """Every entry of traceEvents, undecoded (the document's shape was checked already)."""
-    if first_byte(data) == b"[":
-        return _each_decoders[1].decode(data)
-    return _each_decoders[0].decode(data).traceEvents
-
-
-def _one_by_one(data, decoder, default) -> list:
-    """Each entry decoded on its own, ``default`` where one does not fit (a file whose
-    wrong-typed events were skipped: the positions must still line up)."""
-    out = []
-    for r in _raws(data):
-        try:
-            out.append(decoder.decode(r))
-        except msgspec.ValidationError:
-            out.append(default)
-    return out
-
-
-_one_times, _one_args = msgspec.json.Decoder(RawTimes, float_hook=str), msgspec.json.Decoder(RawArgs)
-
-
-def raw_times(data) -> list:
-    """Every event's written ts/dur (``RawTimes``), in file order: the exact-time re-read."""
-    try:
-        if first_byte(data) == b"[":
-            return _raw_times_decoders[1].decode(data)
-        return _raw_times_decoders[0].decode(data).traceEvents
-    except msgspec.ValidationError:
-        return _one_by_one(data, _one_times, RawTimes())
-
-
-def raw_args(data: bytes) -> list:
-    """Every event's raw args, in file order (the lazy second pass over the same bytes)."""
-    try:
-        if first_byte(data) == b"[":
-            return [e.args for e in _raw_decoders[1].decode(data)]
-        return [e.args for e in _raw_decoders[0].decode(data).traceEvents]
-    except msgspec.ValidationError:
-        return [e.args for e in _one_by_one(data, _one_args, RawArgs())]
-
+def _why_empty(store: EventStore) -> str:
+    """Why a trace gave no events, naming what was left out (categories, unreadable events)."""
+    left = [f"{c:,} {k}" for k, c in sorted(store.skipped.items(), key=lambda kv: -kv[1])]
+    bad = sum(store.unreadable.values())
+    if bad:
+        fields = ", ".join(sorted(store.unreadable))
+        return f"not a PyTorch profiler trace: {bad:,} event(s) with a field of the wrong type ({fields})"
+    if store.times_out_of_range:
+        left.insert(0, f"{store.times_out_of_range:,} with ts/dur out of range")
+    if not left:
+        return "trace holds no events"
+    more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+    return f"trace holds no events tracetui uses (skipped: {', '.join(left[:5])}{more})"
 
 NESTING_NOTE = "JSON nested deeper than the decoder's limit (about 990 levels)"
 
@@ -505,9 +117,6 @@ def decode(path: Path, data: bytes, report: LoadReport) -> tuple[Document, bytes
         raise TraceError(path, NESTING_NOTE) from None
 
 
-BAD_EVENT_CAT = "\x00"
-"""Category prefix of the stand-in for an event that could not be read (``build_store`` counts
-them by the field named after it): it keeps every later event at its position in the file."""
 
 _one_event = msgspec.json.Decoder(LenientEvent)
 _FIELD = re.compile(r"at `\$(?:\[\d+\])?\.?([A-Za-z_ ]*)")
@@ -556,60 +165,6 @@ def _decode_each(path: Path, data: bytes, bare: bool, report: LoadReport) -> Doc
                     host_name=each.host_name)
 
 
-_PROVENANCE_TEXT = ("workload", "impl", "dtype", "device", "device_type", "torch", "triton", "cuda",
-                    "python", "date", "command")
-"""Keys of the ``tracetui`` provenance block that are shown as text."""
-
-
-def _plain(v, depth: int = 0):
-    """A JSON value made safe to show and re-serialise: ints beyond 64 bits as text, nesting
-    cut at 16 levels (orjson refuses deeper), so no odd value can crash a report."""
-    if isinstance(v, bool) or v is None or isinstance(v, (str, float)):
-        return v
-    if isinstance(v, int):
-        return v if -(1 << 63) <= v < (1 << 64) else str(v)
-    if depth >= 16:
-        return "..."
-    if isinstance(v, dict):
-        return {str(k): _plain(x, depth + 1) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_plain(x, depth + 1) for x in v]
-    return str(v)
-
-
-def clean_meta(doc: Document) -> dict:
-    """The document's other keys as the model uses them: each of the expected JSON type (else
-    None), the provenance block's text fields as text, nothing that cannot be re-serialised."""
-    prov = doc.tracetui if isinstance(doc.tracetui, dict) else None
-    if prov is not None:
-        prov = _plain(prov)
-        for k in _PROVENANCE_TEXT:
-            if prov.get(k) is not None and not isinstance(prov[k], str):
-                prov[k] = msgspec.json.encode(prov[k]).decode()
-    schema = doc.schemaVersion
-    return {"deviceProperties": _plain(doc.deviceProperties) if isinstance(doc.deviceProperties, list) else None,
-            "distributedInfo": _plain(doc.distributedInfo) if isinstance(doc.distributedInfo, dict) else None,
-            "tracetui": prov,
-            "schemaVersion": schema if isinstance(schema, str) or (type(schema) is int and abs(schema) < 1 << 63) else None,
-            "host_name": doc.host_name if isinstance(doc.host_name, str) else None,
-            "baseTimeNanoseconds": base_time_ns(doc.baseTimeNanoseconds)}
-
-
-def base_time_ns(v) -> int | None:
-    """``baseTimeNanoseconds`` as an int (a float or, decoded with ``float_hook=str``, a text
-    number is read from its digits), else None."""
-    if type(v) is int:
-        return v if abs(v) < 1 << 63 else None
-    if isinstance(v, (float, str)):
-        try:
-            from decimal import Decimal
-            d = Decimal(str(v))
-            return int(d) if d.is_finite() and abs(d) < 1 << 63 else None
-        except ArithmeticError:
-            return None
-    return None
-
-
 def _short(e: Exception) -> str:
     s = str(e).splitlines()[0] if str(e) else type(e).__name__
     return s[:160]
@@ -633,3 +188,4 @@ def _decode_tolerant(path: Path, data: bytes, report: LoadReport, first_error: E
     except msgspec.DecodeError as e:  # each piece decoded on its own: this is tracetui's bug, not the file's
         raise TraceError(path, f"tracetui's repair of this file went wrong ({_short(e)}); "
                                "please report it with the file") from None
+

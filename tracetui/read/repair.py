@@ -46,6 +46,11 @@ CHUNK_BYTES = 1 << 16
 MAX_CHUNK_BYTES = 1 << 24
 """Chunks stop doubling here: a failed chunk costs at most this much to narrow down."""
 
+MAX_EVENT_BYTES = 1 << 24
+"""The largest run of bytes repaired as one event (16 MiB; Kineto's largest events are KBs):
+a longer one, with no event boundary in it (a sparse file's hole of NULs after a valid head),
+is dropped unrepaired, since each repair step copies it (a 1 GB hole took 7 GB)."""
+
 MAX_JOIN = 8
 """How many ``}, {`` guesses in a row the repair may join when the first was inside a string."""
 
@@ -113,9 +118,11 @@ def locate_events(text) -> tuple[int, bool] | None:
     return (m.end() - 1, False) if m else None
 
 
-class _Walk:
-    """One pass over the events array of ``buf`` (a private copy with one spare byte at the end,
-    so that any run of events can be closed in place as ``[ ... ]`` and decoded without a copy)."""
+class _Runs:
+    """The state of one pass over the events array of ``buf`` (a private copy with one spare
+    byte at the end, so that any run of events can be closed in place as ``[ ... ]`` and
+    decoded without a copy): decoding runs of events in place, keeping them, and what was
+    repaired."""
 
     def __init__(self, buf: bytearray, n: int):
         self.buf, self.n = buf, n
@@ -123,7 +130,6 @@ class _Walk:
         self.done = False
         self._next: int | None = None
 
-    # -- decoding runs of events in place
     def _try(self, s: int, e: int) -> _Fail | None:
         """Decode ``buf[s:e]`` as the elements of an array; None when it decodes."""
         buf = self.buf
@@ -149,7 +155,98 @@ class _Walk:
         self.r.tail = bytes(self.buf[close + 1:self.n])
         self.done = True
 
-    # -- the walk
+    def _commit(self, fix: "_Fix") -> None:
+        """Keep a repaired run and count what its repair did."""
+        if fix.kind == "close":  # the array closes inside: the events before the "]", the tail after it
+            body = fix.ev[:_strip_sep(fix.ev, 0, fix.at)]
+            self.r.tail = fix.ev[fix.at + 1:]
+            self.done = True
+        else:
+            body = fix.ev
+        if body:
+            self.r.pieces.append(body)
+        self.r.ctrl += fix.ctrl
+        self.r.ctrl_events += bool(fix.ctrl)
+        self.r.quotes += fix.quotes
+        self.r.quote_events += bool(fix.quotes)
+        self.r.stray += fix.stray
+
+
+class _EventFix(_Runs):
+    """One event that fails alone: joined with the next ones (a ``}, {`` inside a string),
+    repaired (control characters, quotes in names, stray bytes) or dropped and counted."""
+
+    def _one(self, starts: list, ends: list, i: int, f: _Fail | None) -> int:
+        """The event at ``starts[i]`` fails alone: join, repair or drop it; the next index."""
+        buf, n = self.buf, self.n
+        s, j, first = starts[i], i, None
+        while True:
+            if f is None:
+                f = self._try(s, ends[j])
+            if f is None:
+                self._keep(s, ends[j])
+                self.r.joined += j - i
+                return j + 1
+            if f.kind == "close":
+                self._closed(s, f.at)
+                return len(starts)
+            first = first or f
+            if ends[j] - s > MAX_EVENT_BYTES:
+                break
+            if f.kind == "bad":
+                if j == i and first.at < ends[i]:
+                    nxt = self._stray(starts, ends, i, first.at)
+                    if nxt is not None:
+                        return nxt
+                fix = _repaired(bytes(buf[s:ends[j]]))
+                if fix.kind in ("ok", "close"):
+                    self._commit(fix)
+                    self.r.joined += j - i
+                    return len(starts) if self.done else j + 1
+                if fix.kind != "trunc":
+                    break
+            # ran out of input, maybe once repaired: the "}, {" may be inside a string
+            if ends[j] == n:  # the run reaches the end of the file
+                whole = _strip_sep(buf, s, n)  # complete, cut after its comma?
+                if whole < n and self._try(s, whole) is None:
+                    self._keep(s, whole)
+                    self.r.joined += j - i
+                else:  # an incomplete last event (a killed exporter)
+                    self.r.cut_bytes = n - s
+                return j + 1
+            if j - i + 1 >= MAX_JOIN:
+                break
+            if j + 1 >= len(starts) and not self._more(starts, ends):
+                break
+            j, f = j + 1, None
+        self.r.dropped += 1
+        self.r.dropped_bytes += ends[i] - s
+        if self.r.first_drop < 0:
+            self.r.first_drop = s
+        return i + 1
+
+    def _stray(self, starts: list, ends: list, i: int, at: int) -> int | None:
+        """Complete events before a failure at ``at``, then bytes that are not JSON: keep the
+        events, count the stray bytes, and go on with the next event (the index to go on at)."""
+        s, e = starts[i], ends[i]
+        if e - s > MAX_EVENT_BYTES:
+            return None
+        whole = _strip_sep(self.buf, s, at)
+        if whole <= s or self._try(s, whole) is not None:
+            return None
+        self._keep(s, whole)
+        m = _NEXT_EVENT.search(self.buf, at, e)
+        self.r.stray += _junk(bytes(self.buf[whole:m.end() - 1 if m else e]))
+        if m is None:
+            return i + 1
+        starts[i] = m.end() - 1
+        return i
+
+
+class _Walk(_EventFix):
+    """The walk: chunks that double while they decode; a failed chunk is narrowed to its
+    events, and the failing ones go to ``_EventFix``."""
+
     def run(self, first: int) -> Repairs:
         buf, n = self.buf, self.n
         first = _LEAD.match(buf, first, n).end()
@@ -208,84 +305,6 @@ class _Walk:
         ends.append(m.start() + 1 if m else self.n)
         self._next = m.end() - 1 if m else None
         return True
-
-    def _one(self, starts: list, ends: list, i: int, f: _Fail | None) -> int:
-        """The event at ``starts[i]`` fails alone: join, repair or drop it; the next index."""
-        buf, n = self.buf, self.n
-        s, j, first = starts[i], i, None
-        while True:
-            if f is None:
-                f = self._try(s, ends[j])
-            if f is None:
-                self._keep(s, ends[j])
-                self.r.joined += j - i
-                return j + 1
-            if f.kind == "close":
-                self._closed(s, f.at)
-                return len(starts)
-            first = first or f
-            if f.kind == "bad":
-                if j == i and first.at < ends[i]:
-                    nxt = self._stray(starts, ends, i, first.at)
-                    if nxt is not None:
-                        return nxt
-                fix = _repaired(bytes(buf[s:ends[j]]))
-                if fix.kind in ("ok", "close"):
-                    self._commit(fix)
-                    self.r.joined += j - i
-                    return len(starts) if self.done else j + 1
-                if fix.kind != "trunc":
-                    break
-            # ran out of input, maybe once repaired: the "}, {" may be inside a string
-            if ends[j] == n:  # the run reaches the end of the file
-                whole = _strip_sep(buf, s, n)  # complete, cut after its comma?
-                if whole < n and self._try(s, whole) is None:
-                    self._keep(s, whole)
-                    self.r.joined += j - i
-                else:  # an incomplete last event (a killed exporter)
-                    self.r.cut_bytes = n - s
-                return j + 1
-            if j - i + 1 >= MAX_JOIN:
-                break
-            if j + 1 >= len(starts) and not self._more(starts, ends):
-                break
-            j, f = j + 1, None
-        self.r.dropped += 1
-        self.r.dropped_bytes += ends[i] - s
-        if self.r.first_drop < 0:
-            self.r.first_drop = s
-        return i + 1
-
-    def _stray(self, starts: list, ends: list, i: int, at: int) -> int | None:
-        """Complete events before a failure at ``at``, then bytes that are not JSON: keep the
-        events, count the stray bytes, and go on with the next event (the index to go on at)."""
-        s, e = starts[i], ends[i]
-        whole = _strip_sep(self.buf, s, at)
-        if whole <= s or self._try(s, whole) is not None:
-            return None
-        self._keep(s, whole)
-        m = _NEXT_EVENT.search(self.buf, at, e)
-        self.r.stray += _junk(bytes(self.buf[whole:m.end() - 1 if m else e]))
-        if m is None:
-            return i + 1
-        starts[i] = m.end() - 1
-        return i
-
-    def _commit(self, fix: "_Fix") -> None:
-        """Keep a repaired run and count what its repair did."""
-        if fix.kind == "close":  # the array closes inside: the events before the "]", the tail after it
-            body = fix.ev[:_strip_sep(fix.ev, 0, fix.at)]
-            self.r.tail = fix.ev[fix.at + 1:]
-            self.done = True
-        else:
-            body = fix.ev
-        if body:
-            self.r.pieces.append(body)
-        self.r.ctrl += fix.ctrl
-        self.r.ctrl_events += bool(fix.ctrl)
-        self.r.quotes += fix.quotes
-        self.r.quote_events += bool(fix.quotes)
-        self.r.stray += fix.stray
 
 
 @dataclass

@@ -18,7 +18,7 @@ import msgspec
 from tracetui.read import forked
 from tracetui.read.depth import decode_limit
 from tracetui.read.events import EventStore, build_store, concat_stores
-from tracetui.read.load import (
+from tracetui.read.schema import (
     LENIENT_NOTE,
     Document,
     Event,

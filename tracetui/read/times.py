@@ -10,6 +10,7 @@ shows such times (``load.text_times``), else read again (``reread``, a second de
 """
 from __future__ import annotations
 
+import re
 from itertools import compress, repeat
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Callable
@@ -31,13 +32,24 @@ OK, MISSING, OUT_OF_RANGE = 0, 1, 2
 """State of each converted time."""
 
 
+_JSON_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
+"""A JSON number (ASCII only; "12." too): Decimal alone would also take "١٢٣", "1_0" or "NaN"."""
+
+
 def exact_ns(text: bytes | str | int | None) -> int | None:
     """The JSON number ``text`` (µs) as int ns, rounded half to even below the ns; None when it
-    is not a number or out of range."""
+    is not a JSON number (non-ASCII digits, invalid UTF-8 included) or out of range."""
     if type(text) is int:
         return text * 1000 if abs(text) <= MAX_US else None
+    if isinstance(text, str):
+        text = text.encode("utf-8", "replace")
+    if not isinstance(text, (bytes, bytearray, memoryview)) or len(text) > 400:
+        return None
+    text = bytes(text)
+    if _JSON_NUMBER.fullmatch(text) is None:
+        return None
     try:
-        d = Decimal(text.decode() if isinstance(text, (bytes, bytearray, memoryview)) else text)
+        d = Decimal(text.decode("ascii"))
     except (InvalidOperation, UnicodeDecodeError, ValueError, TypeError):
         return None
     if not d.is_finite() or (d and d.adjusted() > 18):  # > 1e18 µs: never fits (checked before int())
@@ -141,8 +153,9 @@ def exact_ns_many(texts: list) -> tuple[np.ndarray, np.ndarray]:
         st = _STRINGS
         try:
             a = np.array(texts, dtype=bytes)  # texts of JSON numbers: ASCII
-        except (UnicodeEncodeError, TypeError, ValueError):
-            a = np.array([t if isinstance(t, (str, bytes)) else b"" for t in texts], dtype=bytes)
+        except (UnicodeEncodeError, TypeError, ValueError):  # a non-ASCII text is no number
+            a = np.array([t if isinstance(t, bytes) else t.encode("ascii", "replace") if isinstance(t, str)
+                          else b"" for t in texts], dtype=bytes)
         whole, dot, fr = st.partition(a, b".")
         digits = st.str_len(whole)
         plain = st.isdigit(whole) & (st.isdigit(fr) | ((fr == b"") & (dot == b"")))  # no sign, no exponent

@@ -65,9 +65,18 @@ def attribution(t: Trace, node: int) -> dict:
     return {"module": t.name(mod)[len("nn.Module: "):] if mod else None, "ops": ops}
 
 
-def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None) -> dict:
-    """The summary as data; ``op_kinds`` keeps only those kinds in ``ops`` (before ``top`` applies)."""
-    steps = [step_dict(t, s) for s in t.steps]
+TEXT_STEP_ROWS = 200
+"""The text summary lists this many steps, then says how many more there are (``--json`` has
+every one): 250,000 lines would take longer to print than the trace takes to load."""
+
+
+def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_rows: int | None = None) -> dict:
+    """The summary as data; ``op_kinds`` keeps only those kinds in ``ops`` (before ``top`` applies);
+    ``step_rows`` keeps only the first steps in ``per_step`` (``steps`` still counts them all)."""
+    if step_rows is not None and t.n_steps > step_rows:
+        steps = [step_dict(t, s) for s in t.steps[:step_rows]]
+    else:
+        steps = [step_dict(t, s, b) for s, b in zip(t.steps, t.windows.breakdowns())]  # all steps in one pass
     classes: dict = {}
     kernels = []
     for a in t.kernel_table:
@@ -105,9 +114,9 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None) -> dict
     }
 
 
-def step_dict(t: Trace, step: int) -> dict:
-    """One step's breakdown over its window, in µs (``windows.Windows.breakdown``)."""
-    b = t.step_breakdown(step)
+def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
+    """One step's breakdown over its window, in µs (``windows.Windows.breakdown``; ``b``: given)."""
+    b = t.step_breakdown(step) if b is None else b
     us = lambda ns: ns * US  # noqa: E731
     return {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
             "gpu_busy_us": us(b["busy_ns"]), "other_steps_us": us(b["other_steps_ns"]),
@@ -123,7 +132,8 @@ def step_dict(t: Trace, step: int) -> dict:
 def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | None = None,
                   table: str | None = None) -> None:
     fmt = fmt or ("json" if as_json else "text")
-    d = summary_dict(t, top=top, op_kinds=None if fmt != "text" else TEXT_OP_KINDS)
+    text = fmt == "text"
+    d = summary_dict(t, top=top, op_kinds=TEXT_OP_KINDS if text else None, step_rows=TEXT_STEP_ROWS if text else None)
     if fmt != "text":  # csv: the ops table unless --table names another
         emit_report(d, fmt, table=table, first="ops", title=f"tracetui summary: {t.path.name}")
         if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
@@ -152,6 +162,8 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
             _out(f"  {visible(s['name']):{w}s} {s['window_us']:9.1f} {s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} "
                  f"{s['gpu_idle_us']:9.1f} ({sp['host_wait']:.1f}/{sp['kernel_wait']:.1f}/{sp['other']:.1f})"
                  f" {s['launch_cpu_us']:11.1f} {s['sync_cpu_us']:9.1f} {s['kernels']:7d}  {s['verdict']}")
+        if d["steps"] > len(d["per_step"]):
+            _out(f"  … {d['steps'] - len(d['per_step']):,} more steps (summary --json lists every one)")
         s = d["per_step"][0]
         _out(f"  {visible(s['name'])}: {s['verdict']} — {s['verdict_reason']}")
         classes = s["busy_by_class_us"]
