@@ -81,8 +81,10 @@ def test_diff_calls_a_gpu_trace_without_device_properties_gpu_not_cpu(peer_dir, 
     assert not any(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") for e in rb["traceEvents"])
     assert main(["diff", str(a), str(b), "--text"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].endswith("(GPU (name not recorded), 1 step)") and out[1].endswith("(CPU, 1 step)")
-    assert out[2].startswith(f"per step: device {sum(e['dur'] for e in gpu_a):,.1f} → 0.0 µs")
+    # the verdict and comparability lines come first; the A/B header follows them
+    h = next(i for i, line in enumerate(out) if line.startswith("A: "))
+    assert out[h].endswith("(GPU (name not recorded), 1 step)") and out[h + 1].endswith("(CPU, 1 step)")
+    assert out[h + 2].startswith(f"per step: device {sum(e['dur'] for e in gpu_a):,.1f} → 0.0 µs")
     assert main(["diff", str(a), str(b), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert (d["a"]["gpu"], d["b"]["gpu"]) == (True, False)

@@ -30,7 +30,11 @@ from tests.conftest import DATA, TRACES
 
 LADDER = [TRACES / f"mlp_{n}.json.gz" for n in ("eager", "compile", "max_autotune", "triton", "fused")]
 TRAIN = [DATA / "diff" / f"h100_mlp_train_{n}.json.gz" for n in ("eager", "compile", "fused")]
-PAIRS = list(itertools.permutations(LADDER, 2)) + list(itertools.permutations(TRAIN, 2))
+# recorded on an H200 after the fused form moved to one packed [2N, K] parameter in a module of its
+# own (GateUpProj inside GeGLU): the fused kernels' scope is one the other traces do not have
+PACKED = [DATA / "diff" / f"h200_mlp_train_{n}.json.gz" for n in ("eager", "compile", "fused")]
+PAIRS = (list(itertools.permutations(LADDER, 2)) + list(itertools.permutations(TRAIN, 2))
+         + list(itertools.permutations(PACKED, 2)))
 
 
 def _id(p) -> str:
@@ -146,16 +150,46 @@ def test_weight_repacks_named_with_their_time(other):
 
 
 def test_training_backward_pairs_with_what_it_replaced():
-    """compile → fused, backward: the interleaved backward kernel replaced compile's gelu-backward
-    kernel, the one wide GEMM the two weight-gradient GEMMs (FLOPs from the shapes add up)."""
+    """compile → fused, backward: compile already fused gelu-backward·mul into one kernel, so the
+    interleaved backward kernel does the same work and pairs one-to-one with it ("same work, other
+    time"); the one wide GEMM absorbs the two weight-gradient GEMMs (FLOPs from the shapes add up)."""
     res = diff_traces(trace(TRAIN[1]), trace(TRAIN[2]))
+    (bwd,) = [r for r in res.rows if r.b is not None and r.b.name == "geglu_interleaved_bwd_kernel"]
+    assert bwd.status == "changed" and bwd.a is not None and bwd.a.backward
+    assert bwd.a.name == "triton_poi_fused__unsafe_view_gelu_gelu_backward_mul_view_0"
+    assert bwd.a.name in [n for n, back in geglu_kernels(TRAIN[1]) if back]
     fused = {r.b.name: r for r in res.rows if r.status == "fused" and r.b.backward}
-    bwd = fused["geglu_interleaved_bwd_kernel"]
-    assert [x.name for x in bwd.replaces] == ["triton_poi_fused__unsafe_view_gelu_gelu_backward_mul_view_0"]
     (wide,) = [r for n, r in fused.items() if n.startswith("nvjet")]
     assert len(wide.replaces) == 2 and all(x.klass == "gemm" and x.backward for x in wide.replaces)
     assert wide.b.flops == pytest.approx(sum(x.flops for x in wide.replaces))
     assert "GFLOP" in wide.evidence
+
+
+def test_training_backward_kernel_absorbs_eager_pointwise():
+    """eager → fused, backward: the interleaved backward kernel replaces exactly the pointwise
+    kernels eager ran for GeGLU's backward (from the raw JSON: scope through the Sequence number)."""
+    res = diff_traces(trace(TRAIN[0]), trace(TRAIN[2]))
+    (bwd,) = [r for r in res.rows if r.b is not None and r.b.name == "geglu_interleaved_bwd_kernel"]
+    assert bwd.status == "fused"
+    want = Counter(n for n, back in geglu_kernels(TRAIN[0]) if back and not GEMM.search(n))
+    assert want and Counter(x.name for x in bwd.replaces) == want
+
+
+@pytest.mark.parametrize("other", ["eager", "compile"])
+def test_packed_parameter_fusions_take_the_enclosing_scope(other):
+    """The packed form's kernels run in ``GateUpProj_0``, a module A has not got; what they
+    replaced ran in the enclosing ``GeGLU_0``. The dual GEMM takes A's gate and up GEMMs (FLOPs
+    from the shapes: the one [2N, K] weight), the evidence says which module is new, and with
+    the parameter packed no weight is repacked (no copy kernel in GeGLU's forward, raw JSON)."""
+    pa, pb = DATA / "diff" / f"h200_mlp_train_{other}.json.gz", PACKED[2]
+    w, repack_us = _weights(pb)
+    assert repack_us == 0 and (6144, 768) in w  # one packed weight, no copies of it
+    res = diff_traces(trace(pa), trace(pb))
+    (dual,) = [r for r in res.rows if r.status == "fused" and r.b.name == "geglu_dual_gemm_tma_kernel"]
+    gemms = [x for x in dual.replaces if x.klass == "gemm"]
+    assert len(gemms) == 2 and dual.b.flops == pytest.approx(sum(x.flops for x in gemms))
+    assert "GateUpProj_0 is new in B" in dual.evidence and "GFLOP" in dual.evidence
+    assert totals(res)["weight_repack_us_b"] == 0
 
 
 # ---- reasons: every claim checked against the kernels it names, from the raw JSON

@@ -9,7 +9,9 @@ Steps, each a function below (``match`` runs them in order):
    direction: those whose FLOPs sum to its own where it has FLOPs, else all of them. This is the
    same rule for an Inductor template, a hand-written Triton kernel, a CUTLASS kernel behind a
    custom op, or one wide cuBLAS GEMM on an interleaved gradient; and it holds whatever rung is
-   on the other side, because the lost GEMMs come from aligning the rest first.
+   on the other side, because the lost GEMMs come from aligning the rest first. "Its scope" is
+   the innermost module both traces have (``shared_scope``): a fused form's own module
+   (``GateUpProj``) is new, and what it replaced ran in the module around it.
 2. **Anchors** (``pairing._align_anchors``) without the GEMMs step 1 placed, then **gaps**.
 3. **Inductor kernels** claim the eager kernels whose launching ops their names list
    (``claim_by_name``, ``claim_neighbours``), **template GEMMs** the prologue/epilogue kernels
@@ -103,6 +105,28 @@ def match(ia: list[Item], ib: list[Item]) -> Match:
 
 # ---------------------------------------------------------------- 1. fusion by work
 
+def scope_prefixes(items: list[Item]) -> set:
+    """Every nn.Module scope of ``items`` and each scope above it (where a kernel may have run)."""
+    return {x.scope[:k] for x in items for k in range(1, len(x.scope) + 1)}
+
+
+def shared_scope(y: Item, scopes_a: set) -> tuple:
+    """The innermost scope of ``y`` that the other trace also has. A fused form often brings a
+    module of its own (``GateUpProj`` packing gate and up); the kernels it replaced ran in the
+    nearest enclosing module both traces have (``GeGLU``), never in the new module itself."""
+    for k in range(len(y.scope), 0, -1):
+        if y.scope[:k] in scopes_a:
+            return y.scope[:k]
+    return ()
+
+
+def _scope_note(y: Item, scope: tuple) -> str:
+    """How a scope reads in an evidence line: the new modules of B said as such."""
+    where = "/".join(scope)
+    new = y.scope[len(scope):]
+    return f"{where} ({'/'.join(new)} is new in B)" if new else where
+
+
 def _may_do_work(y: Item, names_a: set, flops_a: set) -> bool:
     """A kernel of B that may do the work of several GEMMs of A: GEMM evidence, or no ATen op
     behind it (a user kernel, a Function, a custom op; not Inductor's pointwise code); and
@@ -135,15 +159,17 @@ def work_groups(ia: list[Item], ib: list[Item]) -> list[tuple[Item, list, str]]:
     kept = {p for p, _ in paired}
     lost = [x for x in ia if x.anchor and x.klass == "gemm" and x.pos not in kept]
     out, taken = [], set()
+    scopes_a = scope_prefixes(ia)
     lost_pos = [x.pos for x in lost]
     qs = [q for _, q in paired]
     for y in cands:
         lo, hi = _bracket(paired, qs, y.pos)
         near = lost[bisect.bisect_right(lost_pos, lo):bisect.bisect_left(lost_pos, hi)]
+        scope = shared_scope(y, scopes_a)
         pool = [x for x in near if id(x) not in taken and x.backward == y.backward
-                and (x.in_scope(y.scope) if y.scope else y.flops is not None)]
-        xs, evidence = _pick(y, pool, [c for c in cands if c is not y and c.backward == y.backward
-                                       and c.scope == y.scope and c.flops is None])
+                and (x.in_scope(scope) if scope else y.flops is not None)]
+        xs, evidence = _pick(y, scope, pool, [c for c in cands if c is not y and c.backward == y.backward
+                                              and c.scope == y.scope and c.flops is None])
         if xs:
             taken.update(id(x) for x in xs)
             out.append((y, xs, evidence))
@@ -160,7 +186,7 @@ def _bracket(paired: list, qs: list, q: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _pick(y: Item, pool: list[Item], rivals: list[Item]) -> tuple[list, str]:
+def _pick(y: Item, scope: tuple, pool: list[Item], rivals: list[Item]) -> tuple[list, str]:
     """The GEMMs of ``pool`` that ``y`` replaced, and the evidence: a subset whose FLOPs sum to
     y's (fewest, closest together), or, where y has no FLOPs, all of them when y is the only new
     kernel of its scope without FLOPs (``rivals`` are the others)."""
@@ -181,10 +207,10 @@ def _pick(y: Item, pool: list[Item], rivals: list[Item]) -> tuple[list, str]:
                       f"{len(xs)} GEMM{'s' * (len(xs) != 1)} of A it replaced")
                 return xs, ev
         return [], ""
-    if rivals or not y.scope or n < 2:
+    if rivals or not scope or n < 2:
         return [], ""
     launcher = f"launched by {y.op}" if y.op else "launched by no op"
-    ev = (f"scope {'/'.join(y.scope)}: A's {what} there have no counterpart in B, and this new kernel "
+    ev = (f"scope {_scope_note(y, scope)}: A's {what} there have no counterpart in B, and this new kernel "
           f"({launcher}) is the only one there to do them")
     if y.work:
         ev += f"; {y.work[0]}"
@@ -265,6 +291,7 @@ def claim_by_scope(m: Match) -> None:
     fusions): the free kernels of A in their nn.Module scope and direction, else (no scope, the
     gap's only new kernel) the gap's."""
     gaps = m.gaps
+    scopes_a = scope_prefixes(m.ia)
     for g, (ga, gb) in enumerate(gaps):
         new = [y for y in gb if id(y) not in m.pair_of and not y.inductor and _may_fuse(y)
                and (id(y) not in m.fusion_of_b or m.fusion_of_b[id(y)].how == "work")]
@@ -273,8 +300,9 @@ def claim_by_scope(m: Match) -> None:
                 continue  # an ATen GEMM that took GEMMs over does only GEMM work
             pool = [x for h in (g, g - 1, g + 1) if 0 <= h < len(gaps) for x in gaps[h][0]
                     if (h == g or not x.anchor) and x.backward == y.backward]
-            if y.scope:
-                rep = [x for x in pool if m.free(x) and x.in_scope(y.scope)]
+            scope = shared_scope(y, scopes_a)
+            if scope:
+                rep = [x for x in pool if m.free(x) and x.in_scope(scope)]
                 how = "scope"
             else:
                 rep = [x for x in ga if m.free(x)] if len(new) == 1 else []
@@ -283,7 +311,7 @@ def claim_by_scope(m: Match) -> None:
                 f = m.fusion_of_b.get(id(y))
                 launcher = f"launched by {y.op} (not an ATen op)" if y.op and not y.aten else (
                     "launched by no op" if y.op is None else "generated code")
-                where = f"scope {'/'.join(y.scope)}" if how == "scope" else "the gap's only new kernel"
+                where = f"scope {_scope_note(y, scope)}" if how == "scope" else "the gap's only new kernel"
                 ev = f"{where}, {'backward' if y.backward else 'forward'}: {launcher}; A's kernels there have no counterpart"
                 m.claim(y, sorted(rep, key=lambda x: x.pos), f.how if f else how, evidence=ev)
 
