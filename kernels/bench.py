@@ -426,6 +426,14 @@ def train_step(call, x, dy, params):
     return step
 
 
+def launch_counts() -> dict:
+    """Launches of the fused kernels so far that skipped Triton's JIT (``direct``) or went through it,
+    and why the direct path stopped if it did (kernels/launch.py)."""
+    from tracetui.kernels import fused, gate_up
+    return {name: {"direct": lx.direct, "jit": lx.jit, "broken": lx.broken}
+            for name, lx in (("tma", fused._TMA), ("pointer", fused._POINTER), ("bwd", gate_up._BWD))}
+
+
 def cpu_profile(fn, calls: int = 20, top: int = 14) -> list[str]:
     """Where the host time of ``fn`` goes: cProfile over ``calls`` calls, the top functions by own time."""
     import cProfile
@@ -487,13 +495,15 @@ def train_table(shapes, modes) -> list[dict]:
         for k, fn in fns.items():
             if k not in res["errors"]:
                 _timed(res, k, fn, res["errors"])
+        res["fused_launches"] = launch_counts()
         if "fused" not in res["errors"]:
             res["cpu_profile_fused"] = cpu_profile(fns["fused"])
         res["bwd_pointwise"] = backward_pointwise(m, h)
         res["seconds"] = time.time() - t_shape
         rows.append(res)
         log(f"train {(m, d, h)} ({res['seconds']:.0f}s): " + _gpu_times(res)
-            + f" grad_errs={ {k: round(v, 5) for k, v in res['grad_rel_err'].items()} } errors={res['errors'] or 'none'}")
+            + f" grad_errs={ {k: round(v, 5) for k, v in res['grad_rel_err'].items()} } errors={res['errors'] or 'none'}"
+            + f" launches={res['fused_launches']}")
     return rows
 
 

@@ -47,6 +47,7 @@ from tracetui.kernels.geglu_gemm import (
     smem_bytes,
     smem_limit,
 )
+from tracetui.kernels.launch import Launcher
 
 PATHS = ("tma", "pointer", "cublas")
 """``tma``: persistent dual GEMM, device-built TMA descriptors, GeGLU epilogue (one launch).
@@ -238,7 +239,7 @@ class Plan:
             self.config, self.smem = dict(cfg), smem_bytes(cfg, es)
             if interp:
                 cfg.pop("num_stages", None), cfg.pop("num_warps", None)
-            self.kernel = geglu_dual_gemm_kernel
+            self.kernel = _POINTER
             self.grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
             self.kwargs = dict(cfg, UPCAST=upcast, FAST_TANH=not interp, SAVE_PRE=save_pre)
         else:
@@ -258,7 +259,7 @@ def _launch_tma(plan: Plan, owner, x2, out, pre) -> None:
         ensure_allocator()
     wp, m, n, k = owner.w_packed, plan.m, owner.n, owner.k
     p, sp = (out, 0) if pre is None else (pre, pre.stride(0))
-    geglu_dual_gemm_tma_kernel[plan.grid](x2, wp, out, m, n, k, x2.stride(0), wp.stride(0), out.stride(0), p, sp,
+    _TMA[plan.grid](x2, wp, out, m, n, k, x2.stride(0), wp.stride(0), out.stride(0), p, sp,
                                           **plan.kwargs)
 
 
@@ -276,8 +277,13 @@ def _launch_cublas(plan: Plan, owner, x2, out, pre) -> None:
     with torch.no_grad():  # like the Triton paths: no autograd here (the autograd Functions have it)
         torch.mm(x2, owner.w_packed.t(), out=p)
     if m * n:
-        geglu_interleaved_kernel[plan.grid](p, out, m * n, plan.n_full, BLOCK=plan.block, num_warps=4)
+        _INTERLEAVE[plan.grid](p, out, m * n, plan.n_full, BLOCK=plan.block, num_warps=4)
 
+
+_TMA = Launcher(geglu_dual_gemm_tma_kernel)
+_POINTER = Launcher(geglu_dual_gemm_kernel)
+_INTERLEAVE = Launcher(geglu_interleaved_kernel)
+"""Each path's kernel behind a ``Launcher``: a plan's later launches skip the JIT's binding."""
 
 LAUNCHERS: dict[str, Callable] = {"tma": _launch_tma, "pointer": _launch_pointer, "cublas": _launch_cublas}
 """One launcher per path (tests inject a failing one to check the fallback on the CPU)."""

@@ -21,8 +21,11 @@ from torch import nn
 
 from tracetui.kernels.fused import PackedGeGLU
 from tracetui.kernels.geglu import geglu_interleaved_bwd_kernel
+from tracetui.kernels.launch import Launcher
 
 _BLOCK = 1024
+_BWD = Launcher(geglu_interleaved_bwd_kernel)
+"""The backward kernel behind a ``Launcher``: each step after the first skips the JIT's binding."""
 
 
 class _FusedGeGLUFn(torch.autograd.Function):
@@ -45,8 +48,7 @@ class _FusedGeGLUFn(torch.autograd.Function):
         dpre = torch.empty_like(pre)  # [M, 2N]: dgate, dup interleaved, one pass (shapes checked in forward)
         n = dh.numel()
         if n:  # geglu_interleaved_backward's kernel, launched without its Python argument checks
-            geglu_interleaved_bwd_kernel[(triton.cdiv(n, _BLOCK),)](dh, pre, dpre, n, n // _BLOCK, BLOCK=_BLOCK,
-                                                                    num_warps=4)
+            _BWD[(triton.cdiv(n, _BLOCK),)](dh, pre, dpre, n, n // _BLOCK, BLOCK=_BLOCK, num_warps=4)
         dx = torch.mm(dpre, w).view(ctx.x_shape) if ctx.needs_input_grad[0] else None
         dw = torch.mm(dpre.t(), x2) if ctx.needs_input_grad[1] else None  # [2N, K] like w
         return dx, dw, None

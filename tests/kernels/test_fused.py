@@ -310,7 +310,7 @@ def test_tma_build_failure_falls_back_to_the_pointer_kernel(monkeypatch):
             def launch(*a, **k):
                 raise RuntimeError("no TMA here")
             return launch
-    monkeypatch.setattr(fused_mod, "geglu_dual_gemm_tma_kernel", Broken())
+    monkeypatch.setattr(fused_mod, "_TMA", Broken())  # the TMA path's launcher
     wg, wu = weights(40, 24, torch.bfloat16)
     p = PackedGeGLU(wg, wu)
     p.tma_capable = True
