@@ -298,6 +298,8 @@ def claim_by_scope(m: Match) -> None:
         for y in new:
             if y.aten and id(y) in m.fusion_of_b:
                 continue  # an ATen GEMM that took GEMMs over does only GEMM work
+            if y.anchor and not y.generated and id(y) not in m.fusion_of_b:
+                continue  # a library GEMM/conv/attention kernel with no work evidence (often no launch record) fused nothing
             pool = [x for h in (g, g - 1, g + 1) if 0 <= h < len(gaps) for x in gaps[h][0]
                     if (h == g or not x.anchor) and x.backward == y.backward]
             scope = shared_scope(y, scopes_a)

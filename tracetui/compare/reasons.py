@@ -56,8 +56,8 @@ REASONS = (
     Rule("same call", "another kernel of the same op call (ATen runs it in passes)",
          "another kernel launched by the same op call", lambda r: r.sibling is not None),
     Rule("extern", "ATen kernel the compiled graph calls as an extern op",
-         "an ATen kernel launched inside a compiled graph",
-         lambda r: r.item.compiled and not r.item.inductor and r.item.op is not None),
+         "an ATen kernel launched inside a compiled graph (by an ATen op, not the graph itself)",
+         lambda r: r.item.compiled and not r.item.inductor and r.item.aten),
     Rule("attention layout", "layout copy for the attention kernel that follows",
          "only layout ops, before an attention kernel", lambda r: r.layout and r.next_anchor == "attention"),
     Rule("gemm layout", "layout copy for the GEMM that follows", "only layout ops, before a GEMM or conv",
@@ -77,8 +77,8 @@ REMOVED_REASONS = (
     Rule("op split", "another kernel of an op Inductor split in parts (B runs the op whole)",
          "as for an added op part, against A's unfused kernels", lambda r: r.op_part_of is not None),
     Rule("extern", "ATen kernel the compiled graph called as an extern op",
-         "an ATen kernel launched inside A's compiled graph",
-         lambda r: r.item.compiled and not r.item.inductor and r.item.op is not None),
+         "an ATen kernel launched inside A's compiled graph (by an ATen op)",
+         lambda r: r.item.compiled and not r.item.inductor and r.item.aten),
     Rule("weight repack", "weight repack no longer needed", "as for an added weight repack",
          lambda r: r.repack_for is not None),
     Rule("grad copy", "gradient copy into .grad no longer needed", "a copy launched under AccumulateGrad",
@@ -127,8 +127,8 @@ def explain(rows: list[Row], ia: list[Item], ib: list[Item], layer: dict | None 
         why.split_of = _first_part(it, lay(it), firsts, side)
         if why.split_of is None:
             why.op_part_of = _op_part(it, lay(it), fused[k])
-        if it.op_node is not None and calls[k][it.op_node] > 1 and not it.inductor:
-            why.sibling = it.op
+        if it.op_node is not None and calls[k][it.op_node] > 1 and it.aten and not it.inductor:
+            why.sibling = it.op  # an ATen op run in passes; a compiled graph's op is not one call
         for rule in (REASONS if added else REMOVED_REASONS):
             if rule.test(why):
                 r.rule = rule.key
@@ -137,11 +137,14 @@ def explain(rows: list[Row], ia: list[Item], ib: list[Item], layer: dict | None 
 
 
 def _why(it: Item, side: list[Item], next_anchor, added: bool) -> _Why:
-    ops = ops_of(it) if added else set(it.op_short()[:1])
+    # an Inductor kernel is read by the ops its name lists on either side, so the removed rules
+    # mirror the added ones (a removed ``triton_poi_fused_arange_2`` is a constant kernel too)
+    wide = added or it.inductor
+    ops = ops_of(it) if wide else set(it.op_short()[:1])
     layout = bool(ops) and ops <= _LAYOUT_OPS
     const = bool(ops) and (bool(ops & _CONST_OPS) and ops <= (_CONST_OPS | _LAYOUT_OPS | {"add", "mul", "lt", "gt",
                                                                                           "le", "ge"})
-                           if added else ops <= _CONST_OPS)
+                           if wide else ops <= _CONST_OPS)
     why = _Why(it, layout=layout, const=const, next_anchor=next_anchor)
     first = it.op_short()[:1]
     if first and first[0] in _LAYOUT_OPS and not it.inductor:
