@@ -84,3 +84,30 @@ def test_constant_kernel_reason_is_mirrored(fwd):
     assert rows and all(r.rule == "constants" for r in rows), [(r.status, r.rule) for r in rows]
     back = diff_traces(load_trace(pb), load_trace(pa))
     assert totals(res)["unexplained"] == totals(back)["unexplained"]
+
+
+def test_no_two_steps_alike_compares_a_typical_step_not_the_warm_up(peer_dir):
+    """HTA's test trace: six steps, none alike; its first has 2,101 kernels (546 of them with no
+    launch record), the others 1,555. The diff compares a step of the median kernel count
+    (per-step counts from the raw JSON: kernels whose launch, else whose own start, lies inside the
+    step), not the warm-up."""
+    from tests.compare.test_diff_truth import _in_step, raw_steps
+    a, b, res = hta_pair(peer_dir)
+    ev = raw(b)
+    steps = raw_steps(list(ev))
+    launch = {(e["pid"], e["args"]["correlation"]): e for e in ev
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    pids = {s["pid"] for s in steps}
+    n = [0] * len(steps)
+    for e in ev:
+        if e.get("cat") != "kernel":
+            continue
+        corr = e["args"].get("correlation")
+        rt = next((launch[(p, corr)] for p in pids if (p, corr) in launch), None)  # as gpu_reference joins
+        # a kernel with no launch record counts in the step its own start falls in
+        k = _in_step(steps, rt["pid"], rt["ts"]) if rt is not None else _in_step(steps, steps[0]["pid"], e["ts"])
+        if k is not None:
+            n[k] += 1
+    assert n[0] > max(n[1:])  # the warm-up step launches the most
+    med = sorted(n)[len(n) // 2]
+    assert totals(res)["kernels_b"] == med != n[0], n

@@ -383,6 +383,19 @@ def _class_name(module: str) -> str:
     return re.sub(r"_\d+$", "", module)
 
 
+def _typical(sig: list[tuple]) -> tuple:
+    """The sequence of names the steps run most often; among equally common ones (no two steps
+    alike), the one whose length is nearest the median step's, so a warm-up step with hundreds of
+    extra kernels is not the one compared (earliest on a tie)."""
+    counts = Counter(sig)
+    top = max(counts.values())
+    cands = [s for s in dict.fromkeys(sig) if counts[s] == top]
+    if len(cands) == 1:
+        return cands[0]
+    med = float(np.median([len(s) for s in sig]))
+    return min(cands, key=lambda s: abs(len(s) - med))
+
+
 def _items(t: Trace) -> list[Item]:
     """The step's units in launch order, each timed as the mean over the steps that launched the
     most common sequence of names (cached on the trace)."""
@@ -391,7 +404,7 @@ def _items(t: Trace) -> list[Item]:
         return cached
     per = [_step_units(t, s) for s in _scopes(t)]
     sig = [tuple(t.tree.name_id[p].tolist()) if p else () for p in per]
-    common, _ = Counter(sig).most_common(1)[0]
+    common = _typical(sig)
     alike = [p for p, s in zip(per, sig) if s == common]
     base = alike[0]
     durs = np.mean([t.tree.dur[p] for p in alike], axis=0) if base else []
