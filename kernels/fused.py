@@ -23,7 +23,6 @@ avoids that copy and the gradients' AccumulateGrad copies.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -47,7 +46,7 @@ from tracetui.kernels.geglu_gemm import (
     smem_bytes,
     smem_limit,
 )
-from tracetui.kernels.launch import Launcher
+from tracetui.kernels.launch import Launcher, interpreting
 
 PATHS = ("tma", "pointer", "cublas")
 """``tma``: persistent dual GEMM, device-built TMA descriptors, GeGLU epilogue (one launch).
@@ -129,10 +128,6 @@ def choose(case: Case) -> tuple[str, Rule]:
         if rule.test(case):
             return rule.path, rule
     raise AssertionError("the last rule always holds")
-
-
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 # --- Triton's scratch allocator for device-side descriptors ---------------------------------

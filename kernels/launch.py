@@ -31,6 +31,11 @@ MAX_KERNELS = 64
 """Compiled kernels kept per call site (distinct shapes / alignments); beyond, the cache restarts."""
 
 
+def interpreting() -> bool:
+    """Triton runs kernels on the CPU (``TRITON_INTERPRET=1``): no compiled kernel to keep."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def _hooks() -> tuple:
     """The launch hooks as the JIT passes them (None or a callable; a ``HookChain`` on newer Triton)."""
     rt = _knobs.runtime
@@ -80,7 +85,7 @@ class Launcher:
         return dev, self._stream(dev)
 
     def launch(self, grid: tuple, args: tuple, kwargs: dict) -> None:
-        fast = self.broken is None and os.environ.get("TRITON_INTERPRET") != "1" and not _hooks_set()
+        fast = self.broken is None and not interpreting() and not _hooks_set()
         if fast:
             dev, stream = self._current()
             key = (dev, tuple(_arg_key(a) for a in args), tuple(kwargs.items()))

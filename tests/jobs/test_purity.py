@@ -47,18 +47,3 @@ def test_no_import_circle_in_jobs():
     for m in mods:
         if m not in state:
             visit(m, [])
-
-
-def test_jobs_functions_and_files_are_short():
-    """No function over 80 lines and no file over 600 in tracetui/jobs (issue 34)."""
-    import ast
-    long = []
-    for m, p in _jobs_modules().items():
-        text = p.read_text()
-        assert len(text.splitlines()) <= 600, (m, len(text.splitlines()))
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                n = node.end_lineno - node.lineno + 1
-                if n > 80:
-                    long.append(f"{m}.{node.name}: {n} lines")
-    assert not long, long

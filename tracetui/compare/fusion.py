@@ -50,6 +50,7 @@ class Match:
     claimed: dict = field(default_factory=dict)      # id(A item) -> Fusion
     fusion_of_b: dict = field(default_factory=dict)  # id(B item) -> Fusion
     fusions: list = field(default_factory=list)
+    scopes_a: set = field(default_factory=set)      # A's module scopes and those above them
 
     @property
     def paired(self) -> list:
@@ -77,8 +78,8 @@ class Match:
 
 def match(ia: list[Item], ib: list[Item]) -> Match:
     """Steps 1-3 (module docstring)."""
-    m = Match(ia, ib)
-    work = work_groups(ia, ib)
+    m = Match(ia, ib, scopes_a=scope_prefixes(ia))
+    work = work_groups(ia, ib, m.scopes_a)
     for y, xs, evidence in work:
         m.claim(y, xs, "work", evidence=evidence)
     placed = {id(y) for y, _, _ in work} | {id(x) for _, xs, _ in work for x in xs}
@@ -143,7 +144,7 @@ def _may_do_work(y: Item, names_a: set, flops_a: set) -> bool:
     return not y.inductor and (y.name, y.backward) not in names_a
 
 
-def work_groups(ia: list[Item], ib: list[Item]) -> list[tuple[Item, list, str]]:
+def work_groups(ia: list[Item], ib: list[Item], scopes_a: set | None = None) -> list[tuple[Item, list, str]]:
     """Step 1: (kernel of B, the GEMMs of A it took over, the evidence), per kernel of B that
     does the work of GEMMs B has no counterpart for."""
     names_a = {(x.name, x.backward) for x in ia}
@@ -159,7 +160,7 @@ def work_groups(ia: list[Item], ib: list[Item]) -> list[tuple[Item, list, str]]:
     kept = {p for p, _ in paired}
     lost = [x for x in ia if x.anchor and x.klass == "gemm" and x.pos not in kept]
     out, taken = [], set()
-    scopes_a = scope_prefixes(ia)
+    scopes_a = scope_prefixes(ia) if scopes_a is None else scopes_a
     lost_pos = [x.pos for x in lost]
     qs = [q for _, q in paired]
     for y in cands:
@@ -291,7 +292,6 @@ def claim_by_scope(m: Match) -> None:
     fusions): the free kernels of A in their nn.Module scope and direction, else (no scope, the
     gap's only new kernel) the gap's."""
     gaps = m.gaps
-    scopes_a = scope_prefixes(m.ia)
     for g, (ga, gb) in enumerate(gaps):
         new = [y for y in gb if id(y) not in m.pair_of and not y.inductor and _may_fuse(y)
                and (id(y) not in m.fusion_of_b or m.fusion_of_b[id(y)].how == "work")]
@@ -302,7 +302,7 @@ def claim_by_scope(m: Match) -> None:
                 continue  # a library GEMM/conv/attention kernel with no work evidence (often no launch record) fused nothing
             pool = [x for h in (g, g - 1, g + 1) if 0 <= h < len(gaps) for x in gaps[h][0]
                     if (h == g or not x.anchor) and x.backward == y.backward]
-            scope = shared_scope(y, scopes_a)
+            scope = shared_scope(y, m.scopes_a)
             if scope:
                 rep = [x for x in pool if m.free(x) and x.in_scope(scope)]
                 how = "scope"
