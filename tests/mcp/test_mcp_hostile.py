@@ -57,11 +57,18 @@ class Wire:
         return r["result"]
 
     def peak_rss(self, field: str = "VmHWM") -> int:
-        """The server's peak (or, with VmRSS, current) resident memory, in bytes, from /proc."""
-        for line in Path(f"/proc/{self.p.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) << 10
-        return 0
+        """The server's peak (or, with VmRSS, current) resident memory, in bytes, from /proc: its
+        own plus its child processes' (tool calls run in a child, tracetui/mcp/worker.py)."""
+        total, todo = 0, [self.p.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                status = Path(f"/proc/{pid}/status").read_text().splitlines()
+                todo += [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+            except OSError:
+                continue
+            total += sum(int(ln.split()[1]) << 10 for ln in status if ln.startswith(field + ":"))
+        return total
 
     def close(self) -> None:
         self.p.stdin.close()

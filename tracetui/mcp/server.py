@@ -18,13 +18,10 @@ SERVER_MAX_BYTES = 512 << 20
 lower than the app's (an agent's call should not take the machine's memory); a load takes about
 2.4x the trace, so one call stays near 1.3 GB."""
 
-ERROR_CHARS = 300
-"""Longest error message a tool returns (its first line, cut)."""
-
-
-def build_server(max_chars: int | None = None, roots=None):
-    """An ``MCPServer`` with every tool of ``mcp_tools.TOOLS`` registered (also for in-process
-    tests), confined to ``roots`` (default: the current folder)."""
+def build_server(max_chars: int | None = None, roots=None, worker=None):
+    """An ``MCPServer`` with every tool of ``mcp_tools.TOOLS`` registered, confined to ``roots``
+    (default: the current folder). With a ``worker`` (``tracetui mcp``), each call runs in its
+    child process; without (in-process tests), in this process."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
@@ -37,66 +34,37 @@ def build_server(max_chars: int | None = None, roots=None):
     server = MCPServer("tracetui", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
     for tool in mcp_tools.TOOLS:
-        server.add_tool(_as_tool_error(tool.fn, ToolError), name=tool.name,
+        fn = _as_tool_error(tool.fn, ToolError) if worker is None else _in_worker(tool, worker, ToolError)
+        server.add_tool(fn, name=tool.name,
                         description=" ".join((tool.fn.__doc__ or "").split()), annotations=read_only,
                         structured_output=False)
     return server
 
 
 def _as_tool_error(fn, ToolError):
-    """The answer as compact JSON text (the size ``mcp_tools.MAX_CHARS`` bounds). Every failure
-    comes back as a tool error with its message: bad input as it is said, anything else as
-    ``internal error (Type): message`` (the SDK would hide that text)."""
-    import orjson
-
-    from tracetui.read.errors import TraceError
-    from tracetui.mcp.tools import ToolInputError
+    """The answer as compact JSON text (the size ``mcp_tools.MAX_CHARS`` bounds); every failure a
+    tool error with its message (``worker.answer``: the SDK would hide an unexpected one's text)."""
+    from tracetui.mcp.worker import answer
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        try:
-            return orjson.dumps(fn(*args, **kwargs), option=orjson.OPT_SERIALIZE_NUMPY).decode()
-        except (ToolInputError, TraceError) as e:
-            message = _line(str(e))
-        except RecursionError:
-            message = f"{fn.__name__}: internal error: nested too deep"
-        except MemoryError:
-            message = f"{fn.__name__}: out of memory (TRACETUI_MAX_BYTES / --max-bytes bounds a trace)"
-        except Exception as e:  # noqa: BLE001 - an unexpected failure still says what it was
-            message = f"{fn.__name__}: internal error ({type(e).__name__}): {_line(str(e))}"
-        finally:
-            _give_back_memory()
-        # raised outside the handler: no chained exception keeps the failed load's frames (and
-        # their buffers, up to the load limit) alive after the answer
-        raise ToolError(message)
+        ok, text = answer(fn, *args, **kwargs)
+        if ok:
+            return text
+        raise ToolError(text)
     return call
 
 
-@functools.cache
-def _malloc_trim():
-    """glibc's ``malloc_trim``, or None elsewhere."""
-    import ctypes
-    import ctypes.util
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
-def _give_back_memory() -> None:
-    """Return freed heap to the system after a call: a refused gzip bomb or a dropped trace
-    otherwise stays resident in a long-running server (2.1 GB after one bomb, measured)."""
-    import gc
-    gc.collect()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-def _line(text: str) -> str:
-    """A message as one line of at most ERROR_CHARS characters."""
-    first = (text.splitlines() or [""])[0]
-    return first if len(first) <= ERROR_CHARS else first[:ERROR_CHARS] + "…"
+def _in_worker(tool, worker, ToolError):
+    """``tool`` run by ``worker`` in its child process; its signature (the input schema) and
+    docstring stay the tool's own."""
+    @functools.wraps(tool.fn)
+    async def call(**kwargs):
+        ok, text = await worker.call(tool.name, kwargs)
+        if ok:
+            return text
+        raise ToolError(text)
+    return call
 
 
 def server_roots(args) -> list[str]:
@@ -120,7 +88,8 @@ def _set_max_bytes(args, CliError) -> None:
     try:
         max_bytes()
     except Exception as e:  # noqa: BLE001 - the loader's own message about the value
-        raise CliError(f"mcp: {_line(str(e))}") from None
+        from tracetui.mcp.worker import line
+        raise CliError(f"mcp: {line(str(e))}") from None
 
 
 def serve(args, CliError) -> int:
@@ -129,14 +98,21 @@ def serve(args, CliError) -> int:
         if not os.path.isdir(r):
             raise CliError(f"mcp: --root {r}: not a folder")
     _set_max_bytes(args, CliError)  # sets TRACETUI_MAX_BYTES for this process: last, once all is checked
+    from tracetui.mcp.worker import Worker
+    worker = Worker(server_roots(args), getattr(args, "max_chars", None))
     try:
-        server = build_server(getattr(args, "max_chars", None), server_roots(args))
+        server = build_server(getattr(args, "max_chars", None), server_roots(args), worker)
     except ImportError:
         raise CliError("`tracetui mcp` needs the MCP SDK: pip install 'tracetui[mcp]'") from None
     import anyio
 
     from tracetui.mcp.wire import serve_stdio
     print("tracetui mcp: serving on stdio (read-only trace tools)", file=sys.stderr, flush=True)
-    # the SDK's server over our checked wire (MCPServer.run("stdio") does the same over its own)
-    anyio.run(serve_stdio, server._lowlevel_server)
+    worker.start()  # its imports overlap the client's handshake
+    try:
+        # the SDK's server over our checked wire (MCPServer.run("stdio") does the same over its own);
+        # at end of input the call in flight is abandoned: the client is gone
+        anyio.run(serve_stdio, server._lowlevel_server, worker.kill)
+    finally:
+        worker.kill()
     return 0

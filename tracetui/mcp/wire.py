@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from contextlib import contextmanager
 
 import orjson
@@ -136,24 +137,45 @@ class _Out:
         pass
 
 
-_END = object()
-
 
 class _In:
-    """The wire's reading end: lines that are JSON-RPC messages, in order; the others answered."""
+    """The wire's reading end: lines that are JSON-RPC messages, in order; the others answered.
+    A daemon thread reads the wire (not a worker thread of the event loop's pool, which the
+    interpreter joins at exit: Ctrl-C then waited for the client's next line)."""
 
-    def __init__(self, f, out: _Out, validate):
-        self.lines, self.out, self.validate = read_lines(f), out, validate
+    def __init__(self, f, out: _Out, validate, on_end=None):
+        self.lines, self.out, self.validate, self.on_end = read_lines(f), out, validate, on_end
+        self.received = None
 
     def __aiter__(self):
         return self
 
+    def _pump(self, send, token) -> None:
+        import anyio.from_thread
+        try:
+            for line in self.lines:
+                anyio.from_thread.run(send.send, line, token=token)
+        except Exception:  # noqa: BLE001 - the event loop is gone (the server is stopping)
+            return
+        try:
+            anyio.from_thread.run_sync(send.close, token=token)
+        except Exception:  # noqa: BLE001
+            pass
+
     async def __anext__(self) -> str:
         import anyio
+        import anyio.lowlevel
+        if self.received is None:
+            send, self.received = anyio.create_memory_object_stream(1)
+            threading.Thread(target=self._pump, args=(send, anyio.lowlevel.current_token()), daemon=True,
+                             name="tracetui-mcp-wire").start()
         while True:
-            line = await anyio.to_thread.run_sync(next, self.lines, _END)
-            if line is _END:
-                raise StopAsyncIteration
+            try:
+                line = await self.received.receive()
+            except anyio.EndOfStream:
+                if self.on_end is not None:
+                    self.on_end()
+                raise StopAsyncIteration from None
             if line is None:
                 await self.out.write(error_line(INVALID_REQUEST, f"Invalid Request: message over {MAX_LINE:,} bytes"))
                 continue
@@ -185,13 +207,14 @@ def claimed_stdio():
         os.dup2(wire_out, 1)
 
 
-async def serve_stdio(lowlevel) -> None:
-    """Run the SDK's low-level server over the checked wire until the client closes it."""
+async def serve_stdio(lowlevel, on_end=None) -> None:
+    """Run the SDK's low-level server over the checked wire until the client closes it;
+    ``on_end()`` runs as soon as the input ends (before calls in flight are answered)."""
     import mcp_types
     from mcp.server.stdio import stdio_server
     def validate(msg):
         mcp_types.jsonrpc_message_adapter.validate_python(msg, by_name=False)
     with claimed_stdio() as (fin, fout):
         out = _Out(fout)
-        async with stdio_server(stdin=_In(fin, out, validate), stdout=out) as (read_stream, write_stream):
+        async with stdio_server(stdin=_In(fin, out, validate, on_end), stdout=out) as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -128,6 +128,7 @@ def fork_child(body: Callable[[int], None], close: tuple = ()) -> tuple[int, int
     children's pipes, whose end of file would otherwise wait for it). A failed fork closes the
     pipe and raises."""
     r, w = os.pipe()
+    parent = os.getpid()
     try:
         pid = os.fork()
     except BaseException:
@@ -140,7 +141,7 @@ def fork_child(body: Callable[[int], None], close: tuple = ()) -> tuple[int, int
             os.close(r)
             for fd in close:
                 os.close(fd)
-            quiet_child()
+            quiet_child(parent)
             body(w)
             code = 0
         except BaseException:  # noqa: BLE001 - the status says it
@@ -152,14 +153,32 @@ def fork_child(body: Callable[[int], None], close: tuple = ()) -> tuple[int, int
     return pid, r
 
 
-def quiet_child() -> None:
-    """The child must not touch the parent's event loop (signal wake-up fd) or catch Ctrl-C."""
+def quiet_child(parent: int | None = None) -> None:
+    """The child must not touch the parent's event loop (signal wake-up fd) or catch Ctrl-C, and
+    dies with the thread that forked it, however that ends (SIGHUP or SIGKILL too, where no
+    handler of the parent's runs: the helper went on for about 3 s after a SIGHUP)."""
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGWINCH, signal.SIG_DFL)
     except (ValueError, OSError, AttributeError):
         pass
+    if parent is not None:
+        die_with_parent(parent)
+
+
+def die_with_parent(parent: int) -> None:
+    """Linux: the kernel SIGKILLs this process when the thread that started it ends
+    (PR_SET_PDEATHSIG); a ``parent`` already gone by then shows as a changed parent id."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def receive(r: int, pid: int, timeout: float):
