@@ -78,8 +78,8 @@ def run(args) -> int:
                 raise
             failed.append(f"{w.name}/{impl}: {type(e).__name__}: {e}")
             continue
-        from tracetui.textsafe import visible
-        print(visible(str(path)))
+        from tracetui.report.output import write_line
+        write_line(str(path))
     if failed:
         raise CliError(f"{len(failed)} of {len(jobs)} recordings failed: " + "; ".join(failed))
     return 0
