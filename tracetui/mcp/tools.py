@@ -40,7 +40,7 @@ ARG_CHARS = 400
 ROOTS: list[Path] = []
 """Folders (or files) the tools may open or list; empty: the current folder. Set by the server."""
 
-OUTSIDE = "outside the folders this server may read (see tracetui mcp --root)"
+OUTSIDE = "outside the folders this server may read (start the server with --root DIR to allow it)"
 """The one refusal for a path out of ROOTS, the same whether it exists or not."""
 
 MAX_DEPTH_ARG = 1_000_000
