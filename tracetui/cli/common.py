@@ -122,4 +122,5 @@ def announce_folders(paths) -> None:
 def error(msg: str) -> None:
     """The one line bad input gets: file names made visible (no escapes, no line breaks)."""
     from tracetui.textsafe import visible
-    print(f"tracetui: error: {visible(msg)}", file=sys.stderr)
+    if sys.stderr is not None:  # print(file=None) would write to stdout
+        print(f"tracetui: error: {visible(msg)}", file=sys.stderr)
