@@ -53,7 +53,15 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument("--torch-version", metavar="X.Y", default=None, type=torch_version,
                     help="torch version that recorded the trace, for its CPU self-time rule "
                          "(default: the recorded one, else <= 2.12)")
-    o = sub.add_parser("open", parents=[lo], help="open the explorer (the default command)")
+    lo.add_argument("--no-cache", action="store_true",
+                    help="neither reopen from nor write the reopen cache ($XDG_CACHE_HOME/tracetui; "
+                         "TRACETUI_NO_CACHE=1 does the same)")
+    wo = argparse.ArgumentParser(add_help=False)  # one trace's decode (ranks/index have their own --workers)
+    from tracetui.cli.common import positive as _positive
+    wo.add_argument("--workers", dest="decode_workers", type=_positive, default=None, metavar="N",
+                    help="processes decoding a large trace (default: one per usable CPU, at most 8; "
+                         "TRACETUI_WORKERS=N does the same)")
+    o = sub.add_parser("open", parents=[lo, wo], help="open the explorer (the default command)")
     o.add_argument("traces", nargs="*", type=Path,
                    help="trace file(s) or trace folder; two open a diff, more a ladder; - reads stdin")
     fo = argparse.ArgumentParser(add_help=False)  # how a report is written: every reporting subcommand
@@ -61,21 +69,21 @@ def _parser() -> argparse.ArgumentParser:
                     help="text (default), json (schema in README), csv (one table) or md (Markdown tables)")
     fo.add_argument("--table", default=None, metavar="NAME",
                     help="csv/md: the table to write (default csv: the main one; md: all)")
-    s = sub.add_parser("summary", parents=[lo, fo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
+    s = sub.add_parser("summary", parents=[lo, wo, fo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
     s.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     s.add_argument("--json", action="store_true", help="same as --format json")
     s.add_argument("--top", type=count, default=15, help="rows in the op and kernel tables (0: all)")
-    t = sub.add_parser("tree", parents=[lo, fo], help="the hierarchy as indented text")
+    t = sub.add_parser("tree", parents=[lo, wo, fo], help="the hierarchy as indented text")
     t.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     t.add_argument("--depth", type=count, default=None, help="levels shown under the root (or under the matches)")
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true", help="same as --format json")
     t.add_argument("--python", action="store_true", help="show Python frames (hidden, as in the app; --depth counts what is shown)")
-    m = sub.add_parser("memory", parents=[lo, fo], help="profile_memory: peaks per device and step, what held them, per-op table")
+    m = sub.add_parser("memory", parents=[lo, wo, fo], help="profile_memory: peaks per device and step, what held them, per-op table")
     m.add_argument("trace", type=Path)
     m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
     m.add_argument("--top", type=count, default=10, help="rows per table (0: all)")
-    d = sub.add_parser("diff", parents=[lo, fo], help="align two traces and report what changed and what fusion "
+    d = sub.add_parser("diff", parents=[lo, wo, fo], help="align two traces and report what changed and what fusion "
                                                    "removed; three or more: a ladder (A → B → C …)")
     d.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="two traces, or a series of them")
     d.add_argument("--top", type=count, default=10, help="changes shown per kind (0: all); a ladder's per neighbour: 3")
@@ -283,7 +291,10 @@ def _load_opts(args) -> dict:
             re.compile(args.steps)
         except re.error as e:
             raise CliError(f"--steps {args.steps!r}: not a valid regular expression ({e})") from None
-    return {"steps": args.steps, "torch_version": args.torch_version}
+    opts = {"steps": args.steps, "torch_version": args.torch_version, "cache": not getattr(args, "no_cache", False)}
+    if getattr(args, "decode_workers", None) is not None:
+        opts["workers"] = args.decode_workers
+    return opts
 
 
 def _dispatch(args) -> int:
@@ -355,7 +366,10 @@ def _terminal_stdin() -> None:
 def load(path, args):
     """``load_trace`` with the command's options; a trace read from stdin is called ``-``."""
     from tracetui.model import load_trace
-    t = load_trace(path, **_load_opts(args))
+    opts = _load_opts(args)
+    if str(path) in _STDIN_NAMES:  # a temporary copy of stdin: nothing to reopen
+        opts["cache"] = False
+    t = load_trace(path, **opts)
     if str(t.path) in _STDIN_NAMES:
         t.path = Path(_STDIN_NAMES[str(t.path)])
     return t
@@ -393,6 +407,8 @@ def _diff_report(paths: list, args) -> int:
 
 
 def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, job: bool = False) -> int:
+    if load_opts and any(str(p) in _STDIN_NAMES for p in paths):  # a temporary copy of stdin: nothing to reopen
+        load_opts = {**load_opts, "cache": False}
     if job:  # several ranks of one job, a folder of them, or an index: the job view
         from tracetui.ui.app import TraceApp
         app = TraceApp(list(paths), load_opts=load_opts, job=True)
@@ -405,7 +421,7 @@ def _open(paths: list[Path], diff: bool = False, load_opts: dict | None = None, 
     early = None
     if len(resolved) == 1:  # a large file starts decoding (or gunzipping) while Textual imports
         from tracetui.model.trace import start_load
-        early = start_load(resolved[0])
+        early = start_load(resolved[0], cache=(load_opts or {}).get("cache", False))
     try:
         from tracetui.ui.app import TraceApp
         app = TraceApp(resolved, diff=diff and len(resolved) >= 2, early=early, load_opts=load_opts)
