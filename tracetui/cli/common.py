@@ -50,3 +50,20 @@ def interactive() -> bool:
     except (AttributeError, ValueError):
         return False
 
+
+TABLES = {
+    "summary": "ops (csv default), overview, per_step, kernel_classes, kernels, first_step_kernels",
+    "tree": "nodes",
+    "memory": "ops (csv default), overview, devices, steps",
+    "diff": "kernels (csv default), overview, changes, fused, unfused, removed_ops, added_ops, chains, "
+            "cpu_changes; a ladder (3+ traces): rungs (csv default), steps, changes, cpu_changes",
+    "ranks": "per_rank (csv default), overview, steps, collectives, collective_ranks, diagnostics",
+}
+"""The tables each report's ``--table`` can name, as ``--help`` lists them (tests/cli/test_table_help.py
+checks them against the tables the reports write)."""
+
+
+def table_help(parser, names: str) -> None:
+    """``--table NAME`` on a report's parser, its help naming that report's tables."""
+    parser.add_argument("--table", default=None, metavar="NAME",
+                        help=f"csv/md: the table to write (csv: one table, md: all). Tables: {names}")

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 from tracetui.cli.common import CliError, count, positive, torch_version  # noqa: F401 - re-exported: the CLI's names
+from tracetui.cli.common import TABLES, table_help
 from tracetui.cli.common import interactive as _interactive
 
 SUBCOMMANDS = ("open", "summary", "tree", "diff", "gen", "memory", "ranks", "index", "record", "mcp",
@@ -58,13 +59,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="trace file(s) or trace folder; two open a diff, more a ladder; - reads stdin")
     fo = argparse.ArgumentParser(add_help=False)  # how a report is written: every reporting subcommand
     fo.add_argument("--format", choices=FORMATS, default=None,
-                    help="text (default), json (schema in README), csv (one table) or md (Markdown tables)")
-    fo.add_argument("--table", default=None, metavar="NAME",
-                    help="csv/md: the table to write (default csv: the main one; md: all)")
+                    help="text (default), json (schema in docs/json.md), csv (one table) or md (Markdown tables)")
     s = sub.add_parser("summary", parents=[lo, fo], help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
     s.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     s.add_argument("--json", action="store_true", help="same as --format json")
     s.add_argument("--top", type=count, default=15, help="rows in the op and kernel tables (0: all)")
+    s.add_argument("--python", action="store_true",
+                   help="the op table lists Python frames and nn.Module rows too (hidden, as in tree), in every format")
     t = sub.add_parser("tree", parents=[lo, fo], help="the hierarchy as indented text")
     t.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     t.add_argument("--depth", type=count, default=None, help="levels shown under the root (or under the matches)")
@@ -73,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--python", action="store_true", help="show Python frames (hidden, as in the app; --depth counts what is shown)")
     m = sub.add_parser("memory", parents=[lo, fo], help="profile_memory: peaks per device and step, what held them, per-op table")
     m.add_argument("trace", type=Path)
-    m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    m.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/json.md)")
     m.add_argument("--top", type=count, default=10, help="rows per table (0: all)")
     d = sub.add_parser("diff", parents=[lo, fo], help="align two traces and report what changed and what fusion "
                                                    "removed; three or more: a ladder (A → B → C …)")
@@ -81,10 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--top", type=count, default=10, help="changes shown per kind (0: all); a ladder's per neighbour: 3")
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
-    g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
+    g.add_argument("--json", action="store_true", help="print the report as JSON (schema in docs/json.md)")
     from tracetui.cli.gate import add_gate_args
     add_gate_args(d)
     _rank_parsers(sub, lo, fo)
+    for sp, names in ((s, TABLES["summary"]), (t, TABLES["tree"]), (m, TABLES["memory"]), (d, TABLES["diff"])):
+        table_help(sp, names)
     _record_parsers(sub)
     from tracetui.cli.opportunities import add_parser as _opportunities_parser  # tracetui/cli/opportunities.py
     _opportunities_parser(sub, lo, count)
@@ -367,7 +370,7 @@ def _summary(path, args) -> int:
     from tracetui.report.output import fmt_of
     from tracetui.report.summary import print_summary
     print_summary(load(path, args), top=getattr(args, "top", 15), fmt=fmt_of(args),
-                  table=getattr(args, "table", None))
+                  table=getattr(args, "table", None), python=getattr(args, "python", False))
     return 0
 
 

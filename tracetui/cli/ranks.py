@@ -11,8 +11,11 @@ def add_parsers(sub, lo, fo=None) -> None:
     r = sub.add_parser("ranks", parents=[lo] + ([fo] if fo is not None else []), help="the ranks of a job: collectives matched across ranks, "
                                                    "clock offsets, waits, stragglers, per-step figures")
     r.add_argument("paths", nargs="+", help="rank files, a folder of them, a glob, or an index (tracetui index)")
-    r.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    r.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/json.md)")
     from tracetui.cli.common import count, positive
+    if fo is not None:
+        from tracetui.cli.common import TABLES, table_help
+        table_help(r, TABLES["ranks"])
     r.add_argument("--top", type=count, default=10, help="collectives listed in the text report (0: all)")
     r.add_argument("--workers", type=positive, default=None, help="processes loading ranks (default: one per core)")
     r.add_argument("--rank-clocks", action="store_true",
