@@ -219,8 +219,8 @@ def test_text_summary_parses_back(capsys):
     """The text report's op table: one line per op of the JSON's op kinds, the same counts."""
     out = run(capsys, "summary", A, "--format", "text", "--top", "0")
     j = json.loads(run(capsys, "summary", A, "--json", "--top", "0"))
-    lines = out.split("\ntop ops")[1].split("\n\n")[0].splitlines()[1:]
-    counts = [int(line[44:51]) for line in lines]
+    lines = out.split("\ntop ops")[1].split("\n\n")[0].splitlines()[2:]  # title, header, rows
+    counts = [int(line.split()[0]) for line in lines]  # names last: the count leads the row
     assert counts == [o["count"] for o in j["ops"] if o["kind"] in ("op", "annotation", "step", "runtime")]
 
 

@@ -7,11 +7,15 @@ from tracetui.read.events import K
 from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.report.output import US, emit_report, write_line, short_name
+from tracetui.shorten import column
 from tracetui.textsafe import visible
 
 
 TEXT_OP_KINDS = ("op", "annotation", "step", "runtime")
-"""The text summary's op table leaves Python frames and modules to the tree; --json lists every row."""
+"""The op table's rows in every format: Python frames and modules only under ``--python`` (as in
+``tree``). ``summary_dict`` without ``op_kinds`` (the MCP tools, the key_averages() tests) keeps
+every row."""
+PYTHON_OP_KINDS = TEXT_OP_KINDS + ("module", "python")
 
 
 def attribution(t: Trace, node: int) -> dict:
@@ -86,15 +90,17 @@ def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
 
 
 def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | None = None,
-                  table: str | None = None) -> None:
+                  table: str | None = None, python: bool = False) -> None:
     fmt = fmt or ("json" if as_json else "text")
     text = fmt == "text"
-    d = summary_dict(t, top=top, op_kinds=TEXT_OP_KINDS if text else None, step_rows=TEXT_STEP_ROWS if text else None)
+    kinds = PYTHON_OP_KINDS if python else TEXT_OP_KINDS  # the same rows in every format
+    d = summary_dict(t, top=top, op_kinds=kinds, step_rows=TEXT_STEP_ROWS if text else None)
+    shown_ops = sum(1 for a in t.op_table if a.kind in kinds)
     if fmt != "text":  # csv: the ops table unless --table names another
         emit_report(d, fmt, table=table, first="ops", title=f"tracetui summary: {t.path.name}")
         if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
             from tracetui.report.caps import note_truncated
-            note_truncated([(k, len(d[k]), n) for k, n in (("kernels", len(t.kernel_table)), ("ops", len(t.op_table)))
+            note_truncated([(k, len(d[k]), n) for k, n in (("kernels", len(t.kernel_table)), ("ops", shown_ops))
                             if len(d[k]) < n])
         return
     write_line(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {visible(t.device_label)}")
@@ -129,9 +135,11 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
                     if s["comm_exposed_us"] or s["comm_overlapped_us"] else ""))
     if d["first_step_kernels"]:
         write_line(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
-        for k in d["first_step_kernels"][:40]:
+        first = d["first_step_kernels"][:40]
+        names = column([visible(k["name"]) for k in first], used=2 + 13 + 1 + 9 + 5, short=short_name)
+        for k, name in zip(first, names):
             src = (" > ".join(k["ops"]) or "(no ATen op)")
-            write_line(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {visible(short_name(k['name']))[:58]:58s}"
+            write_line(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {name}"
                  f"  <- {visible(src)}{' in ' + visible(k['module']) if k['module'] else ''}")
         if len(d["first_step_kernels"]) > 40:
             write_line(f"  … {len(d['first_step_kernels']) - 40} more")
@@ -139,14 +147,21 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
         write_line("\nkernel classes: " + ", ".join(f"{c} {v['count']}× {v['total_us']:.1f} µs"
                                               for c, v in sorted(d["kernel_classes"].items(), key=lambda x: -x[1]["total_us"])))
     if d["kernels"]:
-        write_line(f"\n{'top kernels by device time':72s} {'count':>6s} {'total µs':>10s} {'mean µs':>10s}")
-        for k in d["kernels"]:
-            write_line(f"  {visible(short_name(k['name']))[:70]:70s} {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}")
+        write_line("\ntop kernels by device time")
+        write_line(f"  {'count':>6s} {'total µs':>10s} {'mean µs':>10s}  name")
+        names = column([visible(k["name"]) for k in d["kernels"]], used=2 + 6 + 11 + 11 + 2, short=short_name)
+        for k, name in zip(d["kernels"], names):
+            write_line(f"  {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}  {name}")
             if k.get("classes_us"):  # its instances differ in class (launching ops): say how
                 write_line("    mixed classes: " + ", ".join(f"{c} {v:.1f} µs" for c, v in k["classes_us"].items()))
-    write_line(f"\n{'top ops':44s} {'count':>6s} {'CPU total µs':>13s} {'CPU self µs':>12s} {'device µs':>10s}")
-    for o in d["ops"]:
-        write_line(f"  {visible(o['name'])[:42]:42s} {o['count']:6d} {o['cpu_total_us']:13.1f} {o['cpu_self_us']:12.1f} {o['device_total_us']:10.1f}")
+    # device µs: key_averages()'s (what the op's own thread's ops launched); under op µs: all GPU work
+    # launched inside the op, also outside any ATen op (graph replays, NCCL, a user's Triton kernel)
+    write_line("\ntop ops (µs: CPU total, CPU self, device as key_averages() counts it, and all GPU work under the op)")
+    write_line(f"  {'count':>6s} {'CPU µs':>10s} {'self µs':>10s} {'device µs':>10s} {'under op':>10s}  name")
+    names = column([visible(o["name"]) for o in d["ops"]], used=2 + 6 + 4 * 11 + 2)
+    for o, name in zip(d["ops"], names):
+        write_line(f"  {o['count']:6d} {o['cpu_total_us']:10.1f} {o['cpu_self_us']:10.1f} {o['device_total_us']:10.1f}"
+                   f" {o['device_scope_us']:10.1f}  {name}")
     diag = diagnostic_lines(d["diagnostics"])
     if diag:
         write_line("\ndiagnostics (nothing is dropped silently):")
