@@ -95,17 +95,27 @@ def graph_gaps(trace) -> GraphGaps:
     linked = np.bincount(np.searchsorted(launches, t.parent[gpu][exact]), minlength=launches.size)
     empty = set(launches[linked == 0].tolist())
     out = GraphGaps(int(launches.size), len(empty), int(linked.sum()))
-    if not trace.steps:
-        return out
-    is_graph = set(launches.tolist())
-    win = trace.windows
-    launcher = dict(zip(gpu.tolist(), win.launcher.tolist())) if gpu.size else {}
-    for w in win.windows:
-        mine = [r for r in w.runtime.tolist() if r in is_graph]
-        if not mine:
-            continue
-        g = w.gpu.tolist()
-        lost = [x for x in g if launcher.get(x, -1) < 0]
-        out.by_step[w.node] = StepGaps(len(mine), sum(1 for r in mine if r in empty), len(lost),
-                                       int(t.dur[lost].sum()) if lost else 0)
+    if trace.steps:
+        out.by_step = _by_step(trace, launches, set(empty))
     return out
+
+
+def _by_step(trace, launches: np.ndarray, empty: set) -> dict:
+    """Step node -> StepGaps for every step whose window holds a graph launch (whole arrays:
+    a trace of 250,000 steps is one pass)."""
+    t, win = trace.tree, trace.windows
+    n = len(win.windows)
+    r_seg = np.repeat(np.arange(n), np.diff(win.runtime_at))
+    is_graph = np.isin(win.runtime_flat, launches)
+    n_launch = np.bincount(r_seg[is_graph], minlength=n)
+    is_empty = np.isin(win.runtime_flat, np.fromiter(empty, dtype=np.int64, count=len(empty)))
+    n_empty = np.bincount(r_seg[is_empty], minlength=n)
+    gpu = trace._gpu_nodes
+    g = win.gpu_flat.astype(np.int64)
+    g_seg = np.repeat(np.arange(n), np.diff(win.gpu_at))
+    lost = win.launcher[np.searchsorted(gpu, g)] < 0 if g.size else np.zeros(0, dtype=bool)
+    n_lost = np.bincount(g_seg[lost], minlength=n)
+    lost_ns = np.bincount(g_seg[lost], weights=t.dur[g[lost]], minlength=n) if g.size else np.zeros(n)
+    nodes = [w.node for w in win.windows]
+    return {nodes[k]: StepGaps(int(n_launch[k]), int(n_empty[k]), int(n_lost[k]), int(lost_ns[k]))
+            for k in np.nonzero(n_launch)[0].tolist()}

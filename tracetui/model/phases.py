@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 from tracetui.read.events import K
-from tracetui.model.serving import StepLabel, label_of
+from tracetui.model.serving import StepLabel, label_of, rule_of
 
 LOOK_INSIDE = 64
 """A ProfilerStep's label is searched among its first this many descendants (breadth first)."""
@@ -35,13 +35,14 @@ def _inside(trace, step: int) -> StepLabel | None:
 
 def step_labels(trace) -> dict[int, StepLabel]:
     """Step node -> its label, for every step that has one."""
+    t = trace.tree
+    engine_names = {i for i, n in enumerate(t.names) if rule_of(n) is not None}
+    if not engine_names:  # no engine annotation anywhere: nothing to read (one pass over the names)
+        return {}
     out = {}
-    by_name: dict[int, StepLabel | None] = {}
     for s in trace.steps:
-        nid = int(trace.tree.name_id[s])
-        if nid not in by_name:
-            by_name[nid] = label_of(trace.name(s))
-        label = by_name[nid] or _inside(trace, s)
+        nid = int(t.name_id[s])
+        label = label_of(t.names[nid]) if nid in engine_names else _inside(trace, s)
         if label is not None:
             out[s] = label
     return out

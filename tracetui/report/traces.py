@@ -104,7 +104,9 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
                                **attribution(t, g)})
     return {
         "file": str(t.path), "device": t.device_name, "steps": t.n_steps, "events": len(t.store),
-        "step_marker": {"rule": t.step_choice.rule, "description": t.step_choice.description},
+        "step_marker": {"rule": t.step_choice.rule, "description": t.step_choice.description,
+                        "reason": t.step_choice.reason or None, "hint": t.step_choice.hint or None},
+        "phases": serving_phases(t), "cuda_graphs": cuda_graphs(t),
         "self_time_rule": {"frames_own_time": t.self_time.frames_own_time, "label": t.self_time.label,
                            "reason": t.self_time.reason},
         "provenance": t.provenance or None, "per_step": steps, "kernel_classes": classes,
@@ -118,7 +120,7 @@ def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
     """One step's breakdown over its window, in µs (``windows.Windows.breakdown``; ``b``: given)."""
     b = t.step_breakdown(step) if b is None else b
     us = lambda ns: ns * US  # noqa: E731
-    return {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
+    return _honest(t, step, {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
             "gpu_busy_us": us(b["busy_ns"]), "other_steps_us": us(b["other_steps_ns"]),
             "gpu_idle_us": us(b["idle_ns"]), "idle_split_us": {k: us(v) for k, v in b["idle_split_ns"].items()},
             "device_us": us(b["device_ns"]), "kernels": b["kernels"], "gpu_events": b["gpu_events"],
@@ -126,7 +128,65 @@ def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
             "comm_exposed_us": us(b["comm_exposed_ns"]), "comm_overlapped_us": us(b["comm_overlapped_ns"]),
             "launch_cpu_us": us(b["launch_cpu_ns"]), "launches": b["launches"],
             "sync_cpu_us": us(b["sync_cpu_ns"]), "syncs": b["syncs"], "threads": b["threads"],
-            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]}
+            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]})
+
+
+UNKNOWN_WHEN_HIDDEN = ("gpu_busy_us", "other_steps_us", "gpu_idle_us", "idle_split_us", "busy_by_class_us",
+                       "comm_exposed_us", "comm_overlapped_us")
+"""A step whose CUDA-graph work is hidden (model/graphs.py) has these figures unknown: JSON null."""
+
+
+def _honest(t: Trace, step: int, row: dict) -> dict:
+    """The step's serving label, its graph launches, and null for what a hidden graph makes unknown."""
+    lab = t.step_labels.get(step)
+    row["label"] = {**lab.as_dict(), "text": lab.text} if lab is not None else None
+    gaps = t.graph_gaps.by_step.get(step)
+    row["graphs"] = {**gaps.as_dict(), "note": gaps.note() or None} if gaps is not None else None
+    if gaps is not None and gaps.incomplete:
+        row.update({k: None for k in UNKNOWN_WHEN_HIDDEN})
+    return row
+
+
+def serving_phases(t: Trace, top: int = 5) -> list[dict]:
+    """Per phase (prefill / decode / mixed …): steps, device µs, kernels, top kernels (µs)."""
+    out = []
+    for f in t.phase_figures(top):
+        out.append({"phase": f["phase"], "steps": f["steps"], "unknown_steps": f["unknown_steps"],
+                    "device_us": round(f["device_ns"] * US, 3), "kernels": f["kernels"], "batch_mean": f["batch_mean"],
+                    "top_kernels": [{"name": k["name"], "count": k["count"], "device_us": round(k["device_ns"] * US, 3)}
+                                    for k in f["top_kernels"]]})
+    return out
+
+
+def cuda_graphs(t: Trace) -> dict | None:
+    """Graph launches, those with no kernels linked, and how many steps that leaves unknown."""
+    g = t.graph_gaps
+    return {**g.as_dict(), "note": g.summary()} if g.launches else None
+
+
+def _step_line(s: dict, w: int) -> str:
+    """One per-step row of the text summary; a step whose graph work is hidden says "unknown"."""
+    head = f"  {visible(s['name']):{w}s} {s['window_us']:9.1f} "
+    tail = (f" {s['launch_cpu_us']:11.1f} {s['sync_cpu_us']:9.1f} {s['kernels']:7d}  {s['verdict']}"
+            + (f"  {s['label']['text']}" if s.get("label") else ""))
+    if s["gpu_idle_us"] is None:
+        return head + f"{'unknown (CUDA graph work hidden)':>51s}" + tail
+    sp = s["idle_split_us"]
+    return (head + f"{s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} {s['gpu_idle_us']:9.1f} "
+            f"({sp['host_wait']:.1f}/{sp['kernel_wait']:.1f}/{sp['other']:.1f})" + tail)
+
+
+def _print_phases(phases: list[dict]) -> None:
+    """Per phase of a serving trace: steps, device time, kernels and its top kernels."""
+    if not phases:
+        return
+    _out("\nper phase (steps labelled by the engine's annotation; µs)")
+    for f in phases:
+        bs = f" · mean batch {f['batch_mean']:g}" if f["batch_mean"] is not None else ""
+        unk = f" · {f['unknown_steps']} step(s) left out: CUDA graph work hidden" if f["unknown_steps"] else ""
+        _out(f"  {f['phase']}: {f['steps']} step(s){bs} · device {f['device_us']:,.1f} · {f['kernels']} kernels{unk}")
+        for k in f["top_kernels"]:
+            _out(f"    {k['count']:6d} {k['device_us']:10.1f}  {visible(_short(k['name']))}")
 
 
 def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | None = None,
@@ -152,25 +212,27 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     for r in d["load"]["repairs"]:
         _out(f"  ! {r}")
     _out(f"  steps: {d['step_marker']['description']}")
+    if d["step_marker"]["hint"]:
+        _out(f"  {d['steps']} steps; {visible(d['step_marker']['hint'])}")
+    if d["cuda_graphs"]:
+        _out(f"  {d['cuda_graphs']['note']}")
     _out(f"  CPU self time: {d['self_time_rule']['label']} — {d['self_time_rule']['reason']}")
     if d["per_step"]:
         _out("\nper step (window: host start → end of its last GPU work; all threads and streams; µs)")
         w = max(16, *(len(visible(s["name"])) for s in d["per_step"]))  # a step's name is never cut
         _out(f"  {'step':{w}s} {'window':>9s}      busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
         for s in d["per_step"]:
-            sp = s["idle_split_us"]
-            _out(f"  {visible(s['name']):{w}s} {s['window_us']:9.1f} {s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} "
-                 f"{s['gpu_idle_us']:9.1f} ({sp['host_wait']:.1f}/{sp['kernel_wait']:.1f}/{sp['other']:.1f})"
-                 f" {s['launch_cpu_us']:11.1f} {s['sync_cpu_us']:9.1f} {s['kernels']:7d}  {s['verdict']}")
+            _out(_step_line(s, w))
         if d["steps"] > len(d["per_step"]):
             _out(f"  … {d['steps'] - len(d['per_step']):,} more steps (summary --json lists every one)")
         s = d["per_step"][0]
         _out(f"  {visible(s['name'])}: {s['verdict']} — {s['verdict_reason']}")
-        classes = s["busy_by_class_us"]
+        classes = s["busy_by_class_us"] or {}
         if classes:
             _out("  busy by class: " + ", ".join(f"{c} {v:.1f}" for c, v in sorted(classes.items(), key=lambda x: -x[1]))
                  + (f"; communication exposed {s['comm_exposed_us']:.1f}, overlapped {s['comm_overlapped_us']:.1f}"
                     if s["comm_exposed_us"] or s["comm_overlapped_us"] else ""))
+    _print_phases(d["phases"])
     if d["first_step_kernels"]:
         _out(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
         for k in d["first_step_kernels"][:40]:
