@@ -138,7 +138,6 @@ def test_engine_patterns_are_linear_on_hostile_names():
     code = textwrap.dedent("""
         import time
         from tracetui.model.serving import label_of
-        from tracetui.model.steps import _hint_families
         N = 100_000
         names = ["step[" + "a" * N, "step[DECODE " + "a" * N, "step[" + "A" * N + " bs=1",
                  "execute_" + "1" * N, "execute_1_context_1(sq" + "1" * N, "execute_new_" + "1" * N + "_cached_",
@@ -147,5 +146,22 @@ def test_engine_patterns_are_linear_on_hostile_names():
         for n in names:
             label_of(n)
         assert time.perf_counter() - t0 < 1.0, time.perf_counter() - t0
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=20)
+
+
+def test_hint_is_linear_on_hostile_names(tmp_path):
+    """No steps, and annotations named 100,000 digits + 'x' or 100,000 letters: the hint comes fast."""
+    ev = []
+    for i, name in enumerate(["1" * 100_000 + "x", "a" * 100_000, "1" * 100_000] * 2):
+        ev.append(_x("user_annotation", name, MAIN, 10.0 + 10 * i, 5.0))
+    p = _write(tmp_path, {"traceEvents": ev})
+    code = textwrap.dedent(f"""
+        import time
+        from tracetui.model import load_trace
+        t0 = time.perf_counter()
+        t = load_trace({str(p)!r})
+        assert t.n_steps == 0 and t.step_choice.hint.count("(2 annotations)") == 3, t.step_choice.hint[-300:]
+        assert time.perf_counter() - t0 < 5.0, time.perf_counter() - t0
     """)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=20)

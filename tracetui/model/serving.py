@@ -128,8 +128,15 @@ ENGINE_RULES: tuple[EngineRule, ...] = (
 """Engine step annotations, tried in order; the first rule whose pattern a name matches reads it."""
 
 
+PREFIXES = ("step[", "execute_", "prefill[", "decode[")
+"""What every ``ENGINE_RULES`` name starts with: a cheap test before the patterns (a trace of
+250,000 ``ProfilerStep#N`` names is checked once per name)."""
+
+
 def rule_of(name: str) -> EngineRule | None:
     """The engine rule whose pattern matches ``name`` (None: not an engine step annotation)."""
+    if not name.startswith(PREFIXES):
+        return None
     for rule in ENGINE_RULES:
         if rule.rx.match(name):
             return rule
@@ -138,6 +145,8 @@ def rule_of(name: str) -> EngineRule | None:
 
 def label_of(name: str) -> StepLabel | None:
     """What an engine's step annotation says, or None where ``name`` is not one."""
+    if not name.startswith(PREFIXES):
+        return None
     for rule in ENGINE_RULES:
         m = rule.rx.match(name)
         if m:

@@ -17,8 +17,10 @@ from tracetui.model.serving import ENGINE_RULES
 PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 """torch.profiler's own marker, written by ``prof.step()``; first choice whenever it is there."""
 
-NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<n>\d+)$")
-"""A ``record_function`` name that ends in a number: ``train_step_3``, ``step 3``, ``iteration#5``."""
+NUMBERED = re.compile(r"^(?P<prefix>.*?(?<!\d))(?P<n>\d+)$")
+"""A ``record_function`` name that ends in a number: ``train_step_3``, ``step 3``, ``iteration#5``.
+The prefix never ends in a digit, so the number is tried only where a digit run starts: linear in
+the name (a bare ``.*?`` retried the digits from every position: 100k digits + ``x`` hung)."""
 
 STEP_WORDS = re.compile(r"(?i)(step|iter|batch)")
 """Auto-detection only trusts numbered annotations that say they are steps: numbered names are
@@ -95,50 +97,68 @@ def _engine_steps(store: EventStore, ann: np.ndarray) -> StepChoice | None:
     return None
 
 
+def _profiler_steps(store: EventStore, ann: np.ndarray) -> StepChoice | None:
+    """``ProfilerStep#N``: the reader gave them the ``step`` kind already."""
+    n = int((store.kind == K["step"]).sum())
+    return StepChoice("ProfilerStep", "ProfilerStep#N (torch.profiler's prof.step())", n, "ProfilerStep") if n else None
+
+
+def _numbered_steps(store: EventStore, ann: np.ndarray) -> StepChoice | None:
+    """The most frequent numbered, step-like annotation family on one thread."""
+    cands = _numbered_candidates(store, ann) if ann.size else []
+    if not cands:
+        return None
+    count, _, prefix, events = cands[0]
+    store.kind[events] = K["step"]
+    return StepChoice("numbered annotation", f"record_function '{prefix}N' (detected, {count} found)", count,
+                      f"{prefix}N")
+
+
 STEP_RULES = (
-    ("ProfilerStep", "torch.profiler's own marker, written by prof.step(): the user said where steps are"),
-    ("engine annotation", "serving engines (SGLang, vLLM, ATOM) mark each forward pass themselves and never "
-                          "call prof.step(); their annotation also says prefill or decode"),
-    ("numbered annotation", "a training loop's record_function('train_step_3'): numbered, step-like, "
-                            "repeated, never overlapping itself on its thread"),
+    ("ProfilerStep", _profiler_steps,
+     "torch.profiler's own marker, written by prof.step(): the user said where steps are"),
+    ("engine annotation", _engine_steps,
+     "serving engines (SGLang, vLLM, ATOM) mark each forward pass themselves and never call prof.step(); "
+     "their annotation also says prefill or decode (serving.ENGINE_RULES)"),
+    ("numbered annotation", _numbered_steps,
+     "a training loop's record_function('train_step_3'): numbered, step-like, repeated, never overlapping "
+     "itself on its thread"),
 )
-"""How steps are found when ``--steps`` is not given: tried in this order, the first that finds any wins."""
+"""How steps are found when ``--steps`` is not given: (name, finder, reason), tried in order; the
+first finder that returns a choice wins."""
 
 
 def choose_steps(store: EventStore, pattern: str | None = None) -> StepChoice:
     """Pick the step markers and give them the ``step`` kind in ``store`` (in place).
 
-    Order: ``pattern`` (a regex the user named, searched in annotation names) when given; else
-    ``ProfilerStep#N``; else the most frequent numbered, step-like ``record_function`` family on one
-    thread that never overlaps itself. Raises ``ValueError`` for a regex that does not compile.
+    ``pattern`` (a regex the user named, searched in annotation names) when given; else the first
+    of ``STEP_RULES`` that finds steps; else none, with a hint (``step_hint``). Raises
+    ``ValueError`` for a regex that does not compile.
     """
     kind = store.kind
-    marked = np.nonzero(kind == K["step"])[0]
     if pattern is not None:
-        rx = re.compile(pattern)
-        kind[marked] = K["annotation"]
-        ann = np.nonzero(kind == K["annotation"])[0]
-        hit_names = np.array([bool(rx.search(n)) for n in store.names], dtype=bool)
-        hits = ann[hit_names[store.name_id[ann]]] if ann.size else ann
-        kind[hits] = K["step"]
-        none = "" if hits.size else ": none matched, so no steps (it matches user annotations' names)"
-        return StepChoice("--steps", f"annotations matching /{pattern}/ (--steps){none}", int(hits.size), f"/{pattern}/",
-                          hint="" if hits.size else step_hint(store, ann))
-    if marked.size:
-        return StepChoice("ProfilerStep", "ProfilerStep#N (torch.profiler's prof.step())", int(marked.size),
-                          "ProfilerStep")
+        return _named_steps(store, pattern)
     ann = np.nonzero(kind == K["annotation"])[0]
-    engine = _engine_steps(store, ann)
-    if engine is not None:
-        return engine
-    cands = _numbered_candidates(store, ann) if ann.size else []
-    if not cands:
-        return StepChoice("none", "no step markers (no ProfilerStep#N, no engine or numbered step annotation)", 0,
-                          "none", hint=step_hint(store, ann))
-    count, _, prefix, events = cands[0]
-    kind[events] = K["step"]
-    return StepChoice("numbered annotation", f"record_function '{prefix}N' (detected, {count} found)", count,
-                      f"{prefix}N")
+    for _, find, _ in STEP_RULES:
+        choice = find(store, ann)
+        if choice is not None:
+            return choice
+    return StepChoice("none", "no step markers (no ProfilerStep#N, no engine or numbered step annotation)", 0,
+                      "none", hint=step_hint(store, ann))
+
+
+def _named_steps(store: EventStore, pattern: str) -> StepChoice:
+    """``--steps REGEX``: every annotation whose name the regex finds (ProfilerSteps included)."""
+    kind = store.kind
+    rx = re.compile(pattern)
+    kind[kind == K["step"]] = K["annotation"]
+    ann = np.nonzero(kind == K["annotation"])[0]
+    hit_names = np.array([bool(rx.search(n)) for n in store.names], dtype=bool)
+    hits = ann[hit_names[store.name_id[ann]]] if ann.size else ann
+    kind[hits] = K["step"]
+    none = "" if hits.size else ": none matched, so no steps (it matches user annotations' names)"
+    return StepChoice("--steps", f"annotations matching /{pattern}/ (--steps){none}", int(hits.size), f"/{pattern}/",
+                      hint="" if hits.size else step_hint(store, ann))
 
 
 NOT_STEPS = (
