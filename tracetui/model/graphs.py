@@ -86,7 +86,7 @@ def graph_gaps(trace) -> GraphGaps:
     rt = np.nonzero(t.kind == K["runtime"])[0]
     if not rt.size:
         return GraphGaps()
-    graph_ids = [i for i, n in enumerate(t.names) if GRAPH_LAUNCH.search(n)]
+    graph_ids = [i for i, n in enumerate(t.names) if "GraphLaunch" in n and GRAPH_LAUNCH.search(n)]
     launches = rt[np.isin(t.name_id[rt], graph_ids)]
     if not launches.size:
         return GraphGaps()

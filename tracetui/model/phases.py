@@ -39,10 +39,13 @@ def step_labels(trace) -> dict[int, StepLabel]:
     engine_names = {i for i, n in enumerate(t.names) if rule_of(n) is not None}
     if not engine_names:  # no engine annotation anywhere: nothing to read (one pass over the names)
         return {}
-    out = {}
+    out, by_name = {}, {}
     for s in trace.steps:
         nid = int(t.name_id[s])
-        label = label_of(t.names[nid]) if nid in engine_names else _inside(trace, s)
+        if nid in engine_names:  # one read per distinct name: a decode trace repeats one name
+            label = by_name.get(nid) or by_name.setdefault(nid, label_of(t.names[nid]))
+        else:
+            label = _inside(trace, s)
         if label is not None:
             out[s] = label
     return out
