@@ -68,9 +68,7 @@ def _work(trace, w, ops: tuple, comm: tuple, compute_ns: int) -> dict:
         return {"work_start_ns": start, "work_ns": compute_ns}
     c_s, c_e = np.r_[comm[0], s[o_comm[mine]]], np.minimum(np.r_[comm[1], e[o_comm[mine]]], w.end)
     s, e = s[~o_comm[mine]], e[~o_comm[mine]]
-    busy = _union(s, e)
-    return {"work_start_ns": start, "work_ns": busy + _union(c_s, c_e) - _union(np.r_[s, c_s], np.r_[e, c_e])
-            if c_s.size else busy}
+    return {"work_start_ns": start, "work_ns": _union(np.r_[s, c_s], np.r_[e, c_e]) - _union(c_s, c_e)}
 
 
 def _step_figures(trace, step: int, ann: tuple, ops: tuple) -> dict:

@@ -25,7 +25,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-WORK_DIM = 256
+WORK_DIM = 512
 """Side of the square matmuls a step runs ``more_work[1]`` times (twice on the heavy rank)."""
 
 COMM_HEAVY_ELEMS = 1 << 21
