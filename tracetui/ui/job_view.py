@@ -320,7 +320,8 @@ class JobScreen(ExportsView, Screen):
         t.append(f"rank {r}", style="bold")
         t.append(f"  clock {visible(p['clock'])} offset {fmt(p['offset_us'])} µs · waited {fmt(p['wait_total_us'])} µs "
                  f"(mean {fmt(p['wait_mean_us'])}) · last at {p['last_count']}/{p['collectives']} · "
-                 f"caused {fmt(p['caused_wait_us'])} µs · HTA {p['hta_straggler_count']}")
+                 f"caused {fmt(p['caused_wait_us'])} µs · HTA {p['hta_straggler_count']} · start skew "
+                 f"{fmt(p.get('start_skew_us'))} µs · work imbalance {fmt(p.get('work_imbalance_us'))} µs a step")
         _, names, cell = self._grid()
         if not names:  # a heatmap with no columns, and no word why
             t.append("\nno steps in these ranks (ProfilerStep#N, or a numbered step annotation): the map has no "
@@ -332,8 +333,12 @@ class JobScreen(ExportsView, Screen):
                      f"{fmt(c['comm_exposed_us'])} · overlap {ov} · wait {fmt(c['wait_us'])} µs in "
                      f"{c['collectives']} collective{'' if c['collectives'] == 1 else 's'} · compute {fmt(c['compute_us'])} · idle {fmt(c['idle_us'])} "
                      f"· {c['verdict']}")
-        if self.doc["straggler"]["rank"] is not None:
-            t.append("\n" + visible(self.doc["straggler"]["evidence"]), style="dim")
+        s = self.doc["straggler"]
+        if s["rank"] is not None:
+            if s.get("cause"):
+                t.append(f"\nrank {s['rank']} is late by {s['cause']}: start skew {fmt(s['start_skew_us'])} µs, "
+                         f"work imbalance {fmt(s['work_imbalance_us'])} µs a step", style="bold")
+            t.append("\n" + visible(s["evidence"]), style="dim")
         self.query_one("#job-detail", Static).update(t)
 
     @on(DataTable.CellHighlighted)

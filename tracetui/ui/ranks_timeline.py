@@ -220,9 +220,9 @@ class RanksTimelineScreen(Screen):
     def _redraw(self) -> None:
         v = self.view
         t = Text()
-        t.append(f"{len(self.lanes.ranks)} ranks on one timeline", style="bold")
-        t.append(f" · clocks aligned to rank {self.doc['reference_rank']} · window {(v.t1 - v.t0) / 1e6:,.3f} ms "
-                 f"of {(self.lanes.end - self.lanes.start) / 1e6:,.3f} ms · ")
+        t.append(f"{len(self.lanes.ranks)} ranks", style="bold")
+        t.append(f" · aligned to rank {self.doc['reference_rank']} · {(v.t1 - v.t0) / 1e6:,.3f} of "
+                 f"{(self.lanes.end - self.lanes.start) / 1e6:,.3f} ms · ")
         for k in ("compute", "comm", "copy"):
             t.append("█", style=CLASS_STYLE[k])
             t.append(f" {k} ")
@@ -250,11 +250,9 @@ class RanksTimelineScreen(Screen):
             lane = v.rows[v.cursor]
             p = self.per.get(lane.rank, {})
             t.append(f"rank {lane.rank}" + (f" {visible(lane.sub)}" if lane.sub else ""), style="bold")
-            sp = p.get("offset_spread_us")
             t.append(f" · clock {visible(str(p.get('clock', '-')))} offset {p.get('offset_us', 0):+,.3f} µs "
-                     f"(spread {'-' if sp is None else f'{sp:,.3f}'} µs over {p.get('offset_from', 0)} ends) · "
-                     f"start skew {_us(p.get('start_skew_us'))} µs · work imbalance {_us(p.get('work_imbalance_us'))} µs "
-                     f"a step")
+                     f"({self._spread(p)}) · start skew {_us(p.get('start_skew_us'))} µs · work imbalance "
+                     f"{_us(p.get('work_imbalance_us'))} µs a step")
             e = np.array([v.t0, v.t1], dtype=np.int64)
             cov = {k: int(c[0]) for k, c in lane.cover(e).items()}
             busy = sum(cov.values())
@@ -264,6 +262,17 @@ class RanksTimelineScreen(Screen):
         t.append("\n")
         t.append_text(self._collective_text())
         return t
+
+    def _spread(self, p: dict) -> str:
+        """Beside the offset: how far the rank's collective ends spread about it (``clocks.spread``)."""
+        sp = p.get("offset_spread_us")
+        ref = self.doc["reference_rank"]
+        if p.get("rank") == ref:
+            return "the reference"
+        sp = "-" if sp is None else f"{sp:,.3f} µs"
+        if not p.get("offset_from"):
+            return f"rank {ref}'s clock; ends spread {sp}"
+        return f"± spread {sp} over {p['offset_from']} ends"
 
     def _collective_text(self) -> Text:
         v = self.view
