@@ -245,7 +245,7 @@ def summary(doc: dict, modes) -> list[str]:
     if errors:
         lines.append("\n== Errors (a variant that raised; its cells read n/a) ==")
         lines += [f"  {s} {k}: {v}" for s, k, v in errors]
-    lines.append("\n== Done-when (issues 33, 42) ==")
+    lines.append("\n== Issues 33, 42 done-when ==")
     lines += [f"  {'PASS' if ok else 'FAIL'}  {text}" for text, ok in verdicts(doc, modes)]
     code = exit_code(doc, modes)
     lines.append(f"  exit code {code}: " + (", ".join(w for b, w in ((EXIT_CORRECTNESS, "correctness FAIL rows"),
