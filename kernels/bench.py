@@ -449,6 +449,37 @@ def launch_counts() -> dict:
             for name, lx in (("tma", fused._TMA), ("pointer", fused._POINTER), ("bwd", op._BWD))}
 
 
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch",
+                "cudaMemsetAsync", "cudaMemcpyAsync")
+"""Runtime calls that put work on the GPU (one per kernel, graph, memset or copy issued)."""
+
+
+def census(fn) -> dict:
+    """What one call of ``fn`` (after a warm-up call) issues, read from a torch.profiler trace of it:
+    CPU ops (ATen and custom ops, autograd nodes included), GPU work issued (``LAUNCH_CALLS``, by
+    name) and allocations (profile_memory's [memory] events with positive bytes)."""
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    sync()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV == "cuda" else [])
+    with profile(activities=acts, profile_memory=True) as prof:
+        fn()
+        sync()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            ev = json.load(f)["traceEvents"]
+    launches: dict = {}
+    for e in ev:
+        if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_CALLS:
+            launches[e["name"]] = launches.get(e["name"], 0) + 1
+    return {"cpu_ops": sum(e.get("cat") == "cpu_op" for e in ev),
+            "gpu_work_issued": sum(launches.values()), "by_call": launches,
+            "allocations": sum(e.get("name") == "[memory]" and e.get("args", {}).get("Bytes", 0) > 0 for e in ev)}
+
+
 def cpu_profile(fn, calls: int = 20, top: int = 14) -> list[str]:
     """Where the host time of ``fn`` goes: cProfile over ``calls`` calls, the top functions by own time."""
     import cProfile
@@ -537,6 +568,13 @@ def train_table(shapes, modes, graphs: bool = True) -> list[dict]:
             if k not in res["errors"]:
                 _timed(res, k, fn, res["errors"])
         res["fused_launches"] = launch_counts()
+        res["census"] = {}
+        for k in ("eager", "fused", "fused_graphed", "eager_graphed", "compile_max-autotune", "fused_compile_default"):
+            if k in fns and k not in res["errors"]:
+                try:
+                    res["census"][k] = census(fns[k])
+                except Exception as e:  # noqa: BLE001
+                    res["errors"][f"{k}_census"] = f"{type(e).__name__}: {str(e)[:200]}"
         if "fused" not in res["errors"]:
             res["cpu_profile_fused"] = cpu_profile(fns["fused"])
         res["bwd_pointwise"] = backward_pointwise(m, h)

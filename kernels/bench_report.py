@@ -193,6 +193,9 @@ def train_lines(doc: dict, modes) -> tuple[list[str], list]:
             if "fused_cpu_us" in r and "eager_cpu_us" in r:
                 checks.append((f"train {tuple(r['shape'])}: fused CPU issue <= eager's ({r['fused_cpu_us']:.1f} vs "
                                f"{r['eager_cpu_us']:.1f} µs)", r["fused_cpu_us"] <= r["eager_cpu_us"]))
+        for k, c in (r.get("census") or {}).items():
+            lines.append(f"{'':>20s} one step of {k}: {c['cpu_ops']} CPU ops, {c['gpu_work_issued']} GPU launches "
+                         f"{c['by_call']}, {c['allocations']} allocations")
         prof = r.get("cpu_profile_fused")
         if prof:
             lines.append(f"{'':>20s} fused train step, host profile (cProfile, top by own time):")
