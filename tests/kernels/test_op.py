@@ -133,3 +133,39 @@ def test_compiled_fused_training_matches_float64():
     want_h, want_dx, want_dw = reference(x.detach(), mod.weight.detach(), dh)
     assert rel(h.detach(), want_h) <= 1e-5
     assert rel(x.grad, want_dx) <= 1e-5 and rel(mod.weight.grad, want_dw) <= 1e-5
+
+
+def _inside(inner, outer):
+    return (inner.get("tid") == outer.get("tid") and outer["ts"] <= inner["ts"]
+            and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"])
+
+
+def test_recorded_fused_train_step_chains_module_op(tmp_path):
+    """``gen mlp --train --impl fused``: each step's ``tracetui::geglu_mlp`` lies inside the
+    GateUpProj module scope, with the input and weight shapes the diff reads as GEMM work; its
+    backward op lies inside autograd's node for it. Read from the raw JSON."""
+    import gzip
+    import json
+    from tracetui.workloads.models import workloads
+    from tracetui.workloads.record import record
+    ws = workloads(train_mlp=True, batch=2, seq=4, dim=24, hidden=40)
+    out = record(ws["mlp"], "fused", tmp_path / "t.json.gz", device="cpu", warmup_iters=1, active=2,
+                 save_key_averages=False, with_stack=True)
+    ev = [e for e in json.loads(gzip.decompress(out.read_bytes()))["traceEvents"] if e.get("ph") == "X"]
+    mods = [e for e in ev if e["name"].startswith("nn.Module: GateUpProj")]
+    fwd = [e for e in ev if e["name"] == "tracetui::geglu_mlp"]
+    bwd = [e for e in ev if e["name"] == "tracetui::geglu_mlp_backward"]
+    nodes = [e for e in ev if e["name"].startswith("autograd::engine::evaluate_function: GeneratedBackwardFor_tracetui")]
+    assert len(fwd) == len(bwd) == len(nodes) == 2 and len(mods) >= 2
+    assert all(any(_inside(f, m) for m in mods) for f in fwd)
+    assert all(any(_inside(b, n) for n in nodes) for b in bwd)
+    assert all(f["args"]["Input Dims"][:2] == [[2, 4, 24], [80, 24]] for f in fwd)
+
+
+def test_graph_rung_refuses_the_cpu_with_one_line():
+    from tracetui.workloads.models import workloads
+    from tracetui.workloads.record import record
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        record(workloads(train_mlp=True)["mlp"], "fused-graphs", "x.json.gz", device="cpu")
+    with pytest.raises(ValueError, match="compile mode needs --impl compile or fused-compile"):
+        record(workloads()["mlp"], "fused", "x.json.gz", device="cpu", mode="max-autotune")
