@@ -5,10 +5,17 @@ import sys
 from importlib import resources
 
 
+NAMES = ("skill",)
+
+
+def add_parser(sub) -> None:
+    sub.add_parser("skill", help="print SKILL.md: how a coding agent should drive tracetui (commands, exit codes, caps)")
+
+
 def text() -> str:
     return resources.files("tracetui").joinpath("SKILL.md").read_text(encoding="utf-8")
 
 
-def run() -> int:
+def run(args=None) -> int:
     sys.stdout.write(text())
     return 0

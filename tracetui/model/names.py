@@ -122,6 +122,15 @@ _FUNCTOR_HINTS = (("Gelu", "gelu"), ("gelu", "gelu"), ("MulFunctor", "mul"), ("m
                   ("FillFunctor", "fill"), ("copy", "copy"), ("DivFunctor", "div"), ("exp_kernel", "exp"))
 
 
+def kernel_label(name: str) -> str:
+    """A kernel's name for a table cell: C++ templates folded (``shorten_cpp``), led by the op an
+    ATen native kernel's functor names (``mul: at::native::vectorized_elementwise_kernel<4, …>``),
+    so two elementwise kernels differ in what shows."""
+    short = shorten_cpp(name)
+    hint = next((op for key, op in _FUNCTOR_HINTS if key in name), None) if "at::native" in name else None
+    return f"{hint}: {short}" if hint else short
+
+
 def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False,
                   launching_op: str | None = None) -> KernelName:
     """Decode one GPU activity name; ``kind`` is the node kind (kernel, memcpy, memset).

@@ -73,6 +73,7 @@ _CONV_OPS = (r"^aten::(?:_?convolution|conv\d+d|conv_transpose\d+d|_convolution_
              r"conv_depthwise)\w*$|^(?:Cudnn|Miopen|Mkldnn)?Convolution\w*Backward\d*$")
 _ATTN_OPS = (r"^aten::(?:scaled_dot_product_attention|_scaled_dot_product_(?:flash|efficient|cudnn|fused)_attention"
              r"|_flash_attention_|_efficient_attention_|_cudnn_attention_|_scaled_dot_product_attention_math)\w*$"
+             r"|^(?:aten::|higher_order::|torch::)?flex_attention\w*$"
              r"|^ScaledDotProduct\w*AttentionBackward\d*$")
 _NORM_OPS = (r"^aten::(?:native_|cudnn_|miopen_|_native_|_fused_)?(?:layer|batch|group|rms|instance)_norm\w*$"
              r"|^aten::(?:_batch_norm_impl_index|_batch_norm_with_update|batch_norm_(?:stats|elemt|gather_stats"
@@ -80,7 +81,8 @@ _NORM_OPS = (r"^aten::(?:native_|cudnn_|miopen_|_native_|_fused_)?(?:layer|batch
              r"|^(?:NativeLayerNorm|NativeBatchNorm|NativeGroupNorm|CudnnBatchNorm|MiopenBatchNorm|FusedRmsNorm"
              r"|BatchNormWithUpdate)Backward\d*$")
 _GEMM_OPS = (r"^aten::(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_scaled_mm|_scaled_grouped_mm|_grouped_mm"
-             r"|addmv|mv|dot|_int_mm|_addmm_activation|_weight_int[48]pack_mm\w*|_mixed_dtypes_linear)$")
+             r"|addmv|mv|dot|_int_mm|_addmm_activation|_weight_int[48]pack_mm\w*|_mixed_dtypes_linear"
+             r"|mkldnn_rnn_layer)_?$|^mkldnn::_linear_pointwise\w*$")
 
 TABLE: tuple[Rule, ...] = (
     # -- 1. the activity kind -------------------------------------------------------------------
@@ -276,6 +278,23 @@ def classify(kernel_name: str, kind: str = "kernel", launching_op: str | None = 
     if decided is None:
         return "other", "other", OTHER_REASON
     return decided.klass, "other", decided.reason
+
+
+@lru_cache(maxsize=4096)
+def op_class(op_name: str) -> str | None:
+    """The class the op rules (section 3) give the kernels ``op_name`` launches (gemm, conv,
+    attention, norm, communication), or None when no op rule names it. The diff asks this of
+    CPU-only units and of the ops an Inductor name lists, so a family added to the table reaches
+    the diff too."""
+    for rule, rx in _COMPILED:
+        if rule.on == "op" and rx.search(op_name):
+            return rule.klass
+    return None
+
+
+def name_class(kernel_name: str) -> str:
+    """The class a kernel's name alone gives (no launching op): what the name says it does."""
+    return classify(kernel_name)[0]
 
 
 @lru_cache(maxsize=1 << 18)
