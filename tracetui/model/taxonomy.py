@@ -49,6 +49,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tracetui.model.probes import Probes, search
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -82,6 +84,7 @@ _CONV_OPS = (r"^aten::(?:_?convolution|conv\d+d|conv_transpose\d+d|_convolution_
              r"conv_depthwise)\w*$|^(?:Cudnn|Miopen|Mkldnn)?Convolution\w*Backward\d*$")
 _ATTN_OPS = (r"^aten::(?:scaled_dot_product_attention|_scaled_dot_product_(?:flash|efficient|cudnn|fused)_attention"
              r"|_flash_attention_|_efficient_attention_|_cudnn_attention_|_scaled_dot_product_attention_math)\w*$"
+             r"|^(?:aten::|higher_order::|torch::)?flex_attention\w*$"
              r"|^ScaledDotProduct\w*AttentionBackward\d*$")
 _NORM_OPS = (r"^aten::(?:native_|cudnn_|miopen_|_native_|_fused_)?(?:layer|batch|group|rms|instance)_norm\w*$"
              r"|^aten::(?:_batch_norm_impl_index|_batch_norm_with_update|batch_norm_(?:stats|elemt|gather_stats"
@@ -89,7 +92,8 @@ _NORM_OPS = (r"^aten::(?:native_|cudnn_|miopen_|_native_|_fused_)?(?:layer|batch
              r"|^(?:NativeLayerNorm|NativeBatchNorm|NativeGroupNorm|CudnnBatchNorm|MiopenBatchNorm|FusedRmsNorm"
              r"|BatchNormWithUpdate)Backward\d*$")
 _GEMM_OPS = (r"^aten::(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_scaled_mm|_scaled_grouped_mm|_grouped_mm"
-             r"|addmv|mv|dot|_int_mm|_addmm_activation|_weight_int[48]pack_mm\w*|_mixed_dtypes_linear)$")
+             r"|addmv|mv|dot|_int_mm|_addmm_activation|_weight_int[48]pack_mm\w*|_mixed_dtypes_linear"
+             r"|mkldnn_rnn_layer)_?$|^mkldnn::_linear_pointwise\w*$")
 
 TABLE: tuple[Rule, ...] = (
     # -- 1. the activity kind -------------------------------------------------------------------
@@ -259,12 +263,28 @@ OTHER_REASON = "no rule matched: a kernel family the table does not know yet"
 def _compile(rule: Rule) -> re.Pattern:
     """Name rules match case-insensitively, done by lowercasing both sides: re.IGNORECASE on
     kilobyte-long C++ names made each search ~60x slower."""
-    if rule.on != "name":
-        return re.compile(rule.pattern)
-    return re.compile(rule.pattern.lower().replace("(?i)", "").replace("(?i:", "(?:"))
+    return re.compile(_lowered(rule.pattern) if rule.on == "name" else rule.pattern)
+
+
+def _lowered(pattern: str) -> str:
+    return pattern.lower().replace("(?i)", "").replace("(?i:", "(?:")
 
 
 _COMPILED = tuple((r, _compile(r)) for r in TABLE)
+
+_STEPS: tuple = ((), ())
+
+
+def _steps() -> tuple:
+    """(rule, regex, gate, probes) per row of ``_COMPILED``: each name rule split into cheap
+    probes (model/probes.py; rule by rule, 10^6 distinct names took 170 µs each: issue 44.15,
+    benchmarks/bench_classify.py). Built again if the table was replaced (tests add rows)."""
+    global _STEPS
+    if _STEPS[0] is not _COMPILED:
+        probes = [Probes(_lowered(r.pattern)) if r.on == "name" else None for r, _ in _COMPILED]
+        _STEPS = (_COMPILED, tuple((r, rx, p.gate if p else None, p.probes if p else None)
+                                   for (r, rx), p in zip(_COMPILED, probes)))
+    return _STEPS[1]
 
 
 @lru_cache(maxsize=65536)
@@ -272,7 +292,44 @@ def classify(kernel_name: str, kind: str = "kernel", launching_op: str | None = 
              user_triton: bool = False) -> tuple[str, str, str]:
     """(class, library, reason) of one GPU activity: ``kind`` is kernel/memcpy/memset,
     ``launching_op`` the innermost op above its runtime call, ``user_triton`` True for a kernel
-    launched by cuLaunchKernel outside any op."""
+    launched by cuLaunchKernel outside any op.
+
+    The table is read as ``classify_by_rules`` reads it, with each name rule's regex answered by
+    its probes (the same answer, tests/model/test_taxonomy.py)."""
+    low = kernel_name.lower()
+    kernel = kind == "kernel"
+    decided = None
+    for rule, rx, gate, probes in _steps():
+        if probes is None:  # a kind, op or user rule
+            if decided is None and _matches(-1, rule, rx, low, kind, launching_op, user_triton):
+                decided = rule
+                if rule.library is not None:
+                    return rule.klass, _lib(rule.library, user_triton), rule.reason
+            continue
+        if decided is None and not kernel or decided is not None and rule.library is None:
+            continue
+        if gate is not None:  # no gate string in the name: the rule cannot match (model/probes.py)
+            for g in gate:
+                if g in low:
+                    break
+            else:
+                continue
+        if not search(probes, low):
+            continue
+        if decided is None:
+            decided = rule
+            if rule.library is None:
+                continue
+        return decided.klass, _lib(rule.library, user_triton), decided.reason
+    if decided is None:
+        return "other", "other", OTHER_REASON
+    return decided.klass, "other", decided.reason
+
+
+def classify_by_rules(kernel_name: str, kind: str = "kernel", launching_op: str | None = None,
+                      user_triton: bool = False) -> tuple[str, str, str]:
+    """``classify`` read literally, one rule at a time in table order (the module docstring's
+    precedence): the reference the fast path is tested against."""
     decided = None
     low = kernel_name.lower()
     for i, (rule, rx) in enumerate(_COMPILED):
@@ -288,16 +345,33 @@ def classify(kernel_name: str, kind: str = "kernel", launching_op: str | None = 
     return decided.klass, "other", decided.reason
 
 
-@lru_cache(maxsize=1 << 18)
-def _hit(i: int, low: str) -> bool:
-    """Whether name rule ``i`` matches the lowercased name ``low``: searched at most once per name,
-    however many ops launch it, and only if the table is read that far."""
-    return bool(_COMPILED[i][1].search(low))
+@lru_cache(maxsize=4096)
+def op_class(op_name: str) -> str | None:
+    """The class the op rules (section 3) give the kernels ``op_name`` launches (gemm, conv,
+    attention, norm, communication), or None when no op rule names it. The diff asks this of
+    CPU-only units and of the ops an Inductor name lists, so a family added to the table reaches
+    the diff too."""
+    for rule, rx in _COMPILED:
+        if rule.on == "op" and rx.search(op_name):
+            return rule.klass
+    return None
+
+
+def name_class(kernel_name: str) -> str:
+    """The class a kernel's name alone gives (no launching op): what the name says it does."""
+    return classify(kernel_name)[0]
 
 
 def _lib(library: str, user_triton: bool) -> str:
     """A Triton family's kernel launched by the user (outside any op) is the user's own."""
     return "Triton (user kernel)" if user_triton and library == "Triton" else library
+
+
+@lru_cache(maxsize=1 << 16)
+def _hit(i: int, low: str) -> bool:
+    """Whether name rule ``i`` matches the lowercased name ``low`` (``classify_by_rules``: searched
+    once per name, however many ops launch it)."""
+    return bool(_COMPILED[i][1].search(low))
 
 
 def _matches(i: int, rule: Rule, rx: re.Pattern, name: str, kind: str, op: str | None, user_triton: bool) -> bool:
