@@ -178,8 +178,15 @@ class Timeline(Widget, can_focus=True):
         return tuple(map(float, self.full))
 
     def _padded(self, s0: int, s1: int) -> tuple[float, float]:
+        """``s0..s1`` and 2% each side; never narrower than the closest zoom (a zero-length step
+        made an empty view, and the axis divided by its width)."""
         pad = (s1 - s0) * 0.02
-        return s0 - pad, s1 + pad
+        lo, hi = s0 - pad, s1 + pad
+        least = self._width() * ZOOM_MIN_NS_PER_CELL
+        if hi - lo < least:
+            mid = (lo + hi) / 2
+            lo, hi = mid - least / 2, mid + least / 2
+        return lo, hi
 
     # ---- entry points
     def show(self, node: int) -> None:
