@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from tracetui.read.blanks import last_non_blank
 from tracetui.read.errors import TraceError
 
 _SEP = re.compile(rb"}[ \t\r\n]*,[ \t\r\n]*{")
@@ -377,8 +378,8 @@ def _failure(buf, msg: str, base: int, n: int) -> _Fail:
     if "trailing characters" not in msg:  # at the "]" the run was closed with: its input ran out
         return _Fail("trunc") if at >= n else _Fail("bad", at)
     close = at - 2  # msgspec points one past the first byte after the "]" and the blanks after it
-    while close > base and buf[close] in b" \t\r\n":
-        close -= 1
+    if close > base:
+        close = max(last_non_blank(buf, base + 1, close + 1), base)
     if buf[close] != 0x5D:
         return _Fail("bad", at - 1)
     rest = bytes(buf[close + 1:min(n, close + 64)]).lstrip()
@@ -395,12 +396,9 @@ def _junk(b: bytes) -> int:
 
 def _strip_sep(buf, lo: int, hi: int) -> int:
     """``hi`` moved back over blanks and one separating comma (the end of the last whole element)."""
-    while hi > lo and buf[hi - 1] in b" \t\r\n":
-        hi -= 1
+    hi = last_non_blank(buf, lo, hi) + 1
     if hi > lo and buf[hi - 1] == 0x2C:
-        hi -= 1
-        while hi > lo and buf[hi - 1] in b" \t\r\n":
-            hi -= 1
+        hi = last_non_blank(buf, lo, hi - 1) + 1
     return hi
 
 

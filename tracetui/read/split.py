@@ -17,6 +17,7 @@ from typing import Callable
 import msgspec
 
 from tracetui.read import forked
+from tracetui.read.blanks import last_non_blank
 from tracetui.read.depth import decode_limit
 from tracetui.read.events import EventStore, build_store, concat_stores
 from tracetui.read.schema import (
@@ -142,9 +143,7 @@ def _quick_envelope(data: bytes, tries: int = 16, brackets: int = 4096) -> tuple
         if p < 0:
             return None
         end = p
-        q = p - 1
-        while q > 0 and data[q] in b" \t\r\n":
-            q -= 1
+        q = max(last_non_blank(data, 0, p), 0)
         if data[q] not in b"}[":
             continue
         try:
