@@ -399,9 +399,9 @@ def place_ranks(files: list[RankFile]) -> Job:
     diags += _group_conflicts(list(chosen.values()))
     world = main_key[0] if main_key else None
     if world:
-        n, spans = _missing(world, set(chosen) | {f.rank for f in skipped})  # the skipped are said
+        n, absent = _missing(world, set(chosen) | {f.rank for f in skipped})  # the skipped are said
         if n:
-            diags.append(f"{n:,} of {world:,} ranks missing: {spans}")
+            diags.append(f"{n:,} of {world:,} ranks missing: {absent}")
         out_of = [r for r in chosen if r >= world]
         if out_of:
             diags.append(f"ranks {spans(out_of)} are outside world size {world}")
