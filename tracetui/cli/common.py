@@ -19,6 +19,20 @@ def _whole(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
+def path_arg(text: str):
+    """An argparse type: a file or folder path, not empty (``Path("")`` is ``.``: an unset shell
+    variable made ``summary "$T"`` read the current folder's newest trace)."""
+    from pathlib import Path
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file (an unset shell variable?)")
+    return Path(text)
+
+
+def path_text(text: str) -> str:
+    """``path_arg`` kept as text (a path or a glob): not empty."""
+    return str(path_arg(text)) and text
+
+
 def count(text: str) -> int:
     """An argparse type: an int >= 0 (``--top -5`` printed the first rows but the last five)."""
     n = _whole(text)
@@ -141,7 +155,10 @@ def announce_folders(paths) -> None:
     """A tensorboard_trace_handler folder holds one trace per file: say which one we open."""
     from pathlib import Path
     for path in paths:
-        if path is None or not Path(path).is_dir():
+        try:
+            if path is None or not Path(path).is_dir():
+                continue
+        except OSError:  # a name too long, a permission: the load says it, in one line
             continue
         from tracetui.read.load import folder_traces, resolve_input
         found = folder_traces(path)

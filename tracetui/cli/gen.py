@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tracetui.cli.common import CliError
+from tracetui.cli.common import CliError, path_arg
 
 NAMES = ("gen",)
 
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
                      help="mlp: a training step (forward, loss, backward, AdamW); --impl fused uses its fused backward")
     for name in ("batch", "seq", "dim", "hidden", "in-features", "out-features", "heads", "layers", "vocab"):
         gen.add_argument(f"--{name}", type=int, default=None)
-    gen.add_argument("-o", "--output", type=Path, default=None, help="file (or folder with --all)")
+    gen.add_argument("-o", "--output", type=path_arg, default=None, help="file (or folder with --all)")
 
 
 def run(args) -> int:

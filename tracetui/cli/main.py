@@ -5,6 +5,7 @@ is one module and one entry there (docs/ARCHITECTURE.md)."""
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -85,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, UnknownTable):
             _error(f"--table: {e}")
             return 2
+        if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG and e.filename is not None:
+            _error(f"{os.fsdecode(e.filename)}: cannot read: {e.strerror}")  # a path the system cannot name
+            return 2
         raise
     finally:
         restore()
@@ -163,6 +167,8 @@ def read_stdin_trace(folder: Path, stream=None) -> Path:
             break
         chunks.append(b)
         n += len(b)
+        if n - len(b) < 4 <= n:  # the first bytes, as a file's are checked before it is read
+            _check_stdin_head(b"".join(chunks)[:4])
         if n > limit:
             raise CliError(f"-: trace on stdin is larger than the {limit:,}-byte limit "
                            f"(set TRACETUI_MAX_BYTES to raise it)")
@@ -173,6 +179,16 @@ def read_stdin_trace(folder: Path, stream=None) -> Path:
     path.write_bytes(data)
     _STDIN_NAMES[str(path)] = "-"
     return path
+
+
+def _check_stdin_head(head: bytes) -> None:
+    """``summary - < /dev/zero`` is refused at once, not after reading to the size limit."""
+    from tracetui.read.errors import TraceError
+    from tracetui.read.source import check_head
+    try:
+        check_head(Path("-"), head)
+    except TraceError as e:
+        raise CliError(f"-: {e.problem}") from None
 
 
 class _stdin_inputs:

@@ -7,11 +7,11 @@ NAMES = ("opportunities",)
 
 
 def add_parser(sub) -> None:
-    from tracetui.cli.common import count, read_options
+    from tracetui.cli.common import count, read_options, path_arg
     o = sub.add_parser("opportunities", parents=[read_options()],
                        help="chains of pointwise/norm/reduction kernels a fusion could merge, ranked by "
                             "the time it would save at the trace's own HBM bandwidth")
-    o.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
+    o.add_argument("trace", type=path_arg, help="trace file or folder; - reads stdin")
     o.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/json.md)")
     o.add_argument("--top", type=count, default=10, help="chains shown (0: all)")
 

@@ -10,11 +10,11 @@ NAMES = ("ranks", "index")
 
 
 def add_parser(sub) -> None:
-    from tracetui.cli.common import count, format_options, positive, read_options
+    from tracetui.cli.common import count, format_options, positive, read_options, path_arg, path_text
     lo = read_options()
     r = sub.add_parser("ranks", parents=[lo, format_options("ranks")], help="the ranks of a job: collectives matched across ranks, "
                                                    "clock offsets, waits, stragglers, per-step figures")
-    r.add_argument("paths", nargs="+", help="rank files, a folder of them, a glob, or an index (tracetui index)")
+    r.add_argument("paths", nargs="+", type=path_text, help="rank files, a folder of them, a glob, or an index (tracetui index)")
     r.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/json.md)")
     r.add_argument("--top", type=count, default=10, help="collectives listed in the text report (0: all)")
     r.add_argument("--workers", type=positive, default=None, help="processes loading ranks (default: one per core)")
@@ -22,8 +22,8 @@ def add_parser(sub) -> None:
                    help="estimate a clock offset for every rank, even between ranks of one host "
                         "(default: one clock per host, offsets estimated only across hosts)")
     i = sub.add_parser("index", parents=[lo], help="write each rank's tables as Parquet (needs tracetui[dist])")
-    i.add_argument("paths", nargs="+", help="rank files, a folder of them, or a glob")
-    i.add_argument("-o", "--output", type=Path, required=True, help="index folder to write (replaced atomically)")
+    i.add_argument("paths", nargs="+", type=path_text, help="rank files, a folder of them, or a glob")
+    i.add_argument("-o", "--output", type=path_arg, required=True, help="index folder to write (replaced atomically)")
     i.add_argument("--workers", type=positive, default=None, help="local processes (default: one per core)")
     i.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local process pool (default) or a Ray cluster")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import announce_folders, count, format_options, load, decode_options, read_options
+from tracetui.cli.common import announce_folders, count, format_options, load, decode_options, read_options, path_arg
 
 NAMES = ("summary",)
 
@@ -11,7 +11,7 @@ NAMES = ("summary",)
 def add_parser(sub) -> None:
     s = sub.add_parser("summary", parents=[read_options(), decode_options(), format_options("summary")],
                        help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
-    s.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
+    s.add_argument("trace", type=path_arg, help="trace file or folder; - reads stdin")
     s.add_argument("--json", action="store_true", help="same as --format json")
     s.add_argument("--top", type=count, default=15, help="rows in the op and kernel tables (0: all)")
     s.add_argument("--python", action="store_true",

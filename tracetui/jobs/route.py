@@ -19,10 +19,14 @@ def opens_job(paths) -> bool:
     ps = [Path(p) for p in paths]
     if len(ps) == 1:
         p = ps[0]
-        quoted_glob = not p.exists() and any(c in str(p) for c in "*?[")
-        if not p.is_dir() and not quoted_glob:
+        try:
+            exists, is_dir = p.exists(), p.is_dir()
+        except OSError:  # a name longer than the system allows: not a job; the load says why
             return False
-        if p.is_dir() and is_index(p):
+        quoted_glob = not exists and any(c in str(p) for c in "*?[")
+        if not is_dir and not quoted_glob:
+            return False
+        if is_dir and is_index(p):
             return True
     from tracetui.jobs.ranks import is_job
     return is_job(ps)

@@ -178,7 +178,7 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
                 raise TraceError(path, f"{st.st_size:,} bytes, over the {limit:,}-byte limit ({MAX_BYTES_ENV})")
             head = f.read(HEAD_BYTES)
             f.seek(0)
-            _check_head(path, head)
+            check_head(path, head)
             if head[:2] == b"\x1f\x8b":
                 data = f.read()
             else:
@@ -208,7 +208,7 @@ HEAD_BYTES = 1 << 16
 """What is read of a file before the rest, to refuse one that cannot be JSON unread: a 2 GB
 sparse file (all NULs) cost 2.1 GB of memory per MCP call before it was found not to be JSON."""
 
-def _check_head(path: Path, head: bytes) -> None:
+def check_head(path: Path, head: bytes) -> None:
     """Refuse, before the file is read, a file that starts with four NULs: no JSON text starts so
     (UTF-16/32 JSON has at most three), and a sparse file's hole does. Other non-JSON is refused
     once read, by the decode, as before (its error then says the same)."""
