@@ -30,6 +30,10 @@ LINK_HOPS = 40
 """Symlinks followed from ``-o`` to the index they name (the kernel's own limit)."""
 
 
+INNER_FOLDER = re.compile(r"^\.(?P<index>.+)\.(?:v-\d+-\d+|(?:building|old|link)-\d+)$")
+"""The name of a version folder (or a killed build's leftover) beside an index link."""
+
+
 def _version_re(name: str) -> re.Pattern:
     return re.compile(rf"^\.{re.escape(name)}\.v-\d+-\d+$")
 
@@ -60,6 +64,9 @@ def target(out, inputs: list) -> Path:
         raise TraceError(out, "-o: too many symlinks (a loop?)")
     if out.parent == out:
         raise TraceError(out, "-o: the root folder cannot be an index")
+    inner = INNER_FOLDER.match(out.name)
+    if inner and not is_ours(out):  # a build there named its own version after it, which none removed
+        raise TraceError(out, f"-o: a folder inside the index {inner['index']} (give -o {inner['index']})")
     for p in inputs:
         if Path(os.path.abspath(p)).is_relative_to(out):
             raise TraceError(out, f"-o: holds the job's own traces ({Path(p).name}): not replaced")
