@@ -89,7 +89,8 @@ def _case(rng: random.Random, seeds: list[bytes], docs: list) -> tuple[bytes, st
 
 
 def _exercise(path: Path, ref) -> None:
-    from tracetui.compare.diff import diff_dict, diff_traces
+    from tracetui.compare.changes import diff_dict
+    from tracetui.compare.diff import diff_traces
     from tracetui.model import TraceError, load_trace
     from tracetui.report.summary import summary_dict
     from tracetui.report.tree import tree_dict
