@@ -12,7 +12,8 @@ NAMES = ("gen",)
 def add_parser(sub) -> None:
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
-    gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
+    gen.add_argument("--impl", default="eager",
+                     choices=("eager", "compile", "triton", "fused", "fused-compile", "fused-graphs"))
     gen.add_argument("--all", action="store_true", help="record the whole ladder into -o DIR")
     gen.add_argument("--device", choices=("cuda", "cpu"), default=None)
     gen.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None)
@@ -53,7 +54,7 @@ def run(args) -> int:
         from tracetui.cli.opener import BUNDLED
         out_dir = args.output or BUNDLED
         for wl, impl, stack in ladder():
-            if impl in ("triton", "fused") and device != "cuda":
+            if (impl == "triton" or impl.startswith("fused")) and device != "cuda":
                 print(f"[tracetui gen] skipping {wl}/{impl}: needs CUDA", file=sys.stderr)
                 continue
             jobs.append((ws[wl], impl, stack, out_dir / ladder_filename(wl, impl, stack)))

@@ -96,8 +96,33 @@ def write_line(s: str = "") -> None:
     write_text(shown(s) + "\n")
 
 
+def is_us(key: str) -> bool:
+    """A key (or a CSV column, ``a.b`` for nested keys) whose numbers are µs: ``total_us``,
+    ``device_us_per_step``, ``busy_by_class_us.gemm``."""
+    return key.endswith("_us") or "_us_" in key or "_us." in key
+
+
+def round_us(doc):
+    """``doc`` with every float under a key ending in ``_us`` (and inside such a key's object:
+    ``busy_by_class_us``) rounded to the ns, the resolution of a trace's times (3 decimals of a
+    µs): sums of µs floats printed ``232.57500000000002``. In place, without recursion (a tree
+    document nests as deep as the trace); other floats (ratios, %, GB/s) are left whole."""
+    stack = [(doc, False)]
+    while stack:
+        obj, us = stack.pop()
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+        for k, v in list(items):
+            ku = us or (isinstance(k, str) and is_us(k))
+            if ku and isinstance(v, float):
+                obj[k] = round(v, 3)
+            elif isinstance(v, (dict, list)):
+                stack.append((v, ku))
+    return doc
+
+
 def write_json(obj) -> None:
-    """``obj`` as indented JSON (names escaped by ``json_safe``)."""
+    """``obj`` as indented JSON (names escaped by ``json_safe``), µs rounded to the ns."""
+    round_us(obj)
     data = json_bytes(obj)
     write_bytes(data)
     write_bytes(b"\n")  # not data + b"\n": a copy of a document that only just fit
@@ -210,8 +235,15 @@ def emit_report(doc: dict, fmt: str, table: str | None = None, first: str | None
     if fmt == "json":
         write_json(doc)
         return
+    round_us(doc)
     from tracetui.report.export import render_report, report_tables
     tabs = tables if tables is not None else report_tables(doc)
+    for tab in tabs:  # tables built before the rounding (a ladder's) are rounded the same way
+        cols = [i for i, c in enumerate(tab.columns) if is_us(c)]
+        for row in tab.rows:
+            for i in cols:
+                if isinstance(row[i], float):
+                    row[i] = round(row[i], 3)
     if first and fmt == "csv":  # csv writes one table: the main one unless --table names another
         tabs = sorted(tabs, key=lambda t: t.name != first)
     write_text(render_report(doc, fmt, tables=tabs, table=table, title=title))
