@@ -77,19 +77,29 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
     }
 
 
+STEP_JSON_NAMES = {"busy_ns": "gpu_busy_us", "idle_ns": "gpu_idle_us"}
+"""Breakdown keys whose ``per_step`` name is not the rule's (``x_ns`` -> ``x_us``): the first
+schema's names, kept."""
+
+STEP_JSON_HIDDEN = ("compute_ns", "comm_ns")
+"""Breakdown figures ``per_step`` leaves out (the ranks report uses them; ``comm_exposed_us`` and
+``comm_overlapped_us`` split ``comm_ns`` there)."""
+
+
 def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
-    """One step's breakdown over its window, in µs (``windows.Windows.breakdown``; ``b``: given)."""
+    """One step's breakdown over its window (``windows.Windows.breakdown``; ``b``: given), every
+    ``*_ns`` figure as ``*_us`` (nested objects too), in the breakdown's order
+    (``model/window_figures.COLUMNS``)."""
     b = t.step_breakdown(step) if b is None else b
-    us = lambda ns: ns * US  # noqa: E731
-    return honest(t, step, {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
-            "gpu_busy_us": us(b["busy_ns"]), "other_steps_us": us(b["other_steps_ns"]),
-            "gpu_idle_us": us(b["idle_ns"]), "idle_split_us": {k: us(v) for k, v in b["idle_split_ns"].items()},
-            "device_us": us(b["device_ns"]), "kernels": b["kernels"], "gpu_events": b["gpu_events"],
-            "busy_by_class_us": {k: us(v) for k, v in b["busy_by_class_ns"].items()},
-            "comm_exposed_us": us(b["comm_exposed_ns"]), "comm_overlapped_us": us(b["comm_overlapped_ns"]),
-            "launch_cpu_us": us(b["launch_cpu_ns"]), "launches": b["launches"],
-            "sync_cpu_us": us(b["sync_cpu_ns"]), "syncs": b["syncs"], "threads": b["threads"],
-            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]})
+    out = {"name": t.name(step)}
+    for key, v in b.items():
+        if key in STEP_JSON_HIDDEN:
+            continue
+        if key.endswith("_ns"):
+            key = STEP_JSON_NAMES.get(key, key[:-3] + "_us")
+            v = {k: x * US for k, x in v.items()} if isinstance(v, dict) else v * US
+        out[key] = v
+    return honest(t, step, out)
 
 
 def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | None = None,
