@@ -125,3 +125,21 @@ def test_json_and_csv_write_microseconds_to_the_ns(capsys):
     assert not [(k, v) for k, v in _us_floats(d) if len(repr(v).split(".")[-1]) > 3]
     c = run(capsys, "summary", A, "--format", "csv", "--table", "per_step")
     assert not re.search(r"\d\.\d{4,}", c), c
+
+
+def test_a_cpu_only_trace_shows_no_gpu_columns(capsys):
+    """A CPU-only trace printed busy/other-steps/idle/launch columns of zeros and device columns in
+    the op table. Now its per-step table is the steps' host intervals (raw ProfilerStep durations)."""
+    from tests.conftest import DATA
+    path = DATA / "cpu_transformer_eager.json.gz"
+    steps = {e["name"]: e["dur"] for e in raw(path) if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")}
+    out = run(capsys, "summary", path)
+    per_step = out.split("\nper step")[1].split("\n\n")[0]
+    ops = out.split("\ntop ops")[1].split("\n\n")[0]
+    for word in ("busy", "idle", "other-steps", "launch CPU", "kernels"):
+        assert word not in per_step, word
+    assert "device" not in ops and "under op" not in ops
+    rows = [ln.split() for ln in per_step.splitlines()[2:] if re.match(r"\s+ProfilerStep#\d+ ", ln)]
+    assert rows and all(float(r[1]) == pytest.approx(steps[r[0]], abs=0.05) for r in rows), (rows, steps)
+    gpu = run(capsys, "summary", A)  # a GPU trace keeps them
+    assert "idle" in gpu.split("\nper step")[1].split("\n\n")[0] and "under op" in gpu
