@@ -65,7 +65,20 @@ def read_options() -> argparse.ArgumentParser:
     lo.add_argument("--torch-version", metavar="X.Y", default=None, type=torch_version,
                     help="torch version that recorded the trace, for its CPU self-time rule "
                          "(default: the recorded one, else <= 2.12)")
+    lo.add_argument("--no-cache", action="store_true",
+                    help="neither reopen from nor write the reopen cache ($XDG_CACHE_HOME/tracetui; "
+                         "TRACETUI_NO_CACHE=1 does the same)")
     return lo
+
+
+def decode_options() -> argparse.ArgumentParser:
+    """The parent parser of the subcommands that decode one trace at a time (ranks and index
+    have a --workers of their own: processes loading ranks)."""
+    wo = argparse.ArgumentParser(add_help=False)
+    wo.add_argument("--workers", dest="decode_workers", type=positive, default=None, metavar="N",
+                    help="processes decoding a large trace (default: one per usable CPU, at most 8; "
+                         "TRACETUI_WORKERS=N does the same)")
+    return wo
 
 
 TABLES = {
@@ -104,7 +117,10 @@ def load_opts(args) -> dict:
             re.compile(args.steps)
         except re.error as e:
             raise CliError(f"--steps {args.steps!r}: not a valid regular expression ({e})") from None
-    return {"steps": args.steps, "torch_version": args.torch_version}
+    opts = {"steps": args.steps, "torch_version": args.torch_version, "cache": not getattr(args, "no_cache", False)}
+    if getattr(args, "decode_workers", None) is not None:
+        opts["workers"] = args.decode_workers
+    return opts
 
 
 def load(path, args):
@@ -112,7 +128,10 @@ def load(path, args):
     from pathlib import Path
 
     from tracetui.model import load_trace
-    t = load_trace(path, **load_opts(args))
+    opts = load_opts(args)
+    if str(path) in STDIN_NAMES:  # a temporary copy of stdin: nothing to reopen
+        opts["cache"] = False
+    t = load_trace(path, **opts)
     if str(t.path) in STDIN_NAMES:
         t.path = Path(STDIN_NAMES[str(t.path)])
     return t
@@ -136,4 +155,5 @@ def announce_folders(paths) -> None:
 def error(msg: str) -> None:
     """The one line bad input gets: file names made visible (no escapes, no line breaks)."""
     from tracetui.textsafe import visible
-    print(f"tracetui: error: {visible(msg)}", file=sys.stderr)
+    if sys.stderr is not None:  # print(file=None) would write to stdout
+        print(f"tracetui: error: {visible(msg)}", file=sys.stderr)

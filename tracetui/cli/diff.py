@@ -4,13 +4,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracetui.cli.common import CliError, announce_folders, count, format_options, interactive, load, \
-    load_opts, read_options
+    load_opts, decode_options, read_options
 
 NAMES = ("diff",)
 
 
 def add_parser(sub) -> None:
-    d = sub.add_parser("diff", parents=[read_options(), format_options("diff")],
+    d = sub.add_parser("diff", parents=[read_options(), decode_options(), format_options("diff")],
                        help="align two traces and report what changed and what fusion "
                             "removed; three or more: a ladder (A → B → C …)")
     d.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="two traces, or a series of them")

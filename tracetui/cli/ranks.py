@@ -45,8 +45,9 @@ def run(args) -> int:
                                  address=args.address, load_opts=load_opts)
         except (ix.MissingExtra, ix.EngineError) as e:
             raise CliError(str(e)) from None
-        print(f"{out['path']}: {out['ranks']} rank(s) indexed ({out['engine']}, {out['workers']} worker(s), "
-              f"{out['seconds']:.2f} s)" + (f", {len(out['skipped'])} skipped (said in its diagnostics)"
+        from tracetui.report.output import write_line
+        write_line(f"{out['path']}: {out['ranks']} rank(s) indexed ({out['engine']}, {out['workers']} worker(s), "
+                   f"{out['seconds']:.2f} s)" + (f", {len(out['skipped'])} skipped (said in its diagnostics)"
                                               if out["skipped"] else ""))
         from tracetui.textsafe import visible
         for line in out["skipped"]:  # nothing left out silently: the manifest holds these too

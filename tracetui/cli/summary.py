@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import announce_folders, count, format_options, load, read_options
+from tracetui.cli.common import announce_folders, count, format_options, load, decode_options, read_options
 
 NAMES = ("summary",)
 
 
 def add_parser(sub) -> None:
-    s = sub.add_parser("summary", parents=[read_options(), format_options("summary")],
+    s = sub.add_parser("summary", parents=[read_options(), decode_options(), format_options("summary")],
                        help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
     s.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     s.add_argument("--json", action="store_true", help="same as --format json")

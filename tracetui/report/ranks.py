@@ -50,19 +50,25 @@ def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
     s = doc["straggler"]
     _out(("likely straggler: rank " + str(s["rank"]) if s["rank"] is not None else "no clear straggler")
          + f" - {s['evidence']}")
+    if s.get("cause"):
+        _out(f"  cause: {s['cause']} (per step, mean: start skew {_f(s['start_skew_us'])} µs, "
+             f"work imbalance {_f(s['work_imbalance_us'])} µs)")
     _out()
     shown = set(_shown_ranks(doc))
     if len(shown) < len(doc["per_rank"]):
         _out(f"(the straggler and the {len(shown)} ranks that caused or waited most, of {len(doc['per_rank'])}; "
              f"--json lists every rank)")
-    _out(f"{'rank':>5} {'offset µs':>12} {'colls':>6} {'wait µs':>12} {'mean µs':>10} {'last':>5} "
-         f"{'caused µs':>12} {'HTA':>4}  host")
+    _out(f"{'rank':>5} {'offset µs':>12} {'spread µs':>10} {'colls':>6} {'wait µs':>12} {'mean µs':>10} {'last':>5} "
+         f"{'caused µs':>12} {'skew µs':>10} {'imbal µs':>10} {'HTA':>4}  host")
     for p in doc["per_rank"]:
         if p["rank"] not in shown:
             continue
-        _out(f"{p['rank']:>5} {_f(p['offset_us'], 3):>12} {p['collectives']:>6} {_f(p['wait_total_us']):>12} "
-             f"{_f(p['wait_mean_us']):>10} {p['last_count']:>5} {_f(p['caused_wait_us']):>12} "
+        _out(f"{p['rank']:>5} {_f(p['offset_us'], 3):>12} {_f(p.get('offset_spread_us'), 3):>10} {p['collectives']:>6} "
+             f"{_f(p['wait_total_us']):>12} {_f(p['wait_mean_us']):>10} {p['last_count']:>5} "
+             f"{_f(p['caused_wait_us']):>12} {_f(p.get('start_skew_us')):>10} {_f(p.get('work_imbalance_us')):>10} "
              f"{p['hta_straggler_count']:>4}  {p['host'] or '-'}")
+    _out("(spread: interquartile range of the rank's collective-end differences to the reference rank's; "
+         "skew / imbal: mean per step of its start skew and work imbalance)")
     if doc["steps"]:
         _out()
         sw = max([18] + [len(r["name"]) for r in doc["steps"]])  # a step's name is never cut

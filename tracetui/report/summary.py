@@ -8,6 +8,7 @@ from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.report.output import US, emit_report, write_line, short_name
 from tracetui.shorten import column
+from tracetui.report.serving import cuda_graphs, honest, marker_lines, print_phases, serving_phases, step_line
 from tracetui.textsafe import visible
 
 
@@ -64,7 +65,9 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
                                **attribution(t, g)})
     return {
         "file": str(t.path), "device": t.device_name, "steps": t.n_steps, "events": len(t.store),
-        "step_marker": {"rule": t.step_choice.rule, "description": t.step_choice.description},
+        "step_marker": {"rule": t.step_choice.rule, "description": t.step_choice.description,
+                        "reason": t.step_choice.reason or None, "hint": t.step_choice.hint or None},
+        "phases": serving_phases(t), "cuda_graphs": cuda_graphs(t),
         "self_time_rule": {"frames_own_time": t.self_time.frames_own_time, "label": t.self_time.label,
                            "reason": t.self_time.reason},
         "provenance": t.provenance or None, "per_step": steps, "kernel_classes": classes,
@@ -78,7 +81,7 @@ def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
     """One step's breakdown over its window, in µs (``windows.Windows.breakdown``; ``b``: given)."""
     b = t.step_breakdown(step) if b is None else b
     us = lambda ns: ns * US  # noqa: E731
-    return {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
+    return honest(t, step, {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
             "gpu_busy_us": us(b["busy_ns"]), "other_steps_us": us(b["other_steps_ns"]),
             "gpu_idle_us": us(b["idle_ns"]), "idle_split_us": {k: us(v) for k, v in b["idle_split_ns"].items()},
             "device_us": us(b["device_ns"]), "kernels": b["kernels"], "gpu_events": b["gpu_events"],
@@ -86,7 +89,7 @@ def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
             "comm_exposed_us": us(b["comm_exposed_ns"]), "comm_overlapped_us": us(b["comm_overlapped_ns"]),
             "launch_cpu_us": us(b["launch_cpu_ns"]), "launches": b["launches"],
             "sync_cpu_us": us(b["sync_cpu_ns"]), "syncs": b["syncs"], "threads": b["threads"],
-            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]}
+            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]})
 
 
 def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | None = None,
@@ -114,8 +117,11 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     for r in d["load"]["repairs"]:
         write_line(f"  ! {r}")
     write_line(f"  steps: {d['step_marker']['description']}")
+    for line in marker_lines(d):
+        write_line(line)
     write_line(f"  CPU self time: {d['self_time_rule']['label']} — {d['self_time_rule']['reason']}")
     _per_step_lines(t, d)
+    print_phases(d["phases"])
     if d["first_step_kernels"]:
         write_line(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
         first = d["first_step_kernels"][:40]
@@ -159,16 +165,13 @@ def _per_step_lines(t: Trace, d: dict) -> None:
         w = max(16, *(len(visible(s["name"])) for s in d["per_step"]))  # a step's name is never cut
         write_line(f"  {'step':{w}s} {'window':>9s}      busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
         for s in d["per_step"]:
-            sp = s["idle_split_us"]
-            write_line(f"  {visible(s['name']):{w}s} {s['window_us']:9.1f} {s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} "
-                 f"{s['gpu_idle_us']:9.1f} ({sp['host_wait']:.1f}/{sp['kernel_wait']:.1f}/{sp['other']:.1f})"
-                 f" {s['launch_cpu_us']:11.1f} {s['sync_cpu_us']:9.1f} {s['kernels']:7d}  {s['verdict']}")
+            write_line(step_line(s, w))
     if d["per_step"]:
         if d["steps"] > len(d["per_step"]):
             write_line(f"  … {d['steps'] - len(d['per_step']):,} more steps (summary --json lists every one)")
         s = d["per_step"][0]
         write_line(f"  {visible(s['name'])}: {s['verdict']} — {s['verdict_reason']}")
-        classes = s["busy_by_class_us"]
+        classes = s["busy_by_class_us"] or {}
         if classes:
             write_line("  busy by class: " + ", ".join(f"{c} {v:.1f}" for c, v in sorted(classes.items(), key=lambda x: -x[1]))
                  + (f"; communication exposed {s['comm_exposed_us']:.1f}, overlapped {s['comm_overlapped_us']:.1f}"
