@@ -82,7 +82,7 @@ def decode_options() -> argparse.ArgumentParser:
 
 
 TABLES = {
-    "summary": "ops (csv default), overview, phases, per_step, kernel_classes, kernels, first_step_kernels",
+    "summary": "ops (csv default), overview, per_step, phases, kernel_classes, kernels, first_step_kernels",
     "tree": "nodes",
     "memory": "ops (csv default), overview, devices, steps",
     "diff": "kernels (csv default), overview, changes, fused, unfused, removed_ops, added_ops, chains, "

@@ -51,11 +51,13 @@ def _as_tool_error(fn, ToolError):
 
     from tracetui.read.errors import TraceError
     from tracetui.mcp.tools import ToolInputError
+    from tracetui.report.output import round_us
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
-            return orjson.dumps(fn(*args, **kwargs), option=orjson.OPT_SERIALIZE_NUMPY).decode()
+            # µs to the ns, as the CLI's --json writes them (the same numbers, issue 43)
+            return orjson.dumps(round_us(fn(*args, **kwargs)), option=orjson.OPT_SERIALIZE_NUMPY).decode()
         except (ToolInputError, TraceError) as e:
             message = _line(str(e))
         except RecursionError:

@@ -10,6 +10,7 @@ import sys
 
 import orjson
 
+from tracetui.report.export import is_us
 from tracetui.textsafe import json_safe, visible
 
 US = 1e-3  # ns -> µs
@@ -94,12 +95,6 @@ def write_text(text: str) -> None:
 def write_line(s: str = "") -> None:
     """One line of a text report, control characters made visible."""
     write_text(shown(s) + "\n")
-
-
-def is_us(key: str) -> bool:
-    """A key (or a CSV column, ``a.b`` for nested keys) whose numbers are µs: ``total_us``,
-    ``device_us_per_step``, ``busy_by_class_us.gemm``."""
-    return key.endswith("_us") or "_us_" in key or "_us." in key
 
 
 def round_us(doc):
