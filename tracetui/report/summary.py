@@ -8,7 +8,7 @@ from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.report.output import US, emit_report, write_line, short_name
 from tracetui.shorten import column
-from tracetui.report.serving import cuda_graphs, honest, marker_lines, print_phases, serving_phases, step_line
+from tracetui.report.serving import cuda_graphs, hidden_note, honest, marker_lines, print_phases, serving_phases, step_line
 from tracetui.textsafe import visible
 
 
@@ -137,7 +137,8 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
                     if s["comm_exposed_us"] or s["comm_overlapped_us"] else ""))
     print_phases(d["phases"])
     if d["first_step_kernels"]:
-        write_line(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
+        write_line(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them"
+                   f"{hidden_note(d, first=True)}:")
         first = d["first_step_kernels"][:40]
         names = column([visible(k["name"]) for k in first], used=2 + 13 + 1 + 9 + 5, short=short_name)
         for k, name in zip(first, names):
@@ -150,7 +151,7 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
         write_line("\nkernel classes: " + ", ".join(f"{c} {v['count']}× {v['total_us']:.1f} µs"
                                               for c, v in sorted(d["kernel_classes"].items(), key=lambda x: -x[1]["total_us"])))
     if d["kernels"]:
-        write_line("\ntop kernels by device time")
+        write_line("\ntop kernels by device time" + hidden_note(d))
         write_line(f"  {'count':>6s} {'total µs':>10s} {'mean µs':>10s}  name")
         names = column([visible(k["name"]) for k in d["kernels"]], used=2 + 6 + 11 + 11 + 2, short=short_name)
         for k, name in zip(d["kernels"], names):
