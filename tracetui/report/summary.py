@@ -8,7 +8,7 @@ from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.report.output import US, emit_report, write_line, short_name
 from tracetui.shorten import column
-from tracetui.report.serving import cuda_graphs, honest, marker_lines, print_phases, serving_phases, step_line
+from tracetui.report.serving import cuda_graphs, hidden_note, honest, marker_lines, print_phases, serving_phases, step_line
 from tracetui.textsafe import visible
 
 
@@ -133,12 +133,12 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     _per_step_lines(t, d)
     print_phases(d["phases"])
     if d["first_step_kernels"]:
-        _first_step_lines(t, d["first_step_kernels"])
+        _first_step_lines(t, d["first_step_kernels"], hidden_note(d, first=True))
     if d["kernel_classes"]:
         write_line("\nkernel classes: " + ", ".join(f"{c} {v['count']}× {v['total_us']:.1f} µs"
                                               for c, v in sorted(d["kernel_classes"].items(), key=lambda x: -x[1]["total_us"])))
     if d["kernels"]:
-        write_line("\ntop kernels by device time")
+        write_line("\ntop kernels by device time" + hidden_note(d))
         write_line(f"  {'count':>6s} {'total µs':>10s} {'mean µs':>10s}  name")
         names = column([visible(k["name"]) for k in d["kernels"]], used=2 + 6 + 11 + 11 + 2, short=short_name)
         for k, name in zip(d["kernels"], names):
@@ -198,7 +198,7 @@ else the longest, ranked by device time (HTA's test trace: 2,101 kernels whose f
 order were all unlinked warm-up adds, though 74% of the step's kernels link to an op)."""
 
 
-def _first_step_lines(t: Trace, ks: list[dict]) -> None:
+def _first_step_lines(t: Trace, ks: list[dict], note: str = "") -> None:
     """The first step's kernels with the ops that launched them. A kernel no op launched before the
     step's first linked kernel says so (warm-up or another step's work), not left as an anonymous row."""
     first_linked = next((i for i, k in enumerate(ks) if k["ops"]), len(ks))
@@ -206,11 +206,11 @@ def _first_step_lines(t: Trace, ks: list[dict]) -> None:
     linked = sum(1 for k in ks if k["ops"])
     step = visible(t.name(t.steps[0]))
     if len(ks) <= FIRST_STEP_ROWS:
-        write_line(f"\nkernels in {step} (first step), in launch order, with the ops that launched them:")
+        write_line(f"\nkernels in {step} (first step), in launch order, with the ops that launched them{note}:")
     else:
         rows = sorted(rows, key=lambda r: -r[1]["device_us"])[:FIRST_STEP_ROWS]
         write_line(f"\nkernels in {step} (first step): the {FIRST_STEP_ROWS} longest of {len(ks):,}, by device time "
-                   f"({linked:,} of {len(ks):,} launched by an ATen op), with the ops that launched them:")
+                   f"({linked:,} of {len(ks):,} launched by an ATen op), with the ops that launched them{note}:")
     names = column([visible(k["name"]) for _, k in rows], used=2 + 13 + 1 + 9 + 5, short=short_name)
     for (i, k), name in zip(rows, names):
         if k["ops"]:
