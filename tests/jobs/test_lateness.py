@@ -8,20 +8,11 @@ from statistics import mean
 
 import pytest
 
-from .conftest import gloo_annotations, raw
+from .conftest import LATE, HEAVY, gloo_annotations, raw
 from .test_ranks import ns, ranks_json
 
-LATE, HEAVY = 1, 2
 COMM_OPS = re.compile(r"^(?:record_param_comms|c10d::|c10d_functional::|_c10d_functional::|nccl:|symm_mem::)")
 """The ops that launch a collective (written here, not taken from tracetui's taxonomy)."""
-
-
-@pytest.fixture(scope="module")
-def late_job(tmp_path_factory):
-    pytest.importorskip("torch.distributed")
-    from tracetui.workloads.gloo_job import record_gloo_job
-    out = tmp_path_factory.mktemp("late_job")
-    return record_gloo_job(out, world=3, slow_rank=-1, steps=3, late=(LATE, 0.3), more_work=(HEAVY, 60))
 
 
 def _union(iv) -> int:
