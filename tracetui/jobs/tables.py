@@ -212,7 +212,7 @@ def memory_table(trace, base: int, rank: int, s0: np.ndarray, s1: np.ndarray) ->
     """The ``[memory]`` instants of a ``profile_memory`` trace (allocations > 0, frees < 0, the
     allocator's totals after each), read from the trace's bytes only when they hold one."""
     out = {c: [] for c in MEMORY_COLUMNS}
-    src = trace.store.source
+    src = trace.store.source_bytes()
     if src is None or b'"[memory]"' not in src:
         return out
     try:

@@ -34,6 +34,8 @@ def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
     """The ``ranks`` report; ``top`` caps the collectives listed in text (JSON lists all)."""
     if as_json:
         from tracetui.textsafe import json_safe  # C1, bidi and U+2028 from names escaped, as every --json
+        from tracetui.report.output import round_us
+        round_us(doc)  # µs to the ns, as every --json
         try:
             data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
         except orjson.JSONEncodeError:  # an integer past 64 bits from a trace: Python's encoder writes it
@@ -69,13 +71,14 @@ def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
          "skew / imbal: mean per step of its start skew and work imbalance)")
     if doc["steps"]:
         _out()
-        _out(f"{'rank':>5} {'step':<18} {'step µs':>11} {'comm µs':>10} {'exposed µs':>11} {'overlap':>8} "
+        sw = max([18] + [len(r["name"]) for r in doc["steps"]])  # a step's name is never cut
+        _out(f"{'rank':>5} {'step':<{sw}} {'step µs':>11} {'comm µs':>10} {'exposed µs':>11} {'overlap':>8} "
              f"{'wait µs':>10}")
         for r in doc["steps"]:
             if r["rank"] not in shown:
                 continue
             ov = "-" if r["overlap_ratio"] is None else f"{100 * r['overlap_ratio']:.0f}%"
-            _out(f"{r['rank']:>5} {r['name'][:18]:<18} {_f(r['step_us']):>11} {_f(r['comm_us']):>10} "
+            _out(f"{r['rank']:>5} {r['name']:<{sw}} {_f(r['step_us']):>11} {_f(r['comm_us']):>10} "
                  f"{_f(r['comm_exposed_us']):>11} {ov:>8} {_f(r['wait_us']):>10}")
     colls = sorted(doc["collectives"], key=lambda c: -sum(p["wait_us"] for p in c["per_rank"]))
     if colls:
