@@ -44,7 +44,7 @@ def test_cpu_lanes_against_the_raw_json(late_job, loaded):
         tids = {str(e["tid"]) for e in raw(f)["traceEvents"] if e.get("cat") == "cpu_op"}
         assert {s.sub for s in lanes.subs[r]} == {f"tid {t}" for t in tids} | {"backend"}
         # every cell's coverage adds up to the lane's total over the whole job
-        edges = np.linspace(lanes.start, lanes.end + 1, 97).round().astype(np.int64)
+        edges = lanes.start + np.linspace(0, lanes.end + 1 - lanes.start, 97).round().astype(np.int64)
         cov = ln.cover(edges)
         assert int(cov["comm"].sum()) == comm and int(cov["compute"].sum()) == work
 

@@ -76,8 +76,8 @@ def test_start_skew_and_work_imbalance_against_the_raw_json(late_job, capsys):
     for p in doc["per_rank"]:
         sk, wi = means[p["rank"]]
         assert abs(p["start_skew_us"] * 1000 - sk) <= 1 and abs(p["work_imbalance_us"] * 1000 - wi) <= 1
-    # what the recording planted: rank 1 started 300 ms late, rank 2 ran twice the matmuls
-    assert max(means, key=lambda r: means[r][0]) == LATE and means[LATE][0] >= 250e6
+    # what the recording planted: rank 1 started 800 ms late, rank 2 ran twice the matmuls
+    assert max(means, key=lambda r: means[r][0]) == LATE and means[LATE][0] >= 700e6
     assert max(means, key=lambda r: means[r][1]) == HEAVY
     from tracetui.jobs.lateness import cause
     assert cause(*means[LATE]) == "start skew" and cause(*means[HEAVY]) == "work imbalance"

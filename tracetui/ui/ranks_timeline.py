@@ -149,7 +149,8 @@ class Lanes(ScrollView, can_focus=True, inherit_bindings=False):
         """One lane: each cell coded (``CELLS``: the class covering most of it, full when half or
         more, the arrival marks), runs of one code and shading drawn as one segment each."""
         w = width - LABEL_W
-        edges = np.linspace(self.t0, self.t1, w + 1).round().astype(np.int64)
+        # offsets from t0 in float, not the times: float64 holds an epoch-ns time only to 256 ns
+        edges = self.t0 + np.linspace(0, self.t1 - self.t0, w + 1).round().astype(np.int64)
         cover = lane.cover(edges)
         cell_ns = max((self.t1 - self.t0) / w, 1.0)
         if lane.sub is None:
@@ -321,10 +322,10 @@ class RanksTimelineScreen(Screen):
 
     def action_zoom(self, factor: float) -> None:
         v = self.view
-        mid, half = (v.t0 + v.t1) // 2, (v.t1 - v.t0) * factor / 2
+        mid, half = (v.t0 + v.t1) // 2, int((v.t1 - v.t0) * factor / 2)  # ints: epoch ns exceed float64's ns
         if v.selected is not None:  # zoom about the selected collective's last arrival
             mid = max(round(p["start_us"] * 1000) for p in self.doc["collectives"][v.selected]["per_rank"])
-        v.set_view(int(mid - half), int(mid + half))
+        v.set_view(mid - half, mid + half)
         self._redraw()
 
     def action_fit(self) -> None:
