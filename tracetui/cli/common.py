@@ -81,13 +81,27 @@ def decode_options() -> argparse.ArgumentParser:
     return wo
 
 
-def format_options() -> argparse.ArgumentParser:
-    """The parent parser of every reporting subcommand: how the report is written."""
+TABLES = {
+    "summary": "ops (csv default), overview, per_step, kernel_classes, kernels, first_step_kernels",
+    "tree": "nodes",
+    "memory": "ops (csv default), overview, devices, steps",
+    "diff": "kernels (csv default), overview, changes, fused, unfused, removed_ops, added_ops, chains, "
+            "cpu_changes; a ladder (3+ traces): rungs (csv default), steps, changes, cpu_changes",
+    "ranks": "per_rank (csv default), overview, steps, collectives, collective_ranks, diagnostics",
+}
+"""The tables each report's ``--table`` can name, as ``--help`` lists them
+(tests/cli/test_what_a_user_reads.py checks them against the tables the reports write)."""
+
+
+def format_options(command: str | None = None) -> argparse.ArgumentParser:
+    """The parent parser of every reporting subcommand: how the report is written; ``--table``'s
+    help names ``command``'s tables (``TABLES``)."""
     fo = argparse.ArgumentParser(add_help=False)
     fo.add_argument("--format", choices=FORMATS, default=None,
-                    help="text (default), json (schema in README), csv (one table) or md (Markdown tables)")
+                    help="text (default), json (schema in docs/json.md), csv (one table) or md (Markdown tables)")
+    names = f". Tables: {TABLES[command]}" if command in TABLES else ""
     fo.add_argument("--table", default=None, metavar="NAME",
-                    help="csv/md: the table to write (default csv: the main one; md: all)")
+                    help=f"csv/md: the table to write (default csv: the main one; md: all){names}")
     return fo
 
 
@@ -141,4 +155,5 @@ def announce_folders(paths) -> None:
 def error(msg: str) -> None:
     """The one line bad input gets: file names made visible (no escapes, no line breaks)."""
     from tracetui.textsafe import visible
-    print(f"tracetui: error: {visible(msg)}", file=sys.stderr)
+    if sys.stderr is not None:  # print(file=None) would write to stdout
+        print(f"tracetui: error: {visible(msg)}", file=sys.stderr)

@@ -12,7 +12,8 @@ NAMES = ("gen",)
 def add_parser(sub) -> None:
     gen = sub.add_parser("gen", help="record a bundled workload under torch.profiler (needs torch)")
     gen.add_argument("workload", nargs="?", choices=("linear", "mlp", "transformer"))
-    gen.add_argument("--impl", default="eager", choices=("eager", "compile", "triton", "fused"))
+    gen.add_argument("--impl", default="eager",
+                     choices=("eager", "compile", "triton", "fused", "fused-compile", "fused-graphs"))
     gen.add_argument("--all", action="store_true", help="record the whole ladder into -o DIR")
     gen.add_argument("--device", choices=("cuda", "cpu"), default=None)
     gen.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None)
@@ -53,7 +54,7 @@ def run(args) -> int:
         from tracetui.cli.opener import BUNDLED
         out_dir = args.output or BUNDLED
         for wl, impl, stack in ladder():
-            if impl in ("triton", "fused") and device != "cuda":
+            if (impl == "triton" or impl.startswith("fused")) and device != "cuda":
                 print(f"[tracetui gen] skipping {wl}/{impl}: needs CUDA", file=sys.stderr)
                 continue
             jobs.append((ws[wl], impl, stack, out_dir / ladder_filename(wl, impl, stack)))
@@ -63,6 +64,12 @@ def run(args) -> int:
         name = f"{args.workload}_train" if args.train and args.workload == "mlp" else args.workload
         out = args.output or Path(ladder_filename(name, args.impl, args.with_stack))
         jobs.append((ws[args.workload], args.impl, args.with_stack, out))
+    from tracetui.atomic import UnsafeTarget, target_kind
+    for *_, out in jobs:  # -o a block device, socket or folder: one line before any recording
+        try:
+            target_kind(out)
+        except UnsafeTarget as e:
+            raise CliError(f"gen: -o {e}") from None
     failed = []
     for i, (w, impl, stack, out) in enumerate(jobs):
         print(f"[tracetui gen] ({i + 1}/{len(jobs)}) {w.name}/{impl}{' +stack' if stack else ''}", file=sys.stderr)
@@ -78,8 +85,8 @@ def run(args) -> int:
                 raise
             failed.append(f"{w.name}/{impl}: {type(e).__name__}: {e}")
             continue
-        from tracetui.textsafe import visible
-        print(visible(str(path)))
+        from tracetui.report.output import write_line
+        write_line(str(path))
     if failed:
         raise CliError(f"{len(failed)} of {len(jobs)} recordings failed: " + "; ".join(failed))
     return 0

@@ -199,6 +199,25 @@ class Trace(KernelClasses):
         return Windows(self)
 
     @cached_property
+    def step_labels(self) -> dict:
+        """Step node -> ``serving.StepLabel`` (prefill / decode / mixed, batch, tokens) where an
+        engine annotation says it (``phases.step_labels``)."""
+        from tracetui.model.phases import step_labels  # noqa: PLC0415
+        return step_labels(self)
+
+    @cached_property
+    def graph_gaps(self):
+        """CUDA/HIP graph launches and the steps whose graph work is hidden (``graphs.graph_gaps``)."""
+        from tracetui.model.graphs import graph_gaps  # noqa: PLC0415
+        return graph_gaps(self)
+
+    def phase_figures(self, top: int = 5) -> list[dict]:
+        """Per phase (prefill / decode / …): steps, device ns, kernels, top kernels; steps whose
+        graph work is hidden are counted but not summed (``phases.phase_figures``)."""
+        from tracetui.model.phases import phase_figures  # noqa: PLC0415
+        return phase_figures(self, self.step_labels, top, frozenset(self.graph_gaps.incomplete_steps))
+
+    @cached_property
     def memory(self):
         """The ``[memory]`` instants as a model (memory.py); reads their args (the lazy pass)."""
         from tracetui.model.memory import build_memory  # noqa: PLC0415
