@@ -21,6 +21,11 @@ ANCHOR_GAP = 2.5
 """Cost of leaving an anchor unpaired: two of them (5) beat pairing GEMMs of different sizes (6),
 lose to pairing same-size GEMMs with different names (0.5) or unknown sizes (1)."""
 
+SAME_WORK_RTOL = 1e-3
+"""Two GEMMs whose FLOPs differ by at most 0.1% do the same work: torch.compile pads a dimension
+to a multiple of 8-64 (GPT-2's vocabulary 50257 -> 50264 changes the LM head's FLOPs by 0.014%),
+and no two distinct layers of a model differ by so little unless they are the same shape."""
+
 GEMM_OP_FAMILY = {"mm": "mm", "bmm": "mm", "matmul": "mm", "addmm": "mm", "baddbmm": "mm", "addbmm": "mm",
                   "linear": "mm", "_addmm_activation": "mm", "_scaled_mm": "mm"}
 """GEMM ops that are one kind of work: the same cutlass sgemm under ``aten::bmm`` in one trace and
@@ -94,7 +99,7 @@ def _anchor_cost(A: list[Item], B: list[Item]) -> np.ndarray:
     fa, fb = fl[:na, None], fl[None, na:]
     known = ~np.isnan(fa) & ~np.isnan(fb)
     with np.errstate(invalid="ignore"):
-        cost += np.where(known, np.where(np.isclose(fa, fb, rtol=1e-6), 0.0, 6.0), 1.0)
+        cost += np.where(known, np.where(np.isclose(fa, fb, rtol=SAME_WORK_RTOL), 0.0, 6.0), 1.0)
     # same FLOPs, other shapes (the down projection against gate/up): a little apart
     sa, sb = mkn[:na, None], mkn[None, na:]
     cost += np.where(known & (sa >= 0) & (sb >= 0) & (sa != sb), 0.3, 0.0)
@@ -102,7 +107,7 @@ def _anchor_cost(A: list[Item], B: list[Item]) -> np.ndarray:
     cost += np.where((oa >= 0) & (ob >= 0) & (oa != ob), 0.25, 0.0)
     ma, mb = mod[:na, None], mod[None, na:]
     cost += np.where((ma >= 0) & (mb >= 0) & (ma != mb), 1.0, 0.0)
-    cost += np.where(bwd[:na, None] != bwd[None, na:], 2.0, 0.0)
+    cost += np.where(bwd[:na, None] != bwd[None, na:], FORBIDDEN, 0.0)  # never across directions
     return cost
 
 
@@ -133,7 +138,7 @@ def _gap_pairs(ga: list[Item], gb: list[Item], barred: set = frozenset()) -> lis
         if id(x) in barred:
             continue
         for j, y in enumerate(gb):
-            if id(y) in barred:
+            if id(y) in barred or x.backward != y.backward:  # never across directions
                 continue
             if x.name == y.name:
                 cost[i, j] = 0.0
@@ -167,4 +172,30 @@ def pair_identical(rows: list[Row]) -> list[Row]:
             j = lost[key(r.b)].pop(0)
             drop.add(j)
             out[i] = _same_or_changed(rows[j].a, r.b)
+    out = [r for k, r in enumerate(out) if k not in drop]
+    return _pair_same_work(out)
+
+
+def _pair_same_work(rows: list[Row]) -> list[Row]:
+    """Pair a removed GEMM with an added one of the same op family and direction whose FLOPs agree
+    within ``SAME_WORK_RTOL``: one GEMM run by another kernel (CUTLASS in eager, nvjet in the
+    compiled graph, its vocabulary padded), which the monotone alignment left on both sides."""
+    def gemm(it: Item) -> bool:
+        return it.klass == "gemm" and bool(it.flops)
+    lost = [i for i, r in enumerate(rows) if r.status == "removed" and not r.claimed and gemm(r.a)]
+    if not lost:
+        return rows
+    drop: set = set()
+    out = list(rows)
+    for i, r in enumerate(rows):
+        if r.status != "added" or r.claimed or not gemm(r.b):
+            continue
+        y = r.b
+        j = next((j for j in lost if j not in drop and rows[j].a.backward == y.backward
+                  and op_family(rows[j].a) == op_family(y)
+                  and abs(rows[j].a.flops - y.flops) <= SAME_WORK_RTOL * rows[j].a.flops), None)
+        if j is not None:
+            drop.add(j)
+            out[i] = _same_or_changed(rows[j].a, y)
+            out[i].detail += f"; same work: {rows[j].a.flops / 1e9:.2f} → {y.flops / 1e9:.2f} GFLOP"
     return [r for k, r in enumerate(out) if k not in drop]

@@ -111,8 +111,8 @@ def explain(rows: list[Row], ia: list[Item], ib: list[Item], layer: dict | None 
     removed kernel gets the mirror of the added rules, against the unfused rows."""
     layer = layer or {}
     lay = lambda it: layer.get(id(it), it.block)  # noqa: E731
-    fused = {"b": [(r.b, r.replaces, lay(r.b)) for r in rows if r.status == "fused"],
-             "a": [(r.a, r.parts, lay(r.a)) for r in rows if r.status == "unfused"]}
+    fused = {"b": [(r.b, r.replaces, lay(r.b)) for r in rows if r.status in ("fused", "replaced") and r.b is not None],
+             "a": [(r.a, r.parts, lay(r.a)) for r in rows if r.status in ("unfused", "replaced") and r.b is None]}
     nxt = {"a": _next_anchor(ia), "b": _next_anchor(ib)}
     calls = {"a": Counter(x.op_node for x in ia if x.op_node is not None),
              "b": Counter(y.op_node for y in ib if y.op_node is not None)}
