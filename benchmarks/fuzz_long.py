@@ -91,7 +91,8 @@ def _case(rng: random.Random, seeds: list[bytes], docs: list) -> tuple[bytes, st
 def _exercise(path: Path, ref) -> None:
     from tracetui.compare.diff import diff_dict, diff_traces
     from tracetui.model import TraceError, load_trace
-    from tracetui.report.traces import summary_dict, tree_dict
+    from tracetui.report.summary import summary_dict
+    from tracetui.report.tree import tree_dict
     try:
         t = load_trace(path)
     except TraceError as e:

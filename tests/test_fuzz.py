@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from tracetui.model import TraceError, load_trace
 from tracetui.compare.changes import diff_dict
 from tracetui.compare.diff import diff_traces
-from tracetui.report.traces import summary_dict, tree_dict
+from tracetui.report.summary import summary_dict
+from tracetui.report.tree import tree_dict
 from tracetui.ui.details import describe
 
 from tests.conftest import DATA

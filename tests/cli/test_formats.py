@@ -1,5 +1,5 @@
 """--format text|json|csv|md on summary, tree and diff: each output parsed back (csv module, Markdown
-tables by column count, JSON against the README's schema) and checked against the raw trace."""
+tables by column count, JSON against docs/json.md's schema) and checked against the raw trace."""
 from __future__ import annotations
 
 import csv
@@ -28,7 +28,7 @@ def raw_events(path) -> list[dict]:
     return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
 
 
-# The schemas the README documents ("summary --json", "tree --json", "diff --json"): key -> type,
+# The schemas docs/json.md documents ("summary --json", "tree --json", "diff --json"): key -> type,
 # a nested dict for an object, [dict] for a list of objects. `None` in a tuple allows null.
 NUM = (int, float)
 SUMMARY = {

@@ -340,7 +340,7 @@ def test_work_rule_holds_whatever_the_kernel_name():
 
 
 def test_text_report_names_weight_repacks_and_evidence():
-    from tracetui.report.traces import print_diff
+    from tracetui.report.diff import print_diff
     pa, pb = DATA / "diff" / "h100_mlp_train_compile.json.gz", DATA / "diff" / "h100_mlp_train_fused.json.gz"
     lines: list[str] = []
     print_diff(diff_traces(trace(pa), trace(pb)), write=lines.append, top=0)

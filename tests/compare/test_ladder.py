@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.report.traces import attribution
+from tracetui.report.summary import attribution
 
 from tests.conftest import TRACES
 

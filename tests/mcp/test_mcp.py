@@ -17,7 +17,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from tracetui.mcp import tools as mcp_tools  # noqa: E402
 from tracetui.cli.main import main  # noqa: E402
 from tracetui.mcp.server import build_server  # noqa: E402
-from tracetui.report.traces import tree_rows  # noqa: E402
+from tracetui.report.tree import tree_rows  # noqa: E402
 
 from tests.conftest import PEER, TRACES  # noqa: E402
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.report.traces import summary_dict
+from tracetui.report.summary import summary_dict
 
 PID, GPU = 100, 0
 TRANSPOSE = "batched_transpose_32x32_half"

@@ -12,7 +12,7 @@ import pytest
 
 from tracetui.mcp import tools
 from tracetui.model import load_trace
-from tracetui.report.traces import summary_dict
+from tracetui.report.summary import summary_dict
 from tracetui.workloads.record import key_averages_path, read_key_averages
 
 from tests.conftest import DATA

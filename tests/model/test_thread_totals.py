@@ -13,7 +13,7 @@ import pytest
 
 from tracetui.model import load_trace
 from tracetui.model.stats import COUNTS
-from tracetui.report.traces import tree_dict
+from tracetui.report.tree import tree_dict
 
 from tests.conftest import TRACES
 

@@ -13,7 +13,7 @@ import pytest
 
 from tracetui.mcp import tools
 from tracetui.model import load_trace
-from tracetui.report.traces import tree_dict
+from tracetui.report.tree import tree_dict
 
 from tests.conftest import DATA, TRACES
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tracetui.model import load_trace
-from tracetui.report.traces import summary_dict
+from tracetui.report.summary import summary_dict
 
 from tests.model.test_windows import union
 

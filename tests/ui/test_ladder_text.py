@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from tracetui.report.traces import _cut
+from tracetui.report.ladder import _cut
 from tracetui.ui.diff_view import hanging
 
 

@@ -34,7 +34,7 @@ def report_two(traces: list, args, fmt: str, top: int, table) -> int:
     from tracetui.compare.changes import diff_dict
     from tracetui.compare.diff import diff_traces
     from tracetui.compare.verdict import comparability, facts, gate, header_lines, verdict
-    from tracetui.report.traces import print_diff
+    from tracetui.report.diff import print_diff
     d = diff_traces(*traces)
     fa, fb = facts(traces[0]), facts(traces[1])
     j = diff_dict(d)  # every change (top=0): the verdict sums them by kind

@@ -314,11 +314,13 @@ def _dispatch(args) -> int:
         from tracetui.cli.skill import run as skill
         return skill()
     if args.cmd == "memory":
-        from tracetui.report.traces import fmt_of, print_memory
+        from tracetui.report.output import fmt_of
+        from tracetui.report.memory import print_memory
         print_memory(load(args.trace, args), top=args.top, fmt=fmt_of(args), table=args.table)
         return 0
     if args.cmd == "tree":
-        from tracetui.report.traces import fmt_of, print_tree
+        from tracetui.report.output import fmt_of
+        from tracetui.report.tree import print_tree
         if args.table not in (None, "nodes"):
             raise CliError(f"tree: --table {args.table!r}: its one table is nodes")
         print_tree(load(args.trace, args), depth=args.depth, text_filter=args.filter, fmt=fmt_of(args),
@@ -362,7 +364,8 @@ def load(path, args):
 
 
 def _summary(path, args) -> int:
-    from tracetui.report.traces import fmt_of, print_summary
+    from tracetui.report.output import fmt_of
+    from tracetui.report.summary import print_summary
     print_summary(load(path, args), top=getattr(args, "top", 15), fmt=fmt_of(args),
                   table=getattr(args, "table", None))
     return 0
@@ -370,7 +373,7 @@ def _summary(path, args) -> int:
 
 def _diff_report(paths: list, args) -> int:
     """Two traces: the diff report; three or more: the ladder (per step, and why each rung differs)."""
-    from tracetui.report.traces import fmt_of
+    from tracetui.report.output import fmt_of
     top = getattr(args, "top", 10)
     traces = [load(p, args) for p in paths]
     if len(traces) == 2:
@@ -379,12 +382,13 @@ def _diff_report(paths: list, args) -> int:
     if getattr(args, "gate", None) is not None:
         raise CliError("diff: --gate compares two traces (A, then B), not a ladder")
     from tracetui.compare.ladder import ladder
-    from tracetui.report.traces import print_ladder
+    from tracetui.report.ladder import print_ladder
     fmt = fmt_of(args)
     ld = ladder(traces, top=top if top != 10 else 3)
     names = [Path(p).name.split(".")[0] for p in paths]
     if fmt in ("csv", "md"):  # rungs, steps, changes, cpu_changes (csv: rungs unless --table)
-        from tracetui.report.traces import emit_report, ladder_tables
+        from tracetui.report.output import emit_report
+        from tracetui.report.ladder import ladder_tables
         emit_report(ld, fmt, table=getattr(args, "table", None), first="rungs", tables=ladder_tables(ld, names),
                     title="tracetui diff (ladder)")
         return 0

@@ -20,12 +20,12 @@ def run(args, load) -> int:
     t = load(args.trace, args)
     o = capped(opportunities(t), args.top)
     if args.json:
-        from tracetui.report.traces import _dump
-        _dump(o)
+        from tracetui.report.output import write_json
+        write_json(o)
         if o["truncated"]:
             note_truncated([("chains", len(o["chains"]), o["total_chains"])])
         return 0
-    from tracetui.report.traces import _out
+    from tracetui.report.output import write_line
     for line in text_lines(o, str(t.path)):
-        _out(line)
+        write_line(line)
     return 0

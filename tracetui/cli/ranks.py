@@ -58,7 +58,7 @@ def run(args, load_opts: dict, CliError) -> int:
         from tracetui.jobs.ranks import analyze_tables, load_job
         job, tables = load_job(args.paths, workers=args.workers, load_opts=load_opts)
         doc = analyze_tables(job, tables, rank_clocks=args.rank_clocks)
-    from tracetui.report.traces import emit_report, fmt_of
+    from tracetui.report.output import emit_report, fmt_of
     fmt = fmt_of(args)
     if fmt in ("csv", "md"):  # the shared writers (tracetui/report/export.py); csv: per_rank unless --table
         emit_report(doc, fmt, table=getattr(args, "table", None), first="per_rank", title="tracetui ranks",

@@ -40,7 +40,7 @@ ARG_CHARS = 400
 ROOTS: list[Path] = []
 """Folders (or files) the tools may open or list; empty: the current folder. Set by the server."""
 
-OUTSIDE = "outside the folders this server may read (see tracetui mcp --root)"
+OUTSIDE = "outside the folders this server may read (start the server with --root DIR to allow it)"
 """The one refusal for a path out of ROOTS, the same whether it exists or not."""
 
 MAX_DEPTH_ARG = 1_000_000
@@ -226,7 +226,7 @@ def open_trace(path: str, steps: str | None = None, torch_version: str | None = 
     it: device, events, steps and how they were chosen, the CPU self-time rule, provenance, kernel
     classes, load repairs and diagnostics. `steps` is a regex naming the step annotations;
     `torch_version` the torch that recorded it. Every other tool takes the same path."""
-    from tracetui.report.traces import summary_dict
+    from tracetui.report.summary import summary_dict
     t = load(path, steps, torch_version)
     d = summary_dict(t, top=1)
     out = {k: d[k] for k in ("file", "device", "steps", "events", "step_marker", "self_time_rule", "provenance",
@@ -240,7 +240,7 @@ def summary(path: str, top: int = 15, steps: str | None = None, torch_version: s
     """The trace's summary as `tracetui summary --json --top N` gives it: device, steps, kernel
     classes, the top `top` kernels (by device time) and ops (every key_averages() row kind), with
     diagnostics. Per-step figures: step_breakdown; all kernels or ops: kernels / ops (paged)."""
-    from tracetui.report.traces import summary_dict
+    from tracetui.report.summary import summary_dict
     top = max(1, min(int(top), 100))
     d = summary_dict(load(path, steps, torch_version), top=top)
     d["per_step"] = {"count": len(d["per_step"]), "see": "step_breakdown"}
@@ -255,7 +255,7 @@ def tree(path: str, node: int = 0, depth: int = 2, filter: str | None = None, of
     dur_us and children (how many shown under it). `filter` keeps nodes whose name contains the text
     (case-insensitive), the paths to them and what is under them. Paged: pass next_offset as offset.
     The numbers are those of `tracetui tree --json`. `path_to_node` is the node's breadcrumb."""
-    from tracetui.report.traces import matching_paths, tree_dict, tree_rows
+    from tracetui.report.tree import matching_paths, tree_dict, tree_rows
     t = load(path, steps, torch_version)
     node = _node_id(t, node)
     depth = max(0, min(int(depth), MAX_DEPTH_ARG))
@@ -272,7 +272,8 @@ def node(path: str, id: int, steps: str | None = None, torch_version: str | None
     event args; for GPU work the kernel's class, library, launching op chain and module; for a
     launch or op, how much GPU work it enqueued."""
     from tracetui.read.events import KINDS
-    from tracetui.report.traces import attribution, tree_dict
+    from tracetui.report.summary import attribution
+    from tracetui.report.tree import tree_dict
     t = load(path, steps, torch_version)
     i = _node_id(t, id)
     d = tree_dict(t, i, 0, None)
@@ -322,7 +323,7 @@ def step_breakdown(path: str, step: str | None = None, offset: int = 0, limit: i
     overlapped communication, launch and sync CPU, kernels, verdict and its reason; plus the step's
     node id. `step`: one step by name (e.g. ProfilerStep#3) or index (0 = first). Rows as
     `summary --json` per_step; paged."""
-    from tracetui.report.traces import step_dict
+    from tracetui.report.summary import step_dict
     t = load(path, steps, torch_version)
     chosen = t.steps
     if step is not None and str(step) != "":
@@ -450,7 +451,7 @@ def _ancestors(t, i: int) -> list[dict]:
 
 
 def _agg_page(path, which, name, kind, offset, limit, steps, torch_version) -> dict:
-    from tracetui.report.traces import summary_dict
+    from tracetui.report.summary import summary_dict
     t = load(path, steps, torch_version)
     rows = summary_dict(t, top=0)[which]
     table = {a.name: a for a in (t.kernel_table if which == "kernels" else t.op_table)}

@@ -238,6 +238,6 @@ def _afterwards(path: Path, args, opener=None) -> None:
         opener([path])
         return
     from tracetui.model import load_trace
-    from tracetui.report.traces import print_summary
+    from tracetui.report.summary import print_summary
     sys.stdout.flush()
     print_summary(load_trace(path))

@@ -1,15 +1,9 @@
 """``tracetui ranks``: the job's report as text or JSON (schema in the README). No Textual here."""
 from __future__ import annotations
 
-import sys
-
 import orjson
 
-from tracetui.textsafe import visible
-
-
-def _out(s: str = "") -> None:
-    sys.stdout.write("\n".join(map(visible, s.split("\n"))) + "\n")
+from tracetui.report.output import write_bytes, write_line as _out
 
 
 def _f(v, nd=1) -> str:
@@ -45,7 +39,7 @@ def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
         except orjson.JSONEncodeError:  # an integer past 64 bits from a trace: Python's encoder writes it
             import json
             data = json.dumps(doc, indent=2, ensure_ascii=False, default=str).encode()
-        sys.stdout.buffer.write(json_safe(data) + b"\n")
+        write_bytes(json_safe(data) + b"\n")
         return
     _out(f"job: {doc['ranks']} rank(s) of world size {doc['world_size'] if doc['world_size'] else 'unknown'}; "
          + ("collectives matched by " + ", ".join(f"{g}: {m}" for g, m in doc["matched_by"].items())

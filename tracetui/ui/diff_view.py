@@ -123,7 +123,7 @@ class DiffScreen(ExportsView, Screen):
         j = diff_dict(res)
         cs = changes(res)
         lines: list[str] = []
-        from tracetui.report.traces import print_diff
+        from tracetui.report.diff import print_diff
         print_diff(res, write=lines.append, top=0, rows=False)
         from tracetui.compare.verdict import comparability, facts, header_lines, verdict
         head = header_lines(verdict(j), comparability(facts(self.a), facts(self.b)), None)
@@ -456,7 +456,7 @@ class LadderScreen(ExportsView, Screen):
             t.add_row(Text(name), f"{r['device_us_per_step']:,.1f}", delta, str(r["kernels_per_step"]),
                       f"{r['launch_cpu_us_per_step']:,.1f}",
                       f"{r['cpu_us_per_step']:,.1f}", un)
-        from tracetui.report.traces import ladder_lines
+        from tracetui.report.ladder import ladder_lines
         lines = ladder_lines(ld, names)
         self.query_one("#ladder-text", Static).update(hanging("\n".join(lines[len(ld["rungs"]) + 1:]).strip("\n")))
         first, last = ld["rungs"][0], ld["rungs"][-1]
@@ -480,6 +480,6 @@ class LadderScreen(ExportsView, Screen):
         """The rungs, per step, as ``diff A B C --format csv`` writes them."""
         if self.ladder is None:
             return "still comparing the rungs: nothing to export yet"
-        from tracetui.report.traces import ladder_tables
+        from tracetui.report.ladder import ladder_tables
         header, rows = table_rows(ladder_tables(self.ladder, [stem_of(t.path) for t in self.traces])[0])
         return f"{stem_of(self.traces[0].path)}-ladder", header, rows

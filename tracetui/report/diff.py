@@ -1,0 +1,152 @@
+"""``tracetui diff A B``: totals that reconcile, the biggest changes, fusion, the aligned kernels."""
+from __future__ import annotations
+
+from tracetui.report.memory import emit_memory_diff
+from tracetui.report.output import write_json, emit_report, write_line, short_name, shown
+from tracetui.textsafe import visible
+
+
+def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool = True,
+               fmt: str | None = None, table: str | None = None, head: list | None = None,
+               extra: dict | None = None) -> None:
+    """Print the diff report (or hand each line to ``write``, as the app does): totals that
+    reconcile, the biggest changes by kind (``top`` per kind; 0: all), then fusion details and the
+    full aligned list (``rows``). ``fmt`` json/csv/md writes the data instead (``table`` picks one).
+    ``head``: lines the text opens with (the verdict); ``extra``: keys added to the JSON."""
+    fmt = fmt or ("json" if as_json else "text")
+    sink = write or write_line
+
+    def emit(line: str) -> None:  # the app shows these lines too: the same guard for both
+        sink(shown(line))
+    from tracetui.compare.changes import diff_dict
+    from tracetui.model.memory import memory_diff
+    j = diff_dict(d)
+    mem = memory_diff(d.a, d.b)  # only when both traces have [memory] instants
+    if mem is not None:
+        j["memory"] = mem
+    if fmt != "text":
+        out = diff_dict(d, top=top) if top else j
+        if mem is not None:
+            out["memory"] = mem
+        if extra and fmt == "json":
+            out.update(extra)
+        if fmt == "json":
+            write_json(out)
+            if top and write is None:  # the cap said on stderr (tracetui/report/caps.py)
+                from tracetui.report.caps import note_truncated, walk_caps
+                note_truncated(walk_caps(out, j))
+        else:  # csv: the aligned kernels unless --table names another
+            emit_report(out, fmt, table=table, first="kernels", title="tracetui diff")
+        return
+    a, b = j["a"], j["b"]
+    for line in head or []:
+        emit(line)
+    for side, x in (("A", a), ("B", b)):  # a GPU trace may lack deviceProperties: not "CPU" then
+        dev = x["device"] or ("GPU (name not recorded)" if x.get("gpu") else "CPU")
+        emit(f"{side}: {visible(x['file'])}  ({visible(dev)}, {x['steps']} step{'s' if x['steps'] != 1 else ''})")
+    for line in diff_header(j):
+        emit(line)
+    for line in change_lines(j["changes"], top):
+        emit(line)
+    fusion_lines(j, top, emit)
+    if j["chains"]:
+        emit("\ndispatch chains that changed:")
+        seen = set()
+        for c in j["chains"]:
+            key = (tuple(c["a"]), tuple(c["b"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            emit(f"  {' → '.join(c['a']) or '∅'}  ⇒  {' → '.join(c['b']) or '∅'}")
+    if j["added_ops"]:
+        pre = [o for o in j["added_ops"] if o["compile_preop"]]
+        if pre:
+            emit("\ncompile pre-ops (per step, B's CPU µs): " + ", ".join(
+                f"{visible(o['name'])} {o['b_cpu_us']:.1f}" for o in pre))
+    if rows:
+        emit("\nkernels per step (aligned; Δ = what the row adds to B)        A µs      B µs      Δ µs  status")
+        for k in j["kernels"]:
+            au = f"{k['a_us']:9.1f}" if k["a_us"] is not None else " " * 9
+            bu = f"{k['b_us']:9.1f}" if k["b_us"] is not None else " " * 9
+            why = k["reason"] or k["detail"] or ("unexplained" if k["status"] in ("added", "removed") else "")
+            extra = f"  ({visible(why)})" if why else ""
+            emit(f"  {visible(short_name(k['name']))[:58]:58s} {au} {bu} {k['delta_us']:+9.1f}  {k['status']}{extra}")
+
+    if mem is not None:
+        emit_memory_diff(mem, emit)
+
+
+
+def fusion_lines(j: dict, top: int, emit) -> None:
+    """The fusion part of the diff text: each fused kernel with what it replaced, and each undone."""
+    if j["fused"]:
+        emit("\nfusion (each instance; replaced kernels of A, in launch order):")
+        for f in j["fused"][: top * 3 if top else None]:
+            emit(f"  {visible(short_name(f['kernel']))} replaces {len(f['replaces'])} kernel(s) "
+                 f"(ops {', '.join(f['ops'])}; matched by {f['matched_by']}"
+                 + (f"; block {', '.join(f['blocks_a'])}" if f["blocks_a"] else "") + "):")
+            if f.get("evidence"):
+                emit(f"    evidence: {visible(f['evidence'])}")
+            if f["gemm"]:
+                emit(f"    = {visible(short_name(f['gemm']))[:90]}  (the GEMM it replaced)")
+            for r in f["replaces"]:
+                emit(f"    - {visible(short_name(r))[:90]}")
+            emit(f"    saves {f['saved_us']:.1f} µs and {f['launches_saved']} launch(es) per step"
+                 + (f"; intermediate no longer in HBM: {f['intermediate_bytes'] / 1e6:.1f} MB "
+                    f"({f['hbm_traffic_saved_bytes'] / 1e6:.1f} MB of traffic)" if f["intermediate_bytes"] else ""))
+        if top and len(j["fused"]) > top * 3:
+            emit(f"  … {len(j['fused']) - top * 3} more (--top 0 lists all)")
+    if j.get("unfused"):
+        emit("\nfusion undone (a kernel of A that B runs as several, in launch order):")
+        for f in j["unfused"][: top * 3 if top else None]:
+            emit(f"  {visible(short_name(f['kernel']))} runs as {len(f['parts'])} kernel(s) (matched by "
+                 f"{f['matched_by']}): {f['a_us']:.1f} → {f['b_us']:.1f} µs per step")
+            if f["evidence"]:
+                emit(f"    evidence: {visible(f['evidence'])}")
+            for p in f["parts"]:
+                emit(f"    + {visible(short_name(p))[:90]}")
+
+
+def diff_header(j: dict) -> list[str]:
+    """The per-step totals of a diff, reconciled: rows sum to the delta, launches to the counts."""
+    a, b, t = j["a"], j["b"], j["totals"]
+    alike = ""
+    if a["steps_alike"] < a["steps"] or b["steps_alike"] < b["steps"]:
+        alike = f" (steps alike: A {a['steps_alike']}/{a['steps']}, B {b['steps_alike']}/{b['steps']})"
+    dev = "device" if a["device"] or b["device"] or a.get("gpu") or b.get("gpu") else "compute (CPU ops)"
+    out = [f"per step{alike}: {dev} {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} µs "
+           f"({t['device_delta_us']:+,.1f}; rows sum to {t['rows_delta_us']:+,.1f}), "
+           f"kernels {t['kernels_a']} → {t['kernels_b']} (launches saved {t['launches_saved']}), "
+           f"CPU {a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs"]
+    if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:
+        out.append(f"  memcpy/memset (not in the rows): {a['memcpy_memset_per_step']:g} → "
+                   f"{b['memcpy_memset_per_step']:g} "
+                   f"per step, {a['memcpy_memset_us_per_step']:.1f} → {b['memcpy_memset_us_per_step']:.1f} µs")
+    out.append(f"  B's kernels explained {t['b_kernels_explained']}/{t['b_kernels']}; unexplained rows "
+               f"{t['unexplained']} ({t['unexplained_added']} added, {t['unexplained_removed']} removed)")
+    for side, key in (("B", "weight_repack_us_b"), ("A", "weight_repack_us_a")):
+        if t.get(key):
+            out.append(f"  weight repacks in {side}: {t[key]:,.1f} µs per step (weights copied into a fused "
+                       "GEMM's layout every step)")
+    return out
+
+
+def change_lines(changes: list[dict], top: int = 10) -> list[str]:
+    """The biggest changes, grouped by kind, each group sorted by |Δ| per step, repeats folded."""
+    out = []
+    kinds = list(dict.fromkeys(c["kind"] for c in changes))
+    for kind in kinds:
+        group = [c for c in changes if c["kind"] == kind]
+        unit = "CPU µs" if kind == "cpu" else "µs"
+        total = sum(c["delta_us"] for c in group)
+        out.append(f"\n{group[0]['label']}: {total:+,.1f} {unit} per step")
+        for c in group[: top or None]:
+            rep = f"  [{c['repeat']}]" if c["repeat"] else ""
+            why = f"  ({c['detail']})" if c["detail"] and kind in ("added", "removed", "implementation") else ""
+            if kind in ("added", "removed") and not c["detail"]:
+                why = "  (unexplained)"
+            out.append(f"  {c['delta_us']:+10.1f}  {visible(c['title'])[:90]}{rep}{visible(why)[:80]}")
+        if top and len(group) > top:
+            rest = sum(c["delta_us"] for c in group[top:])
+            out.append(f"  {rest:+10.1f}  … {len(group) - top} more")
+    return out

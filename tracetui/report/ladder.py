@@ -1,0 +1,57 @@
+"""``tracetui diff A B C …``: an N-way ladder, each rung's per-step figures and what changed."""
+from __future__ import annotations
+
+from tracetui.report.output import write_json, write_line, shown
+from tracetui.textsafe import visible
+
+
+def print_ladder(ld: dict, names: list[str], as_json: bool = False, write=None) -> None:
+    """An N-way ladder: per step figures of each rung, and why each next rung is faster or slower."""
+    if as_json:
+        write_json(ld)
+        return
+    sink = write or write_line
+
+    def emit(line: str) -> None:
+        sink(shown(line))
+    for line in ladder_lines(ld, names):
+        emit(line)
+
+
+def ladder_tables(ld: dict, names: list[str]) -> list:
+    """The csv/md tables of a ladder (``diff A B C …``): ``rungs`` (one row per trace, its
+    per-step figures), ``steps`` (one per neighbour pair, its totals), ``changes`` and
+    ``cpu_changes`` (the pair's top changes, each led by the pair's ``from`` and ``to`` names)."""
+    from tracetui.report.export import records_table
+    rungs = [{"name": n, **r} for n, r in zip(names, ld["rungs"])]
+    steps = [{"from": names[s["from"]], "to": names[s["to"]], **s["totals"]} for s in ld["steps"]]
+
+    def changes(key: str) -> list[dict]:
+        return [{"from": names[s["from"]], "to": names[s["to"]], **c} for s in ld["steps"] for c in s[key]]
+    return [records_table("rungs", rungs), records_table("steps", steps),
+            records_table("changes", changes("top")), records_table("cpu_changes", changes("cpu_top"))]
+
+
+def _cut(text: str, n: int) -> str:
+    """``text`` in at most ``n`` characters, an ellipsis saying where it was cut."""
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def ladder_lines(ld: dict, names: list[str]) -> list[str]:
+    out = ["per step           device µs   kernels  launches  launch CPU µs    CPU µs   file"]
+    for name, r in zip(names, ld["rungs"]):
+        out.append(f"  {visible(name)[:14]:14s} {r['device_us_per_step']:11,.1f} {r['kernels_per_step']:9d} "
+                   f"{r['launches_per_step']:9.0f} {r['launch_cpu_us_per_step']:14,.1f} {r['cpu_us_per_step']:9,.1f}   "
+                   f"{visible(r['file'])}")
+    for s in ld["steps"]:
+        t = s["totals"]
+        out.append(f"\n{visible(names[s['from']])} → {visible(names[s['to']])}: "
+                   f"device {t['device_delta_us']:+,.1f} µs, "
+                   f"kernels {t['kernels_a']} → {t['kernels_b']}, CPU {t['cpu_delta_us']:+,.1f} µs; "
+                   f"unexplained rows {t['unexplained']}")
+        for c in s["top"]:
+            rep = f"  [{c['repeat']}]" if c["repeat"] else ""
+            out.append(f"  {c['delta_us']:+10.1f}  {c['label']}: {_cut(visible(c['title']), 80)}{rep}")
+        for c in s["cpu_top"]:
+            out.append(f"  {c['delta_us']:+10.1f}  CPU: {_cut(visible(c['title']), 80)}")
+    return out

@@ -1,0 +1,154 @@
+"""``tracetui summary``: per-step figures, kernel classes, top kernels and ops, as text or data."""
+from __future__ import annotations
+
+import numpy as np
+
+from tracetui.read.events import K
+from tracetui.model.trace import Trace
+from tracetui.model.tree import diagnostic_lines
+from tracetui.report.output import US, emit_report, write_line, short_name
+from tracetui.textsafe import visible
+
+
+TEXT_OP_KINDS = ("op", "annotation", "step", "runtime")
+"""The text summary's op table leaves Python frames and modules to the tree; --json lists every row."""
+
+
+def attribution(t: Trace, node: int) -> dict:
+    """Which module and ATen ops a GPU activity came from: the facts a user asks first."""
+    mod = t.scope_module(node)
+    ops = t.op_chain(node, stop=(K["module"], K["step"]))
+    return {"module": t.name(mod)[len("nn.Module: "):] if mod else None, "ops": ops}
+
+
+TEXT_STEP_ROWS = 200
+"""The text summary lists this many steps, then says how many more there are (``--json`` has
+every one): 250,000 lines would take longer to print than the trace takes to load."""
+
+
+def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_rows: int | None = None) -> dict:
+    """The summary as data; ``op_kinds`` keeps only those kinds in ``ops`` (before ``top`` applies);
+    ``step_rows`` keeps only the first steps in ``per_step`` (``steps`` still counts them all)."""
+    if step_rows is not None and t.n_steps > step_rows:
+        steps = [step_dict(t, s) for s in t.steps[:step_rows]]
+    else:
+        steps = [step_dict(t, s, b) for s, b in zip(t.steps, t.windows.breakdowns())]  # all steps in one pass
+    classes: dict = {}
+    kernels = []
+    for a in t.kernel_table:
+        info, by_class = t.row_info(a.nodes)  # each instance classed with its own launching op
+        for k, n in zip(*np.unique(t.classes_of(a.nodes), return_counts=True)):
+            c = classes.setdefault(str(k), {"count": 0, "total_us": 0.0})
+            c["count"] += int(n)
+            c["total_us"] += by_class[str(k)]
+        row = {"name": a.name, "count": a.count, "total_us": a.device_total_us, "mean_us": a.mean_device_us,
+               "class": info.klass, "library": info.library}
+        if len(by_class) > 1:  # a name with mixed classes says so: µs per class, biggest first
+            row["classes_us"] = by_class
+        kernels.append(row)
+    ops = [{"name": a.name, "kind": a.kind, "count": a.count, "cpu_total_us": a.cpu_total_us,
+            "cpu_self_us": a.cpu_self_us, "device_total_us": a.device_total_us,
+            "device_scope_us": a.device_scope_us}
+           for a in t.op_table if op_kinds is None or a.kind in op_kinds]  # default: every key_averages() row
+    first_step = []
+    if t.steps:
+        for g in t.step_gpu_nodes(t.steps[0]).tolist():
+            if t.tree.kind[g] != K["kernel"]:
+                continue  # memcpy/memset are in the kernel table and classes, not this list
+            info = t.kernel_info(g)
+            first_step.append({"name": t.name(g), "class": info.klass, "device_us": t.tree.dur[g] * US,
+                               **attribution(t, g)})
+    return {
+        "file": str(t.path), "device": t.device_name, "steps": t.n_steps, "events": len(t.store),
+        "step_marker": {"rule": t.step_choice.rule, "description": t.step_choice.description},
+        "self_time_rule": {"frames_own_time": t.self_time.frames_own_time, "label": t.self_time.label,
+                           "reason": t.self_time.reason},
+        "provenance": t.provenance or None, "per_step": steps, "kernel_classes": classes,
+        "kernels": kernels[:top] if top else kernels, "ops": ops[:top] if top else ops,
+        "first_step_kernels": first_step, "diagnostics": t.tree.diagnostics,
+        "load": {"repairs": t.report.repairs, "truncated_bytes": t.report.truncated_bytes},
+    }
+
+
+def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
+    """One step's breakdown over its window, in µs (``windows.Windows.breakdown``; ``b``: given)."""
+    b = t.step_breakdown(step) if b is None else b
+    us = lambda ns: ns * US  # noqa: E731
+    return {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
+            "gpu_busy_us": us(b["busy_ns"]), "other_steps_us": us(b["other_steps_ns"]),
+            "gpu_idle_us": us(b["idle_ns"]), "idle_split_us": {k: us(v) for k, v in b["idle_split_ns"].items()},
+            "device_us": us(b["device_ns"]), "kernels": b["kernels"], "gpu_events": b["gpu_events"],
+            "busy_by_class_us": {k: us(v) for k, v in b["busy_by_class_ns"].items()},
+            "comm_exposed_us": us(b["comm_exposed_ns"]), "comm_overlapped_us": us(b["comm_overlapped_ns"]),
+            "launch_cpu_us": us(b["launch_cpu_ns"]), "launches": b["launches"],
+            "sync_cpu_us": us(b["sync_cpu_ns"]), "syncs": b["syncs"], "threads": b["threads"],
+            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]}
+
+
+def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | None = None,
+                  table: str | None = None) -> None:
+    fmt = fmt or ("json" if as_json else "text")
+    text = fmt == "text"
+    d = summary_dict(t, top=top, op_kinds=TEXT_OP_KINDS if text else None, step_rows=TEXT_STEP_ROWS if text else None)
+    if fmt != "text":  # csv: the ops table unless --table names another
+        emit_report(d, fmt, table=table, first="ops", title=f"tracetui summary: {t.path.name}")
+        if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
+            from tracetui.report.caps import note_truncated
+            note_truncated([(k, len(d[k]), n) for k, n in (("kernels", len(t.kernel_table)), ("ops", len(t.op_table)))
+                            if len(d[k]) < n])
+        return
+    write_line(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {visible(t.device_label)}")
+    prov = d["provenance"]
+    if prov and prov.get("recorder") == "record":  # tracetui record: a user's program
+        write_line(f"  recorded by tracetui record: torch {prov.get('torch')} on {prov.get('device')}"
+             f" (rank {prov.get('rank')} of {prov.get('world_size')}, host {prov.get('host')})")
+    elif prov:
+        write_line(f"  recorded by tracetui gen: {prov.get('workload')}/{prov.get('impl')} {prov.get('dtype')} "
+             f"torch {prov.get('torch')} on {prov.get('device')}")
+    for r in d["load"]["repairs"]:
+        write_line(f"  ! {r}")
+    write_line(f"  steps: {d['step_marker']['description']}")
+    write_line(f"  CPU self time: {d['self_time_rule']['label']} — {d['self_time_rule']['reason']}")
+    if d["per_step"]:
+        write_line("\nper step (window: host start → end of its last GPU work; all threads and streams; µs)")
+        w = max(16, *(len(visible(s["name"])) for s in d["per_step"]))  # a step's name is never cut
+        write_line(f"  {'step':{w}s} {'window':>9s}      busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
+        for s in d["per_step"]:
+            sp = s["idle_split_us"]
+            write_line(f"  {visible(s['name']):{w}s} {s['window_us']:9.1f} {s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} "
+                 f"{s['gpu_idle_us']:9.1f} ({sp['host_wait']:.1f}/{sp['kernel_wait']:.1f}/{sp['other']:.1f})"
+                 f" {s['launch_cpu_us']:11.1f} {s['sync_cpu_us']:9.1f} {s['kernels']:7d}  {s['verdict']}")
+        if d["steps"] > len(d["per_step"]):
+            write_line(f"  … {d['steps'] - len(d['per_step']):,} more steps (summary --json lists every one)")
+        s = d["per_step"][0]
+        write_line(f"  {visible(s['name'])}: {s['verdict']} — {s['verdict_reason']}")
+        classes = s["busy_by_class_us"]
+        if classes:
+            write_line("  busy by class: " + ", ".join(f"{c} {v:.1f}" for c, v in sorted(classes.items(), key=lambda x: -x[1]))
+                 + (f"; communication exposed {s['comm_exposed_us']:.1f}, overlapped {s['comm_overlapped_us']:.1f}"
+                    if s["comm_exposed_us"] or s["comm_overlapped_us"] else ""))
+    if d["first_step_kernels"]:
+        write_line(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
+        for k in d["first_step_kernels"][:40]:
+            src = (" > ".join(k["ops"]) or "(no ATen op)")
+            write_line(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {visible(short_name(k['name']))[:58]:58s}"
+                 f"  <- {visible(src)}{' in ' + visible(k['module']) if k['module'] else ''}")
+        if len(d["first_step_kernels"]) > 40:
+            write_line(f"  … {len(d['first_step_kernels']) - 40} more")
+    if d["kernel_classes"]:
+        write_line("\nkernel classes: " + ", ".join(f"{c} {v['count']}× {v['total_us']:.1f} µs"
+                                              for c, v in sorted(d["kernel_classes"].items(), key=lambda x: -x[1]["total_us"])))
+    if d["kernels"]:
+        write_line(f"\n{'top kernels by device time':72s} {'count':>6s} {'total µs':>10s} {'mean µs':>10s}")
+        for k in d["kernels"]:
+            write_line(f"  {visible(short_name(k['name']))[:70]:70s} {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}")
+            if k.get("classes_us"):  # its instances differ in class (launching ops): say how
+                write_line("    mixed classes: " + ", ".join(f"{c} {v:.1f} µs" for c, v in k["classes_us"].items()))
+    write_line(f"\n{'top ops':44s} {'count':>6s} {'CPU total µs':>13s} {'CPU self µs':>12s} {'device µs':>10s}")
+    for o in d["ops"]:
+        write_line(f"  {visible(o['name'])[:42]:42s} {o['count']:6d} {o['cpu_total_us']:13.1f} {o['cpu_self_us']:12.1f} {o['device_total_us']:10.1f}")
+    diag = diagnostic_lines(d["diagnostics"])
+    if diag:
+        write_line("\ndiagnostics (nothing is dropped silently):")
+        for label, v, meaning in diag:
+            write_line(f"  {label}: {v} — {meaning}" if meaning else f"  {label}: {v}")
