@@ -39,7 +39,7 @@ def test_changes_first_then_the_aligned_list_with_search_sort_and_filter():
             await pilot.press("f")  # fused only
             await pilot.pause()
             assert [s.result.rows[i].status for i in s.order] == ["fused"]
-            for _ in range(len(("fused", "changed", "added", "removed", "unexplained"))):
+            for _ in range(len(("fused", "replaced", "changed", "added", "removed", "unexplained"))):
                 await pilot.press("f")  # back round to every row
             await pilot.pause()
             assert len(s.order) == len(s.result.rows)

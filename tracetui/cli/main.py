@@ -71,8 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")
     t.add_argument("--json", action="store_true", help="same as --format json")
     t.add_argument("--python", action="store_true", help="show Python frames (hidden, as in the app; --depth counts what is shown)")
-    m = sub.add_parser("memory", parents=[lo, fo], help="profile_memory: peaks per device and step, what held them, per-op table")
+    m = sub.add_parser("memory", parents=[lo, fo], help="profile_memory: peaks per device and step, what held them, "
+                                                     "per-op table; with two traces, the memory diff A → B")
     m.add_argument("trace", type=Path)
+    m.add_argument("trace_b", type=Path, nargs="?", default=None,
+                   help="a second trace: per step and device, the peak in A and B and what held it, A vs B")
     m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
     m.add_argument("--top", type=count, default=10, help="rows per table (0: all)")
     d = sub.add_parser("diff", parents=[lo, fo], help="align two traces and report what changed and what fusion "
@@ -242,7 +245,7 @@ class _stdin_inputs:
 
     def __enter__(self):
         a = self.args
-        slots = [k for k in ("trace", "a", "b") if str(getattr(a, k, None)) == "-"]
+        slots = [k for k in ("trace", "trace_b", "a", "b") if str(getattr(a, k, None)) == "-"]
         multi = [i for i, p in enumerate(getattr(a, "traces", None) or []) if str(p) == "-"]
         if len(slots) + len(multi) > 1:
             raise CliError("-: stdin can be read once: pass - for one trace only")
@@ -315,7 +318,11 @@ def _dispatch(args) -> int:
         return skill()
     if args.cmd == "memory":
         from tracetui.report.output import fmt_of
-        from tracetui.report.memory import print_memory
+        from tracetui.report.memory import print_memory, print_memory_diff
+        if args.trace_b is not None:
+            print_memory_diff(load(args.trace, args), load(args.trace_b, args), top=args.top, fmt=fmt_of(args),
+                              table=args.table)
+            return 0
         print_memory(load(args.trace, args), top=args.top, fmt=fmt_of(args), table=args.table)
         return 0
     if args.cmd == "tree":

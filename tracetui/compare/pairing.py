@@ -49,7 +49,11 @@ def name_diff(a: str, b: str) -> str:
     parts = []
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag != "equal":
-            parts.append(f"{'_'.join(ta[i1:i2]) or '∅'} → {'_'.join(tb[j1:j2]) or '∅'}")
+            x, y = '_'.join(ta[i1:i2]), '_'.join(tb[j1:j2])
+            if x.isdigit() and y.isdigit():  # "0 → 1" alone says nothing: it is the name's number
+                parts.append(f"name's number {x} → {y}")
+            else:
+                parts.append(f"{x or '∅'} → {y or '∅'}")
     return "; ".join(parts)
 
 

@@ -221,7 +221,7 @@ def _line(pct: float, points: dict, cpu_pct, where: str, ftop, labels: dict) -> 
         else:
             part = f"{label} {p:.1f}"
         if k == "fusion" and ftop and abs(ftop["points"]) >= POINT_FLOOR:  # one block's share, said as such
-            part += f" (the most in one place: {ftop['where']}, {sign * ftop['points']:.1f} of the {p:.1f})"
+            part += f" (largest share: {ftop['where']}, {sign * ftop['points']:.1f} of {p:.1f})"
         parts.append(part)
     line = head + ("; " + ", ".join(parts) if parts else "")
     if cpu_pct is not None:
