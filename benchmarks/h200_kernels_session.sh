@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Issue 33 on a lent H100/H200 in ONE device-tool call (each step under its own timeout, ~570 s
+# Issues 33/42 on a lent H100/H200 in ONE device-tool call (each step under its own timeout, ~570 s
 # in all): kernels/bench.py at the done-when shapes (forward 8192, 512, 2048 with every compile
 # mode, launch cost and the dispatch check; training fwd+bwd at 8192 and 2048), correctness in
-# bf16/fp16/fp32 first (a failing case is a FAIL row: the tables always print); then the
-# `gen mlp --train` traces (fused, eager, compile if time is left) and the weight-copy check of
-# the fused one, read from its raw JSON. Later phases: `more` (m=64 for the cuBLAS rule, the
+# bf16/fp16/fp32 first, through the custom op and under torch.compile too (a failing case is a
+# FAIL row: the tables always print); every impl in each host mode (plain, graphed, compiled:
+# the "fused + compile" and "fused + CUDA graphs" rungs); then the `gen mlp --train` traces
+# (fused, eager, compile, fused-graphs, fused-compile as time allows) and the weight-copy check
+# of the fused one, read from its raw JSON. Later phases: `more` (m=64 for the cuBLAS rule, the
 # rest of the sweep), `tune` (kernels/tune.py).
 #
 #   rsync -a --delete --exclude .git --exclude .venv /work/wt/kernels/ /work/main/.gpurun/
@@ -51,6 +53,8 @@ gen() {
   { rec mlp_train_fused --impl fused
     rec mlp_train_eager --impl eager
     [ $(left) -gt 45 ] && rec mlp_train_compile --impl compile
+    [ $(left) -gt 40 ] && rec mlp_train_fused_graphs --impl fused-graphs
+    [ $(left) -gt 45 ] && rec mlp_train_fused_compile --impl fused-compile
     echo "[session] weight copies (first trace must have none):"
     python3 $HERE/benchmarks/trace_weight_copies.py $T/mlp_train_fused.json.gz $T/mlp_train_eager.json.gz
     echo "[session] trace_weight_copies rc=$?"
@@ -64,7 +68,7 @@ tune() {
 }
 case "$PHASE" in
   all)
-    bench bench $(( $(left) - 75 )) --no-v5 --shapes 8192x768x3072,512x768x2048,2048x768x3072 \
+    bench bench $(( $(left) - ${GEN_S:-130} )) --no-v5 --shapes 8192x768x3072,512x768x2048,2048x768x3072 \
       --train-shapes 8192x768x3072,2048x768x3072
     gen
     ;;

@@ -48,6 +48,13 @@ TRAIN_SWEEP = [(8192, 768, 3072), (2048, 768, 3072), (512, 768, 2048)]
 """Shapes of the fwd+bwd comparison (weights' gradients; x is data, as in the mlp --train step)."""
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "max-autotune")
 """torch.compile modes timed as peers; max-autotune is the only one with CUDA graphs."""
+FUSED_COMPILE_MODES = ("default", "reduce-overhead")
+"""Modes of the "fused + compile" rung (our custom op inside a compiled module): Inductor around the
+op, and the same with CUDA graphs (cudagraph trees). max-autotune would only tune the down
+projection's GEMM, at ~10x the compile time."""
+GRAPHED = ("eager", "triton", "fused")
+"""Impls also timed as one CUDA graph per step (``torch.cuda.make_graphed_callables``: the
+"graphed" host mode; the "fused + CUDA graphs" rung)."""
 CPU_SHAPE = (37, 24, 40)
 """--cpu-check runs every table once at this (awkward, tiny) shape under the interpreter."""
 
@@ -207,12 +214,14 @@ def _gemm_cases(rows, dt, m, k, n, tol, v5: bool) -> None:
         e = max(rel_err(out, ref), rel_err(pre[:, 0::2], x64 @ wg.double().T), rel_err(pre[:, 1::2], x64 @ wu.double().T))
         return e, not out.isnan().any().item() and e <= tol
 
-    def training():  # the packed parameter's forward and gradients against the float64 formulas
+    def training(compile_backend=None):  # the packed parameter's forward and gradients against float64
         mod = GateUpProj(k, n).to(DEV, dt)
         with torch.no_grad():
             mod.weight[0::2], mod.weight[1::2] = wg, wu
         xr = x.clone().requires_grad_()
-        h = mod(xr)
+        call = mod if compile_backend is None else torch.compile(mod, backend=compile_backend, fullgraph=True,
+                                                                  dynamic=False)
+        h = call(xr)
         dh = randn(m, n, dtype=dt)
         h.backward(dh)
         g64, u64, dh64 = x64 @ wg.double().T, x64 @ wu.double().T, dh.double()
@@ -229,6 +238,8 @@ def _gemm_cases(rows, dt, m, k, n, tol, v5: bool) -> None:
             continue  # a layout TMA cannot take: the forced path refuses it
         _case(rows, f"PackedGeGLU {path or 'dispatch'}", dt, (m, k, n), lambda path=path: packed_path(path))
     _case(rows, "GateUpProj train: h, dx, dW", dt, (m, k, n), training)
+    # the custom op (tracetui::geglu_mlp) inside a compiled module: one graph (fullgraph), same numbers
+    _case(rows, "GateUpProj train, torch.compile (aot_eager)", dt, (m, k, n), lambda: training("aot_eager"))
 
 
 def check_correctness(small: bool = False) -> list[dict]:
@@ -326,7 +337,10 @@ def modules(d: int, h: int, dtype: torch.dtype, train: bool) -> dict:
     return out
 
 
-def compiled(base, mode: str):
+def compiled(base, mode: str, backend: str | None = None):
+    """``torch.compile`` of ``base`` in ``mode``; ``backend`` (e.g. aot_eager on the CPU check) instead of Inductor."""
+    if backend is not None:
+        return torch.compile(base, dynamic=False, backend=backend)
     return torch.compile(base, dynamic=False, **({} if mode == "default" else {"mode": mode}))
 
 
@@ -352,16 +366,17 @@ def mlp_table(shapes, modes, graphs: bool) -> list[dict]:
                    "fused": lambda: mods["fused"](x)}
             if V5:
                 fns["fused_v5"] = lambda: F.linear(geglu_gemm_packed(x, wp, config=v5_cfg), wd)
-            for mode in modes:
+            todo = [(f"compile_{md}", base, md) for md in modes] + [("fused_compile_default", mods["fused"], "default")]
+            for name, mod, mode in todo:
                 t0 = time.time()
                 try:
-                    comp = compiled(base, mode)
+                    comp = compiled(mod, mode, None if DEV == "cuda" or mod is base else "aot_eager")
                     for _ in range(3):
                         comp(x)
-                    fns[f"compile_{mode}"] = (lambda comp=comp: comp(x))
-                    res[f"compile_{mode}_compile_s"] = time.time() - t0
+                    fns[name] = (lambda comp=comp: comp(x))
+                    res[f"{name}_compile_s"] = time.time() - t0
                 except Exception as e:  # noqa: BLE001
-                    res["errors"][f"compile_{mode}"] = f"{type(e).__name__}: {str(e)[:200]}"
+                    res["errors"][name] = f"{type(e).__name__}: {str(e)[:200]}"
             res["rel_err"] = {}
             for k, fn in fns.items():
                 try:
@@ -429,9 +444,40 @@ def train_step(call, x, dy, params):
 def launch_counts() -> dict:
     """Launches of the fused kernels so far that skipped Triton's JIT (``direct``) or went through it,
     and why the direct path stopped if it did (kernels/launch.py)."""
-    from tracetui.kernels import fused, gate_up
+    from tracetui.kernels import fused, op
     return {name: {"direct": lx.direct, "jit": lx.jit, "broken": lx.broken}
-            for name, lx in (("tma", fused._TMA), ("pointer", fused._POINTER), ("bwd", gate_up._BWD))}
+            for name, lx in (("tma", fused._TMA), ("pointer", fused._POINTER), ("bwd", op._BWD))}
+
+
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch",
+                "cudaMemsetAsync", "cudaMemcpyAsync")
+"""Runtime calls that put work on the GPU (one per kernel, graph, memset or copy issued)."""
+
+
+def census(fn) -> dict:
+    """What one call of ``fn`` (after a warm-up call) issues, read from a torch.profiler trace of it:
+    CPU ops (ATen and custom ops, autograd nodes included), GPU work issued (``LAUNCH_CALLS``, by
+    name) and allocations (profile_memory's [memory] events with positive bytes)."""
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    sync()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV == "cuda" else [])
+    with profile(activities=acts, profile_memory=True) as prof:
+        fn()
+        sync()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            ev = json.load(f)["traceEvents"]
+    launches: dict = {}
+    for e in ev:
+        if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_CALLS:
+            launches[e["name"]] = launches.get(e["name"], 0) + 1
+    return {"cpu_ops": sum(e.get("cat") == "cpu_op" for e in ev),
+            "gpu_work_issued": sum(launches.values()), "by_call": launches,
+            "allocations": sum(e.get("name") == "[memory]" and e.get("args", {}).get("Bytes", 0) > 0 for e in ev)}
 
 
 def cpu_profile(fn, calls: int = 20, top: int = 14) -> list[str]:
@@ -453,10 +499,48 @@ def cpu_profile(fn, calls: int = 20, top: int = 14) -> list[str]:
     return [ln[:160] for ln in rows[start:start + top + 1]]
 
 
-def train_table(shapes, modes) -> list[dict]:
+def graphed_train_step(mod, x, dy):
+    """A training fwd+bwd as CUDA graphs (``torch.cuda.make_graphed_callables``: one graph for the
+    forward, one for the backward) over a copy of ``mod`` (the graphing replaces its forward);
+    returns (step, the copy). The copy's ``.grad`` is filled outside the graphs, by AccumulateGrad."""
+    import copy
+    mod = copy.deepcopy(mod)
+    graphed = torch.cuda.make_graphed_callables(mod, (x,))
+    return train_step(graphed, x, dy, list(mod.parameters())), mod
+
+
+def _train_fns(mods, x, dy, modes, res, graphs: bool) -> tuple[dict, dict]:
+    """Every (impl, host mode) of the train table as a step callable and the module owning its .grad."""
+    fns, owners = {}, {}
+    for k in ("eager", "triton", "fused"):
+        fns[k], owners[k] = train_step(mods[k], x, dy, list(mods[k].parameters())), mods[k]
+    todo = [(f"compile_{m}", "eager", m) for m in modes]
+    todo += [(f"fused_compile_{m}", "fused", m) for m in FUSED_COMPILE_MODES if DEV == "cuda" or m == "default"]
+    for name, impl, mode in todo:
+        t0 = time.time()
+        try:
+            comp = compiled(mods[impl], mode, None if DEV == "cuda" or impl == "eager" else "aot_eager")
+            fn = train_step(comp, x, dy, list(mods[impl].parameters()))
+            for _ in range(3):
+                fn()
+            fns[name], owners[name] = fn, mods[impl]
+            res[f"{name}_compile_s"] = time.time() - t0
+        except Exception as e:  # noqa: BLE001
+            res["errors"][name] = f"{type(e).__name__}: {str(e)[:200]}"
+    for k in GRAPHED if graphs and DEV == "cuda" else ():
+        try:
+            fns[f"{k}_graphed"], owners[f"{k}_graphed"] = graphed_train_step(mods[k], x, dy)
+        except Exception as e:  # noqa: BLE001
+            res["errors"][f"{k}_graphed"] = f"{type(e).__name__}: {str(e)[:200]}"
+    return fns, owners
+
+
+def train_table(shapes, modes, graphs: bool = True) -> list[dict]:
     """Forward + backward (weights' gradients; x is data), no optimizer: eager, compile modes,
-    cuBLAS + our pointwise fwd/bwd (``triton``) and the fused path (packed parameter, fused
-    backward). Each step is ``.backward()`` with the grads set to None first, as under an optimizer."""
+    cuBLAS + our pointwise fwd/bwd (``triton``) and the fused path (packed parameter, the
+    ``tracetui::geglu_mlp`` ops), each impl in every host mode it has: plain, compiled
+    (``fused_compile_*``: our op inside a compiled module), graphed (``*_graphed``). Each step is
+    ``.backward()`` with the grads set to None first, as under an optimizer."""
     rows = []
     for (m, d, h) in shapes:
         t_shape = time.time()
@@ -465,25 +549,12 @@ def train_table(shapes, modes) -> list[dict]:
         x = randn(m, d, dtype=dt)
         dy = randn(m, d, dtype=dt) / (m * d) ** 0.5
         res = {"shape": (m, d, h), "flop": 18 * m * d * h, "errors": {}}
-        fns, owners = {}, {}
-        for k in ("eager", "triton", "fused"):
-            fns[k], owners[k] = train_step(mods[k], x, dy, list(mods[k].parameters())), mods[k]
-        for mode in modes:
-            t0 = time.time()
-            try:
-                comp = compiled(mods["eager"], mode)
-                fn = train_step(comp, x, dy, list(mods["eager"].parameters()))
-                for _ in range(3):
-                    fn()
-                fns[f"compile_{mode}"], owners[f"compile_{mode}"] = fn, mods["eager"]
-                res[f"compile_{mode}_compile_s"] = time.time() - t0
-            except Exception as e:  # noqa: BLE001
-                res["errors"][f"compile_{mode}"] = f"{type(e).__name__}: {str(e)[:200]}"
         # gradients against float64 (eager module in float64, same weights)
         ref_mod = GeGLU(d, h).to(DEV, torch.float64)
         ref_mod.load_state_dict({k: v.double() for k, v in mods["eager"].state_dict().items()})
         ref_mod(x.double()).backward(dy.double())
         ref = named_grads(ref_mod)
+        fns, owners = _train_fns(mods, x, dy, modes, res, graphs)
         res["grad_rel_err"] = {}
         for k, fn in fns.items():
             try:
@@ -497,6 +568,13 @@ def train_table(shapes, modes) -> list[dict]:
             if k not in res["errors"]:
                 _timed(res, k, fn, res["errors"])
         res["fused_launches"] = launch_counts()
+        res["census"] = {}
+        for k in ("eager", "fused", "fused_graphed", "eager_graphed", "compile_max-autotune", "fused_compile_default"):
+            if k in fns and k not in res["errors"]:
+                try:
+                    res["census"][k] = census(fns[k])
+                except Exception as e:  # noqa: BLE001
+                    res["errors"][f"{k}_census"] = f"{type(e).__name__}: {str(e)[:200]}"
         if "fused" not in res["errors"]:
             res["cpu_profile_fused"] = cpu_profile(fns["fused"])
         res["bwd_pointwise"] = backward_pointwise(m, h)
@@ -630,7 +708,7 @@ def main(argv=None) -> int:
         save()
     out["train"] = []
     for shape in args.train_shapes:
-        out["train"] += train_table([shape], args.modes)
+        out["train"] += train_table([shape], args.modes, graphs=not args.no_graphs)
         save()
     if not args.no_pointwise:
         out["pointwise"] = pointwise_table(fl, blocks=not args.quick)

@@ -151,8 +151,8 @@ def test_the_fused_paths_and_the_backward_launch_through_launchers():
     """The hot call sites (dual GEMM paths, the interleaved epilogue, the backward) go through a
     Launcher, and under the interpreter those still run the real kernels (the training test in
     test_smem_and_training checks their numbers)."""
-    from tracetui.kernels import fused, gate_up
+    from tracetui.kernels import fused, op
     assert isinstance(fused._TMA, L.Launcher) and fused._TMA.fn is fused.geglu_dual_gemm_tma_kernel
     assert isinstance(fused._POINTER, L.Launcher) and fused._POINTER.fn is fused.geglu_dual_gemm_kernel
     assert isinstance(fused._INTERLEAVE, L.Launcher) and fused._INTERLEAVE.fn is fused.geglu_interleaved_kernel
-    assert isinstance(gate_up._BWD, L.Launcher) and gate_up._BWD.fn is gate_up.geglu_interleaved_bwd_kernel
+    assert isinstance(op._BWD, L.Launcher) and op._BWD.fn is op.geglu_interleaved_bwd_kernel

@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from tracetui.kernels.fused import PATHS, PackedGeGLU  # noqa: E402
-from tracetui.kernels.gate_up import GateUpProj, _FusedGeGLUFn  # noqa: E402
+from tracetui.kernels import op as op_mod  # noqa: E402
+from tracetui.kernels.gate_up import GateUpProj  # noqa: E402
 from tracetui.kernels.geglu_gemm import (SMEM_LIMITS, TMA_CONFIG, _autotuned, configs_that_fit,  # noqa: E402
                                          fit_config, smem_bytes)
 
@@ -108,8 +109,7 @@ def reference(x, w, dh):
 @pytest.mark.parametrize("m", [1, 37, 64])
 def test_packed_parameter_forward_and_grads_match_float64(path, m):
     torch.manual_seed(m)
-    mod = GateUpProj(24, 40)
-    mod._packed = PackedGeGLU.over(mod.weight, path=path)
+    mod = GateUpProj(24, 40, path=path)
     x = torch.randn(m, 24, requires_grad=True)
     h = mod(x)
     dh = torch.randn_like(h)
@@ -117,8 +117,8 @@ def test_packed_parameter_forward_and_grads_match_float64(path, m):
     want_h, want_dx, want_dw = reference(x.detach(), mod.weight.detach(), dh)
     assert rel(h.detach(), want_h) <= 1e-5
     assert rel(x.grad, want_dx) <= 1e-5 and rel(mod.weight.grad, want_dw) <= 1e-5
-    (plan,) = mod._packed.plans.values()
-    assert plan.path == path and mod._packed.packs == 0
+    (plan,) = mod.plans().plans.values()
+    assert plan.path == path and mod.plans().packs == 0
 
 
 def test_packed_parameter_bf16_batched_dispatch():
@@ -138,13 +138,13 @@ def test_packed_parameter_bf16_batched_dispatch():
 def test_gradient_lands_in_place(monkeypatch):
     """The backward's dW is the parameter's .grad itself: AccumulateGrad took it, copied nothing."""
     seen = []
-    orig = _FusedGeGLUFn.backward
+    orig = op_mod.geglu_mlp_backward
 
-    def spy(ctx, dh):
-        out = orig(ctx, dh)
+    def spy(*args):
+        out = orig(*args)
         seen.append(out[1].data_ptr())
         return out
-    monkeypatch.setattr(_FusedGeGLUFn, "backward", staticmethod(spy))
+    monkeypatch.setattr(op_mod, "geglu_mlp_backward", spy)
     mod = GateUpProj(24, 40)
     mod(torch.randn(5, 24)).square().sum().backward()
     assert seen == [mod.weight.grad.data_ptr()]
@@ -198,7 +198,7 @@ def test_recorded_fused_train_step_copies_no_weights(tmp_path):
                  active=2, save_key_averages=False, with_stack=True)
     doc = json.loads(gzip.decompress(out.read_bytes()))
     names = [e.get("name", "") for e in doc["traceEvents"]]
-    assert sum(n == "_FusedGeGLUFn" for n in names) == 2  # the fused path really ran, twice
+    assert sum(n == "tracetui::geglu_mlp" for n in names) == 2  # the fused path really ran, twice
     in_mod, in_acc = weight_copies(doc, 40, 24)
     assert in_mod == [] and in_acc == []
 

@@ -3,17 +3,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+NAMES = ("opportunities",)
 
-def add_parser(sub, lo, count) -> None:
-    o = sub.add_parser("opportunities", parents=[lo],
+
+def add_parser(sub) -> None:
+    from tracetui.cli.common import count, read_options
+    o = sub.add_parser("opportunities", parents=[read_options()],
                        help="chains of pointwise/norm/reduction kernels a fusion could merge, ranked by "
                             "the time it would save at the trace's own HBM bandwidth")
     o.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
-    o.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    o.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/json.md)")
     o.add_argument("--top", type=count, default=10, help="chains shown (0: all)")
 
 
-def run(args, load) -> int:
+def run(args) -> int:
+    from tracetui.cli.common import announce_folders, load
+    announce_folders([args.trace])
     from tracetui.model.opportunities import opportunities
     from tracetui.report.caps import note_truncated
     from tracetui.report.opportunities import capped, text_lines

@@ -1,14 +1,21 @@
 """``tracetui skill``: print the SKILL.md shipped in the package (package data)."""
 from __future__ import annotations
 
-import sys
 from importlib import resources
+
+
+NAMES = ("skill",)
+
+
+def add_parser(sub) -> None:
+    sub.add_parser("skill", help="print SKILL.md: how a coding agent should drive tracetui (commands, exit codes, caps)")
 
 
 def text() -> str:
     return resources.files("tracetui").joinpath("SKILL.md").read_text(encoding="utf-8")
 
 
-def run() -> int:
-    sys.stdout.write(text())
+def run(args=None) -> int:
+    from tracetui.report.output import write_text
+    write_text(text())
     return 0

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracetui.compare.align import assign_monotone
-from tracetui.compare.items import _GEMM_OPS, _LAYOUT_OPS, Item
+from tracetui.compare.items import _LAYOUT_OPS, Item, op_is
 from tracetui.compare.pairing import SAME_WORK_RTOL, _align_anchors, _gap_pairs
 from tracetui.compare.rows import Fusion
 
@@ -273,7 +273,7 @@ def claim_templates(m: Match) -> None:
         y = m.ib[q]
         if not y.template:
             continue
-        extra = [o for o in y.ind_ops if o not in _GEMM_OPS and o not in _LAYOUT_OPS]
+        extra = [o for o in y.ind_ops if not op_is(o, "gemm") and o not in _LAYOUT_OPS]
         near = [k, k - 1, k + 1] if 0 <= k - 1 else [k, k + 1]  # before the GEMM, prologue, epilogue
         got = []
         for o in extra:

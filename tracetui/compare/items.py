@@ -15,6 +15,7 @@ import numpy as np
 
 from tracetui.read.events import K
 from tracetui.model.names import INDUCTOR_RE, inductor_ops
+from tracetui.model.taxonomy import name_class, op_class
 from tracetui.model.trace import Trace
 
 _VIEW_OPS = {"aten::view", "aten::t", "aten::transpose", "aten::as_strided", "aten::reshape", "aten::expand",
@@ -38,10 +39,14 @@ CLASS_MAP = {"gemm": "gemm", "conv": "conv", "attention": "attention", "nccl": "
 ANCHOR_CLASSES = frozenset({"gemm", "attention", "conv", "communication"})
 """Work that survives compilation as its own kernel: the diff aligns on these first."""
 
-_ATTN_NAME = re.compile(r"(?i)flash|fmha|attention|attn|sdpa|cudnn_mha")
-_ATTN_OP = re.compile(r"scaled_dot_product|_flash_attention|_efficient_attention|_cudnn_attention|flex_attention")
-_GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "_addmm_activation",
-             "_scaled_mm", "_linear_pointwise", "mkldnn_rnn_layer"}
+
+
+def op_is(op_name: str, klass: str) -> bool:
+    """Whether the taxonomy's op rules give ``op_name``'s kernels ``klass``. A short name (as an
+    Inductor kernel's name lists its ops: ``mm``, ``addmm``) is read as ``aten::NAME``."""
+    if "::" not in op_name and not op_name[:1].isupper():
+        op_name = "aten::" + op_name
+    return op_class(op_name) == klass
 _REDUCE_OPS = re.compile(r"sum|mean|norm|softmax|amax|amin|max|min|var|std|prod|nll_loss|cumsum|argmax|argmin"
                          r"|logsumexp")
 _CONV_OPS = re.compile(r"conv|cudnn_convolution|mkldnn_convolution")
@@ -239,9 +244,8 @@ def _gemm_work(t: Trace, it: "Item", m) -> None:
     first): its launching ATen GEMM op, an autograd Function / custom op / Inductor template whose
     shapes hold weights, or its class from the name rules alone."""
     dims = _dims(t, it.op_node)
-    short = _short_op(it.op) if it.op else ""
     mkn: list = []
-    if it.op is not None and short in _GEMM_OPS:
+    if it.op is not None and op_is(it.op, "gemm"):
         mkn = gemm_mkn(it.op, dims)
         it.work = (f"launching op {it.op}",)
     elif it.op is not None and not it.aten and (it.template or not INDUCTOR_RE.match(it.op)):
@@ -329,9 +333,9 @@ def _cpu_class(name: str) -> str:
     if INDUCTOR_RE.match(name):
         return "triton"
     short = _short_op(name)
-    if short in _GEMM_OPS:
+    if op_is(name, "gemm"):
         return "gemm"
-    if _ATTN_OP.search(name):
+    if op_is(name, "attention"):
         return "attention"
     if _CONV_OPS.search(short):
         return "conv"
@@ -448,7 +452,7 @@ def _item(t: Trace, n: int, j: int, dur: float, info, vocab: set) -> Item:
         chain = t.op_chain(n, stop=(K["module"], K["step"], K["annotation"]))
         library = _library(t, n)
     if klass not in ANCHOR_CLASSES and not INDUCTOR_RE.match(name) and klass not in ("memset", "memcpy") and (
-            (kind != "op" and _ATTN_NAME.search(name)) or any(_ATTN_OP.search(c) for c in chain[-2:])):
+            (kind != "op" and name_class(name) == "attention") or any(op_is(c, "attention") for c in chain[-2:])):
         klass = "attention"
     ind_ops: tuple = ()
     template = False
@@ -457,9 +461,9 @@ def _item(t: Trace, n: int, j: int, dur: float, info, vocab: set) -> Item:
         ind_ops = tuple(inductor_ops(name, vocab)[0])
         if m.group(1) in ("tem", "mm", "bmm"):
             template = True
-            if any(o in _GEMM_OPS for o in ind_ops) or m.group(1) in ("mm", "bmm"):
+            if any(op_is(o, "gemm") for o in ind_ops) or m.group(1) in ("mm", "bmm"):
                 klass = "gemm"
-            elif any(_ATTN_OP.search(o) or "attention" in o for o in ind_ops):
+            elif name_class(name) == "attention" or any(op_is(o, "attention") for o in ind_ops):
                 klass = "attention"
     prov = provenance_ops(t.args(n)) or (provenance_ops(t.args(op)) if op is not None and op != n else ())
     mpath, backward = _module_path(t, n, op)
@@ -486,6 +490,21 @@ def _provenance_key(k: str) -> bool:
     return PROVENANCE_KEY.search(k) is not None
 
 
+def _strip_overload(node: str) -> str:
+    """An FX node's name less its trailing ``_default`` and ``_<n>`` parts (``mm_default_1`` -> ``mm``):
+    what ``re.sub(r"(_default)?(_\\d+)*$", "", node)`` did, read from the end in linear time (that
+    regex rescanned the tail from every ``_``: 20k characters of ``_1`` took seconds)."""
+    end = len(node)
+    while True:
+        i = end
+        while i and node[i - 1].isdecimal():   # what \d matches in a str pattern
+            i -= 1
+        if i == end or i == 0 or node[i - 1] != "_":
+            break
+        end = i - 1
+    return node[:end - 8] if node[:end].endswith("_default") else node[:end]
+
+
 def provenance_ops(args: dict) -> tuple:
     """The ops a kernel fused, from a provenance arg: FX node names (``mul_3``, ``mm_default_1``,
     ``aten.gelu.default``) as op names (``mul``, ``mm``, ``gelu``), in order, once each."""
@@ -498,7 +517,7 @@ def provenance_ops(args: dict) -> tuple:
             if not isinstance(x, str) or not x:
                 continue
             x = x.split(".")[1] if x.startswith(("aten.", "prims.")) and "." in x[5:] else x
-            x = re.sub(r"(_default)?(_\d+)*$", "", x)
+            x = _strip_overload(x)
             if x and x not in ops:
                 ops.append(x)
         if ops:

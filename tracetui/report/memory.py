@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracetui.model.trace import Trace
 from tracetui.report.output import US, emit_report, write_line
+from tracetui.shorten import column
 from tracetui.textsafe import visible
 
 
@@ -28,20 +29,20 @@ def emit_memory_diff(mem: dict, emit) -> None:
         last = (same, step)
         emit(f"  {step} {s['device']}: peak {fmt_bytes(s['a_peak_bytes'])} → {fmt_bytes(s['b_peak_bytes'])}"
              f" ({_signed(s['change_bytes'])})")
-        for r in s["holders"]:
-            where = visible(r["module"]) + ("" if r["op"] == "-" else f" · {visible(r['op'])}")
-            emit(f"    {fmt_bytes(r['a_bytes']):>12} → {fmt_bytes(r['b_bytes']):>12} {_signed(r['change_bytes']):>13}  {where[:70]}")
+        wheres = [visible(r["module"]) + ("" if r["op"] == "-" else f" · {visible(r['op'])}") for r in s["holders"]]
+        for r, where in zip(s["holders"], column(wheres, 4 + 12 + 3 + 12 + 1 + 13 + 2)):
+            emit(f"    {fmt_bytes(r['a_bytes']):>12} → {fmt_bytes(r['b_bytes']):>12} {_signed(r['change_bytes']):>13}  {where}")
     if mem["ops"]:
         emit(f"  self allocations per op{' per step' if mem['per_step'] else ''} (count, bytes), A → B, largest change first:")
-        for o in mem["ops"]:
+        for o, name in zip(mem["ops"], column([visible(o["op"]) for o in mem["ops"]], 2 + 6 + 1 + 7 + 3 + 7 + 1 + 12 + 3 + 12 + 2)):
             emit(f"  {o['device']:>6} {o['a_allocs']:>7,.0f} → {o['b_allocs']:<7,.0f} {fmt_bytes(o['a_bytes']):>12} → "
-                 f"{fmt_bytes(o['b_bytes']):>12}  {visible(o['op'])[:60]}")
+                 f"{fmt_bytes(o['b_bytes']):>12}  {name}")
     if mem["no_longer_allocated"]:
         emit(f"  no longer allocated in B{' (per step)' if mem['per_step'] else ''}: ops of A that allocate and never do in B")
-        for o in mem["no_longer_allocated"]:
-            why = f"  (fused into {visible(o['fused_into'])[:60]})" if o["fused_into"] else ""
+        for o in mem["no_longer_allocated"]:  # whole names: the op and the kernel that took it over
+            why = f"  (fused into {visible(o['fused_into'])})" if o["fused_into"] else ""
             emit(f"  {o['device']:>6} {fmt_bytes(o['a_bytes']):>12} in {o['a_allocs']:,.0f} allocation(s)  "
-                 f"{visible(o['op'])[:50]}{why}")
+                 f"{visible(o['op'])}{why}")
 
 
 MEMORY_DIFF_COLUMNS = {
@@ -126,10 +127,11 @@ def print_memory(t: Trace, as_json: bool = False, top: int = 10, fmt: str | None
                 write_line(f"      {fmt_bytes(r['bytes']):>12}  {r['op']}  ·  {r['module']}  ·  {r['step']}  at {at(r['ts_us'])}")
     if j["steps"]:
         write_line("\nper step (peak inside the step's host interval; top holder by op):")
+        w = max([16] + [len(s["name"]) for s in j["steps"]])  # a step's name is never cut
         for s in j["steps"]:
             top_op = s["holders"]["op"][0] if s["holders"]["op"] else None
             held = f"  top: {top_op['op']} {fmt_bytes(top_op['bytes'])}" if top_op else ""
-            write_line(f"  {s['name'][:30]:30s} {s['device']:>5} {fmt_bytes(s['peak_bytes']):>12}{held}")
+            write_line(f"  {s['name']:{w}s} {s['device']:>5} {fmt_bytes(s['peak_bytes']):>12}{held}")
     write_line("\nper op (TensorBoard plugin definitions; self = not counting child ops):")
     write_line(f"  {'device':>6} {'calls':>7} {'allocs':>7} {'alloc size':>11} {'self allocs':>11} {'self size':>11} "
          f"{'increase':>11} {'self incr.':>11}  name")

@@ -20,7 +20,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from tracetui.compare.diff import DiffResult, diff_traces
-from tracetui.model.names import shorten_cpp
+from tracetui.model.names import kernel_label
+from tracetui.shorten import fit_arrow, fit_distinct
 from tracetui.model.trace import Trace
 from tracetui.textsafe import visible
 
@@ -107,14 +108,26 @@ class DiffScreen(ExportsView, Screen):
         for pane, tr in ((self.query_one("#pane-a", DiffPane), self.a), (self.query_one("#pane-b", DiffPane), self.b)):
             pane.border_title = Text(visible(tr.path.name))  # a Text: never read as markup
             # fixed widths: the layout must not depend on when the rows arrive from the worker
-            for label, width in ((" ", 1), ("kernel", 48), ("µs", 9), ("Δ µs", 9), ("launched by", 30)):
+            for label, width in ((" ", 1), ("kernel", self._name_width()), ("µs", 9), ("Δ µs", 9),
+                                 ("launched by", 30)):
                 pane.add_column(label, width=width)
         ch = self.query_one("#changes", DataTable)
         ch.border_title = "biggest changes per step (Enter: in the aligned list; l: all rows)"
         ch.add_column("Δ µs/step", width=10)
-        ch.add_column("change (repeats folded: N× per step)", width=max(40, self.app.size.width - 18))
+        ch.add_column("change (repeats folded: N× per step)", width=self._change_width())
         self.query_one("#diffmain").display = False
         self.align()
+
+    def _change_width(self) -> int:
+        return max(40, (self.app.size.width or 80) - 18)
+
+    def _name_width(self) -> int:
+        """The kernel column: what a pane (the screen's width stacked, half of it side by side)
+        leaves after the glyph, µs and Δ columns, their padding, the border and a scrollbar; the
+        op that launched it comes after, scrolled to."""
+        w = self.app.size.width or 80
+        pane = w if w < 120 else w // 2
+        return max(24, pane - 2 - 1 - 9 - 9 - 2 * 4 - 2)
 
     @work(thread=True, exclusive=True, group="diff")
     def align(self) -> None:
@@ -172,7 +185,9 @@ class DiffScreen(ExportsView, Screen):
                 why = c.detail if kind in ("added", "removed", "implementation") else ""
                 if kind in ("added", "removed") and not why:
                     why = "unexplained"
-                title = Text("  " + visible(c.title))
+                extra = (len(c.repeat) + 4 if c.repeat else 0) + (min(len(why), 24) + 4 if why else 0)
+                room = max(24, self._change_width() - 2 - extra)  # the replacement after → kept
+                title = Text("  " + fit_arrow(visible(c.title), room))
                 if c.repeat:
                     title.append(f"  [{c.repeat}]", style="cyan")
                 if why:
@@ -196,6 +211,9 @@ class DiffScreen(ExportsView, Screen):
         pa, pb = self.query_one("#pane-a", DiffPane), self.query_one("#pane-b", DiffPane)
         pa.clear()
         pb.clear()
+        # one label per kernel name, both panes together: folded, cut to the column, never two alike
+        names = sorted({visible(it.name) for i in idx for it in (res.rows[i].a, res.rows[i].b) if it is not None})
+        label = dict(zip(names, fit_distinct(names, self._name_width(), short=kernel_label)))
         for i in idx:
             r = res.rows[i]
             st = STATUS_STYLE.get(r.status, "")
@@ -205,7 +223,7 @@ class DiffScreen(ExportsView, Screen):
                     pane.add_row(g, Text(""), "", "", "")
                 else:
                     delta = f"{r.delta_ns / 1e3:+,.1f}" if (pane is pb or r.b is None) and not r.claimed else ""
-                    pane.add_row(g, Text(visible(shorten_cpp(item.name))[:48], style=st),
+                    pane.add_row(g, Text(label[visible(item.name)], style=st),
                                  f"{item.dur_ns / 1e3:,.1f}", delta, Text(visible(item.op or "(no op)")[:30]))
         title = "aligned" if not self.sort_by_delta else "by |Δ|"
         flt = f", {self.status_filter}" if self.status_filter else ""

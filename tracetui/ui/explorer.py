@@ -493,7 +493,7 @@ class ExplorerScreen(ExportsView, Screen):
 
             def cell(i, a, c):
                 if c in ("name", "kind", "share %"):
-                    return a.name if c == "name" else table.cell_text(i, c)
+                    return {"name": a.name, "kind": a.kind}.get(c) or table.cell_text(i, c)
                 v = float(table._value(a, c))
                 return int(v) if v.is_integer() else round(v, 3)
             header = [c + "/step" if table.per_step and c in PER_STEP_COLUMNS else c for c in cols]

@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from tracetui.shorten import fit_distinct
 from tracetui.textsafe import visible
 from tracetui.ui.footer import StableFooter
 
@@ -37,10 +38,6 @@ class OpportunitiesScreen(Screen):
         yield StableFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one("#opp-table", DataTable)
-        for label, width in (("#", 3), ("saves µs", 9), ("chain µs", 9), ("MB", 8), ("dir", 4),
-                             ("module", 28), ("ops", 60)):
-            table.add_column(label, width=width)
         self.compute()
 
     @work(thread=True, exclusive=True, group="opportunities")
@@ -60,15 +57,38 @@ class OpportunitiesScreen(Screen):
                         f"of {o['device_us_per_step']:,.1f} device µs per step", style="bold")
             head.append(f"\nHBM {bw['gbps']:,.0f} GB/s, {bw['source']}: {bw['how']} · Enter: show in tree")
         self.query_one("#opp-head", Static).update(head)
+        self._fill()
+        self.query_one("#opp-table", DataTable).focus()
+
+    def _fill(self) -> None:
+        """The table, its text columns sized to the screen: the figures first, then the ops (what
+        the chain fuses: the part a reader needs, given what the others leave), then the module.
+        At 80 columns the ops column was 4 cells (``fill``, ``_log``, ``nati``)."""
         table = self.query_one("#opp-table", DataTable)
-        for c in o["chains"]:
+        row = table.cursor_row
+        table.clear(columns=True)
+        chains = self.report["chains"] if self.report else []
+        ops = [visible(" → ".join(x.replace("aten::", "") for x in c["ops"])) for c in chains]
+        mods = [visible(c["module"]) for c in chains]
+        fixed = (("#", 3), ("saves µs", 8), ("chain µs", 8), ("MB", 7), ("dir", 3))
+        # what the figures, the two text columns' padding and a scrollbar leave
+        room = (self.size.width or self.app.size.width or 80) - sum(w + 2 for _, w in fixed) - 2 * 2 - 2
+        mod_w = min(max([6] + [len(m) for m in mods]), max(12, room // 3))
+        ops_w = max(12, room - mod_w)
+        for label, width in fixed + (("ops", ops_w), ("module", mod_w)):
+            table.add_column(label, width=width)
+        for c, op, mod in zip(chains, fit_distinct(ops, ops_w), fit_distinct(mods, mod_w)):
             save = c["projected_saving_us"]
             mb = c["intermediate_bytes"]
             table.add_row(str(c["rank"]), "?" if save is None else f"{save:,.1f}", f"{c['us_per_step']:,.1f}",
                           "?" if mb is None else f"{mb / 1e6:,.1f}", "bwd" if c["backward"] else "fwd",
-                          Text(visible(c["module"])),
-                          Text(visible(" → ".join(x.replace("aten::", "") for x in c["ops"]))), key=str(c["rank"]))
-        table.focus()
+                          Text(op), Text(mod), key=str(c["rank"]))
+        if chains and row > 0:
+            table.move_cursor(row=min(row, len(chains) - 1), animate=False)
+
+    def on_resize(self, event) -> None:
+        if self.report is not None:
+            self._fill()
 
     def chain_at_cursor(self) -> dict | None:
         if not self.report or not self.report["chains"]:

@@ -17,7 +17,7 @@ from tracetui.model.trace import Trace
 
 from tracetui.model.names import shorten_cpp
 
-from tracetui.ui.format import fit, fit_distinct, plain
+from tracetui.ui.format import KIND_STYLE, fit, fit_distinct, plain
 
 KERNEL_COLUMNS = ("share %", "total µs", "count", "mean µs", "kind", "name")
 KERNEL_SORTS = ("total µs", "count", "mean µs", "name")
@@ -26,6 +26,11 @@ OP_SORTS = ("CPU total µs", "CPU self µs", "device µs", "count", "name")
 PER_STEP_COLUMNS = frozenset({"total µs", "count", "CPU total µs", "CPU self µs", "device µs"})
 """Columns divided by the step count in per-step mode (``t``): their headers say "/step"."""
 NUMERIC = frozenset(KERNEL_COLUMNS + OP_COLUMNS) - {"kind", "name"}
+
+OP_LABELS = {"CPU total µs": "CPU µs", "CPU self µs": "self µs", "device µs": "dev µs"}
+"""The op table's headers (its column keys stay the long names): at 80 columns the long headers
+left the name 18 visible cells (``autograd::e…dmmBac``); short ones and the kind as its glyph leave
+it what an 80-column screen has after the figures (about 30)."""
 
 MODULE_PREFIX = "nn.Module: "
 NAME_CHARS = 300
@@ -74,8 +79,11 @@ class AggTable(DataTable):
             if self.kernels:
                 name = self._kernel_label(a)
             return plain(fit(name, NAME_CHARS))
-        if col == "kind":
-            return a.kind
+        if col == "kind":  # ops: the tree's glyph (◆ step, ✎ annotation, ▣ module, ● op, → runtime)
+            if self.kernels:
+                return a.kind
+            glyph, style = KIND_STYLE.get(a.kind, ("?", ""))
+            return Text(glyph, style=style)
         if col == "share %":  # a share is the same per step or in all: both sides divide alike
             return Text(f"{100 * a.device_total_us / grand:.1f}", justify="right")
         v = self._value(a, col)
@@ -94,7 +102,8 @@ class AggTable(DataTable):
         labels = {}
         for col in self.columns_shown:  # the sorted column's header carries the arrow
             per = self.per_step and col in PER_STEP_COLUMNS
-            labels[col] = Text((col + "/step" if per else col) + (arrow if col == self.sort_by else ""),
+            text = col if self.kernels else OP_LABELS.get(col, col)
+            labels[col] = Text((text + "/step" if per else text) + (arrow if col == self.sort_by else ""),
                                justify="right" if col in NUMERIC else "left")
         cells = [[self._cell(a, col, grand) for col in self.columns_shown] for a in rows]
         j = self.columns_shown.index("name")

@@ -9,8 +9,18 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-IMPLS = ("eager", "compile", "triton", "fused")
-"""Implementations a workload can run as; not every workload has every one (see WORKLOADS)."""
+IMPLS = ("eager", "compile", "triton", "fused", "fused-compile", "fused-graphs")
+"""Implementations a workload can run as; not every workload has every one (see WORKLOADS).
+``fused-compile``: the fused module (its ``tracetui::geglu_mlp`` op) inside ``torch.compile``;
+``fused-graphs``: the fused step captured as CUDA graphs (``torch.cuda.make_graphed_callables``
+for a training step, one ``torch.cuda.CUDAGraph`` for a forward). CUDA only, like ``fused``."""
+COMPILED = ("compile", "fused-compile")
+"""Impls built through ``torch.compile`` (they take ``--mode``)."""
+
+
+def module_act(impl: str) -> str:
+    """The GeGLU activation form an impl builds: fused for every fused rung, else as named."""
+    return "fused" if impl.startswith("fused") else impl if impl == "triton" else "eager"
 
 
 class GeGLU(nn.Module):
@@ -172,12 +182,12 @@ class Workload:
             tokens = torch.randint(0, s["vocab"], (s["batch"], s["seq"] + 1))
             inputs = (tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous())  # next-token targets
         else:
-            model = GeGLU(s["dim"], s["hidden"], act=impl if impl in ("triton", "fused") else "eager")
+            model = GeGLU(s["dim"], s["hidden"], act=module_act(impl))
             inputs = (torch.randn(s["batch"], s["seq"], s["dim"]),)
         model = model.to(device=device, dtype=dtype)
         model = model.train() if self.train else model.eval()
         inputs = tuple(x.to(device=device, dtype=dtype if x.is_floating_point() else None) for x in inputs)
-        if impl == "compile":
+        if impl in COMPILED:
             model = torch.compile(model, mode=mode)
         return model, inputs
 
@@ -186,6 +196,8 @@ class Workload:
         """One step as a callable: a forward (the caller holds ``torch.no_grad()`` for inference
         rungs), or forward + loss + backward + AdamW step."""
         model, inputs = self.build(impl, device, dtype, mode)
+        if impl == "fused-graphs":
+            model = graphed(model, inputs, self.train)
         if not self.train:
             return lambda: model(*inputs)
         if self.name == "mlp":  # the MLP returns activations: a scalar loss to train on
@@ -201,6 +213,31 @@ class Workload:
             opt.step()
             opt.zero_grad(set_to_none=True)
         return train_step
+
+
+def graphed(model: nn.Module, inputs: tuple, train: bool) -> Callable:
+    """``model`` as CUDA graphs: for training, ``torch.cuda.make_graphed_callables`` (a forward and
+    a backward graph; the parameters' gradients are accumulated outside them, so the optimizer
+    runs as usual); for inference one graph of the forward, replayed on the same (static) inputs.
+    Warm-up runs on a side stream first, as CUDA graph capture needs."""
+    if not torch.cuda.is_available() or any(not x.is_cuda for x in inputs):
+        raise ValueError("CUDA graphs need a CUDA device")
+    if train:
+        return torch.cuda.make_graphed_callables(model, inputs)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(3):
+            model(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        out = model(*inputs)
+
+    def replay(*_args):
+        graph.replay()
+        return out
+    return replay
 
 
 TRANSFORMER_SIZES = {

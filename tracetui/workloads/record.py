@@ -14,8 +14,11 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from tracetui.atomic import write_all
-from tracetui.workloads.models import Workload
+from tracetui.atomic import target_kind, write_all
+from tracetui.workloads.models import COMPILED, Workload
+
+NEEDS_TRITON = ("triton", "fused", "fused-compile", "fused-graphs")
+"""Impls that run our Triton kernels: a CUDA device, or the CPU interpreter (TRITON_INTERPRET=1)."""
 
 PROVENANCE_KEY = "tracetui"
 """Top-level trace key holding how the trace was made (workload, impl, sizes, versions, device)."""
@@ -93,10 +96,12 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
         raise ValueError(f"workload {w.name!r} has no impl {impl!r} (choose from {', '.join(w.impls)})")
     if step_marker not in STEP_MARKERS:
         raise ValueError(f"step marker {step_marker!r} is not one of {', '.join(STEP_MARKERS)}")
-    if mode is not None and impl != "compile":
-        raise ValueError(f"a compile mode needs --impl compile (got {impl!r})")
+    if mode is not None and impl not in COMPILED:
+        raise ValueError(f"a compile mode needs --impl {' or '.join(COMPILED)} (got {impl!r})")
     device = device or default_device()
-    if impl in ("triton", "fused") and device != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+    if impl == "fused-graphs" and device != "cuda":
+        raise ValueError("impl 'fused-graphs' needs a CUDA device (CUDA graphs)")
+    if impl in NEEDS_TRITON and device != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError(f"impl {impl!r} needs a CUDA device (or TRITON_INTERPRET=1 for the CPU interpreter)")
     if backward_thread and not w.train:
         raise ValueError(f"workload {w.name!r} runs no backward (transformer trains, and mlp with --train)")
@@ -104,7 +109,7 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
         raise ValueError("backward on its own thread is for the CPU: on CUDA autograd's thread already runs it")
     dtype = dtype or (torch.bfloat16 if device == "cuda" else torch.float32)
     torch.manual_seed(0)
-    if impl == "compile" and device == "cpu":
+    if impl in COMPILED and device == "cpu":
         # Inductor's C++ kernels are invisible to the profiler unless asked to record themselves
         import torch._inductor.config as inductor_config
         inductor_config.cpp.enable_kernel_profile = True
@@ -115,7 +120,7 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
     label = (lambda: record_function(w.label)) if w.label else contextlib.nullcontext
     with (contextlib.nullcontext() if w.train else torch.no_grad()):
         for i in range(warmup_iters):  # compile / autotune / cuBLAS handles outside the recording
-            _say(f"[tracetui gen] warm-up {i + 1}/{warmup_iters}" + (" (compiling)" if impl == "compile" and i == 0 else ""))
+            _say(f"[tracetui gen] warm-up {i + 1}/{warmup_iters}" + (" (compiling)" if impl in COMPILED and i == 0 else ""))
             step()
         sync()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
@@ -148,7 +153,7 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
                                        backward_thread)
     data = json.dumps(trace, separators=(",", ":")).encode()
     files = {out: gzip.compress(data, compresslevel=9) if str(out).endswith(".gz") else data}
-    if save_key_averages:
+    if save_key_averages and target_kind(out) != "through":  # -o /dev/null: no sidecar beside it in /dev
         files[key_averages_path(out)] = json.dumps({"torch": torch.__version__, "rows": key_averages_rows(prof)},
                                                    indent=0).encode()
     write_all(files)  # both or neither: a full disk leaves no truncated trace, no empty sidecar
@@ -172,7 +177,7 @@ def ladder() -> list[tuple[str, str, bool]]:
     """
     return [("linear", "eager", True), ("linear", "compile", True),
             ("mlp", "eager", True), ("mlp", "compile", True), ("mlp", "triton", True),
-            ("mlp", "fused", True)]
+            ("mlp", "fused", True), ("mlp", "fused-compile", True), ("mlp", "fused-graphs", True)]
 
 
 def ladder_filename(workload: str, impl: str, with_stack: bool = True) -> str:

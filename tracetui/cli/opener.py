@@ -1,0 +1,47 @@
+"""``tracetui [open] TRACE…``: the explorer; with no terminal, the report the app would open on."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracetui.cli.common import CliError, announce_folders, interactive, load_opts, decode_options, read_options
+
+NAMES = ("open",)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUNDLED = REPO_ROOT / "traces"
+
+BUNDLED_LADDER = ("mlp_eager", "mlp_compile", "mlp_max_autotune", "mlp_triton", "mlp_fused")
+"""The MLP ladder `tracetui` opens with no arguments, in this order (rungs not bundled are left out)."""
+
+
+def bundled_default() -> list[Path]:
+    """The bundled MLP ladder: eager → compile (→ max-autotune) → triton → fused."""
+    pair = [BUNDLED / "mlp_eager.json.gz", BUNDLED / "mlp_compile.json.gz"]
+    if not all(p.exists() for p in pair):
+        raise CliError(f"no bundled traces in {BUNDLED} (pass a trace file)")
+    return [p for p in (BUNDLED / f"{n}.json.gz" for n in BUNDLED_LADDER) if p.exists()]
+
+
+def add_parser(sub) -> None:
+    o = sub.add_parser("open", parents=[read_options(), decode_options()], help="open the explorer (the default command)")
+    o.add_argument("traces", nargs="*", type=Path,
+                   help="trace file(s) or trace folder; two open a diff, more a ladder; - reads stdin")
+
+
+def run(args) -> int:
+    from tracetui.cli.ranks import opens_job, refuse_index_options
+    job = opens_job(args.traces)  # ranks of one job: the job view, not a diff
+    if job:
+        refuse_index_options(args.traces, args, CliError)
+    else:
+        announce_folders(args.traces)
+    traces = args.traces or bundled_default()  # none: the bundled ladder (eager, compile, ... on an H200)
+    if not interactive() and not job:  # a pipe or a file: the report the app would open on, never escape codes
+        if len(traces) >= 2:
+            from tracetui.cli.diff import report
+            return report(traces, args)
+        from tracetui.cli.summary import report
+        return report(traces[0], args)
+    from tracetui.cli.app import open_app, terminal_stdin
+    if getattr(args, "stdin_used", False):
+        terminal_stdin()
+    return open_app(traces, diff=len(traces) >= 2, load_opts=load_opts(args), job=job)
