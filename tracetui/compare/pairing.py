@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from tracetui.compare.align import FORBIDDEN, MAX_CELLS, align
-from tracetui.compare.items import Item, _class_name, _short_op
+from tracetui.compare.items import Item, _class_name, _dims, _short_op
 from tracetui.compare.rows import Row
 
 SAME_TOLERANCE = 0.15
@@ -144,6 +144,8 @@ def _gap_pairs(ga: list[Item], gb: list[Item], barred: set = frozenset()) -> lis
         for j, y in enumerate(gb):
             if id(y) in barred or x.backward != y.backward:  # never across directions
                 continue
+            if x.klass == "reduction" and _other_tensor(x, y):  # a reduction is its work on its tensor
+                continue
             if x.name == y.name:
                 cost[i, j] = 0.0
             elif x.generated and y.generated:  # one fused kernel for another (Inductor -> hand-written)
@@ -154,6 +156,15 @@ def _gap_pairs(ga: list[Item], gb: list[Item], barred: set = frozenset()) -> lis
                 cost[i, j] = 1.0
     return align(cost, np.ones(n), np.ones(m))
 
+
+
+def _other_tensor(x: Item, y: Item) -> bool:
+    """Two ATen reductions whose recorded inputs differ: the same kernel name over another tensor
+    (a bias gradient's sum over [8192, 3072] is not the sum over [512, 768]) is other work."""
+    if x.trace is None or y.trace is None or x.op_node is None or y.op_node is None:
+        return False
+    da, db = _dims(x.trace, x.op_node)[:1], _dims(y.trace, y.op_node)[:1]
+    return bool(da and db) and da != db
 
 
 def pair_identical(rows: list[Row]) -> list[Row]:
