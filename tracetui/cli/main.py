@@ -186,7 +186,7 @@ class _stdin_inputs:
 
     def __enter__(self):
         a = self.args
-        slots = [k for k in ("trace", "a", "b") if str(getattr(a, k, None)) == "-"]
+        slots = [k for k in ("trace", "trace_b", "a", "b") if str(getattr(a, k, None)) == "-"]
         multi = [i for i, p in enumerate(getattr(a, "traces", None) or []) if str(p) == "-"]
         if len(slots) + len(multi) > 1:
             raise CliError("-: stdin can be read once: pass - for one trace only")
