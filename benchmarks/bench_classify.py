@@ -61,10 +61,23 @@ def timed(fn, rows) -> float:
     return time.process_time() - t0
 
 
+def _taxonomy_at(rev: str):
+    """model/taxonomy.py as it was at git ``rev``, imported as a module of its own."""
+    import subprocess
+    import types
+    src = subprocess.run(["git", "show", f"{rev}:tracetui/model/taxonomy.py"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    mod = types.ModuleType(f"taxonomy_{rev}")
+    sys.modules[mod.__name__] = mod  # dataclasses look their module up
+    exec(compile(src, f"taxonomy@{rev}", "exec"), mod.__dict__)  # noqa: S102 - this repo's own file
+    return mod
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--names", type=int, default=50_000)
     ap.add_argument("--short", action="store_true", help="short unknown names instead of the corpus mix")
+    ap.add_argument("--against", metavar="REV", help="also time model/taxonomy.py's classify as of git REV (e.g. 88cf896)")
     ap.add_argument("--decode", action="store_true", help="also time names.decode_kernel (the summary's per-row decode)")
     a = ap.parse_args()
     rows = short_names(a.names) if a.short else distinct_names(a.names)
@@ -74,6 +87,12 @@ def main() -> None:
     print(f"{a.names:,} distinct names (mean {sum(len(r[0]) for r in rows) / len(rows):.0f} chars), CPU time:")
     print(f"  rule by rule:  {ref:7.2f} s  {ref / len(rows) * 1e6:7.1f} µs/name")
     print(f"  classify:      {fast:7.2f} s  {fast / len(rows) * 1e6:7.1f} µs/name   ratio {fast / ref:.3f}")
+    if a.against:
+        old = _taxonomy_at(a.against)
+        t_old = timed(old.classify, rows)
+        same = sum(old.classify(*r) == taxonomy.classify(*r) for r in rows)
+        print(f"  classify @{a.against}: {t_old:7.2f} s  {t_old / len(rows) * 1e6:7.1f} µs/name   "
+              f"new/old {fast / t_old:.3f}; same answer on {same:,} of {len(rows):,}")
     if a.decode:
         taxonomy.classify.cache_clear()
         getattr(names_mod, "_decode", None) and names_mod._decode.cache_clear()

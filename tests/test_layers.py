@@ -2,7 +2,7 @@
 itself back through a circle. Walks every import in tracetui/ with `ast` (module level and inside
 functions alike: a lazy import is still an arrow), so a wrong arrow fails here, not in review.
 
-The order (docs/ARCHITECTURE.md): leaves (textsafe, atomic, shorten) <- read <- model <- compare, jobs <-
+The order (docs/ARCHITECTURE.md): leaves (textsafe, atomic, shorten, quiet) <- read <- model <- compare, jobs <-
 report <- cli, ui, mcp, record. workloads and kernels stand beside the stages: they make traces and
 run kernels, and may use the stages, but no stage imports them (except the front ends that launch them).
 """
@@ -15,7 +15,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "tracetui"
 
 RANK = {
-    "__init__": 0, "textsafe": 0, "atomic": 0, "shorten": 0,
+    "__init__": 0, "textsafe": 0, "atomic": 0, "shorten": 0, "quiet": 0,
     "read": 1, "model": 2, "compare": 3, "jobs": 3, "report": 4,
     "cli": 5, "ui": 5, "mcp": 5, "record": 5, "__main__": 6,
 }

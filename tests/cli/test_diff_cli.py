@@ -16,7 +16,7 @@ def test_diff_text_shows_totals_then_changes_by_kind(capsys):
     head = out.index("rows sum to")
     assert head < out.index("\nfusion:") < out.index("gelu + mul → triton_poi_fused__unsafe_view_gelu_mul_0")
     assert "launches saved 1" in out and "unexplained rows 0" in out
-    assert out.index("\nfusion:") < out.index("\nCPU overhead:") < out.index("kernels per step (aligned")
+    assert out.index("\nfusion:") < out.index("\nCPU self time:") < out.index("kernels per step (aligned")
 
 
 def test_diff_json_top_caps_the_changes_and_keeps_the_rows(capsys):

@@ -90,3 +90,56 @@ def test_diff_reports_memory_only_when_both_have_it(capsys, cpu_memory_trace):
     assert p["change_bytes"] == p["b_bytes"] - p["a_bytes"]
     d = run_json(capsys, "diff", str(TRACES / "mlp_eager.json.gz"), str(MEM), "--json")
     assert "memory" not in d
+
+
+PAIR = [DATA / "diff" / f"cpu_transformer_{k}_memory_v1021.json.gz" for k in ("eager", "compile")]
+
+
+def test_memory_of_two_traces_is_the_memory_diff(capsys):
+    """`tracetui memory A B`: per step and device, the peak in A and B (the raw JSON's highest
+    Total Allocated in each ProfilerStep), what held it, in text, JSON, csv and md."""
+    d = run_json(capsys, "memory", str(PAIR[0]), str(PAIR[1]), "--json", "--top", "0")
+    assert d["steps"] and d["devices"] == ["CPU"]
+    for side, path in (("a", PAIR[0]), ("b", PAIR[1])):
+        raw = json.load(gzip.open(path, "rt"))["traceEvents"]
+        steps = {e["name"]: (e["ts"], e["ts"] + e["dur"]) for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")}
+        for s in d["steps"]:
+            lo, hi = steps[s[f"{side}_step"]]
+            mem = sorted(_raw_memory(path), key=lambda e: e["ts"])  # stable: file order at equal ts
+            inside = [e["args"]["Total Allocated"] for e in mem if lo <= e["ts"] < hi]
+            carried = [e["args"]["Total Allocated"] for e in mem if e["ts"] < lo][-1:]  # the level at the step's start
+            assert s[f"{side}_peak_bytes"] == max(inside + carried)
+            assert sum(r[f"{side}_bytes"] for r in s["holders"]) == s[f"{side}_peak_bytes"]
+    assert main(["memory", str(PAIR[0]), str(PAIR[1])]) == 0
+    out = capsys.readouterr().out
+    assert "memory: peak per device and step, A → B" in out and "no longer allocated in B" in out
+    assert main(["memory", str(PAIR[0]), str(PAIR[1]), "--format", "csv"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.startswith("device,a_step,b_step,a_peak_bytes,b_peak_bytes,change_bytes")
+    assert main(["memory", str(PAIR[0]), str(PAIR[1]), "--format", "md", "--table", "holders"]) == 0
+    md = capsys.readouterr().out
+    assert "## holders" in md and "| device | a_step | b_step | module | op | a_bytes | b_bytes |" in md
+
+
+def test_memory_diff_without_memory_events_says_so(capsys):
+    assert main(["memory", str(PAIR[0]), str(TRACES / "mlp_eager.json.gz")]) == 0
+    assert "no [memory] events in" in capsys.readouterr().out
+    d = run_json(capsys, "memory", str(PAIR[0]), str(TRACES / "mlp_eager.json.gz"), "--json")
+    assert d["steps"] == [] and d["no_memory_events"] == [str(TRACES / "mlp_eager.json.gz")]
+
+
+def test_memory_diff_bad_input_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["memory", str(PAIR[0]), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tracetui: error: ") and err.count("\n") == 1
+
+
+def test_diff_shows_the_memory_section_per_step(capsys):
+    """`diff` of two traces with [memory] events carries the same per-step memory diff."""
+    d = run_json(capsys, "diff", str(PAIR[0]), str(PAIR[1]), "--json")
+    m = run_json(capsys, "memory", str(PAIR[0]), str(PAIR[1]), "--json")
+    assert d["memory"]["steps"] == m["steps"] and d["memory"]["peaks"] == m["peaks"]
+    assert main(["diff", str(PAIR[0]), str(PAIR[1]), "--text"]) == 0
+    assert "memory: peak per device and step" in capsys.readouterr().out

@@ -125,3 +125,41 @@ def test_json_and_csv_write_microseconds_to_the_ns(capsys):
     assert not [(k, v) for k, v in _us_floats(d) if len(repr(v).split(".")[-1]) > 3]
     c = run(capsys, "summary", A, "--format", "csv", "--table", "per_step")
     assert not re.search(r"\d\.\d{4,}", c), c
+
+
+def test_a_cpu_only_trace_shows_no_gpu_columns(capsys):
+    """A CPU-only trace printed busy/other-steps/idle/launch columns of zeros and device columns in
+    the op table. Now its per-step table is the steps' host intervals (raw ProfilerStep durations)."""
+    from tests.conftest import DATA
+    path = DATA / "cpu_transformer_eager.json.gz"
+    steps = {e["name"]: e["dur"] for e in raw(path) if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")}
+    out = run(capsys, "summary", path)
+    per_step = out.split("\nper step")[1].split("\n\n")[0]
+    ops = out.split("\ntop ops")[1].split("\n\n")[0]
+    for word in ("busy", "idle", "other-steps", "launch CPU", "kernels"):
+        assert word not in per_step, word
+    assert "device" not in ops and "under op" not in ops
+    rows = [ln.split() for ln in per_step.splitlines()[2:] if re.match(r"\s+ProfilerStep#\d+ ", ln)]
+    assert rows and all(float(r[1]) == pytest.approx(steps[r[0]], abs=0.05) for r in rows), (rows, steps)
+    gpu = run(capsys, "summary", A)  # a GPU trace keeps them
+    assert "idle" in gpu.split("\nper step")[1].split("\n\n")[0] and "under op" in gpu
+
+
+def test_a_long_first_step_lists_its_longest_kernels_and_says_which_are_unlinked(peer_dir, capsys):
+    """HTA's test trace: the first step has 2,101 kernels; its first 40 in launch order were all
+    '(no ATen op)' adds, though 74% of the step's kernels link to an op. The text now ranks the
+    step's kernels by device time and labels the unlinked ones that ran before the first linked one."""
+    path = peer_dir / "trace_diff_test_test.json.gz"
+    j = json.loads(run(capsys, "summary", path, "--json", "--top", "0"))
+    ks = j["first_step_kernels"]
+    out = run(capsys, "summary", path)
+    block = out.split("\nkernels in ")[1].split("\n\n")[0].splitlines()
+    linked = sum(1 for k in ks if k["ops"])
+    assert f"the 40 longest of {len(ks):,}" in block[0] and f"({linked:,} of {len(ks):,} launched by an ATen op)" in block[0]
+    rows = [ln for ln in block[1:] if " µs  " in ln]
+    shown = [float(ln.split()[1]) for ln in rows]
+    assert shown == sorted((k["device_us"] for k in ks), reverse=True)[:40]
+    first_linked = next(i for i, k in enumerate(ks) if k["ops"])
+    assert first_linked > 0  # the step opens with unlinked work
+    early = [ln for ln in rows if "<- (no ATen op: unlinked, before the step's first linked kernel)" in ln]
+    assert early and all("<- " in ln for ln in rows)

@@ -144,7 +144,7 @@ def test_fusion_points_match_the_replaced_kernels_in_the_raw_json(capsys):
     assert v["points"]["fusion"] == pytest.approx(points, abs=0.05)
     assert f"fusion gives {-points:.1f} points of it" in v["line"]
     cpu = 100.0 * (ec["step_us"] - ea["step_us"]) / ea["step_us"]
-    assert v["line"].endswith(f"CPU overhead {cpu:+.0f}%")
+    assert v["line"].endswith(f"host time per step {cpu:+.0f}%")  # named for what it counts (issue 40)
 
 
 def test_verdict_points_sum_to_the_step_change(capsys):

@@ -20,6 +20,21 @@ def gloo_job(tmp_path_factory) -> list[Path]:
     return record_gloo_job(out, world=GLOO_WORLD, slow_rank=GLOO_SLOW, slow_s=0.02, steps=3)
 
 
+LATE, HEAVY = 1, 2
+"""In ``late_job``: the rank that starts each step 800 ms late, the rank that computes twice as long."""
+
+
+@pytest.fixture(scope="session")
+def late_job(tmp_path_factory) -> list[Path]:
+    """A 3-process gloo job on CPU: rank 1 sleeps 800 ms before each step's work (far past what
+    contention on a loaded 2-core machine does to the others' compute: 300 ms was not, once), rank 2 runs twice
+    the matmuls of the others (the straggler split's two causes)."""
+    pytest.importorskip("torch.distributed")
+    from tracetui.workloads.gloo_job import record_gloo_job
+    out = tmp_path_factory.mktemp("late_job")
+    return record_gloo_job(out, world=3, slow_rank=-1, steps=3, late=(LATE, 0.8), more_work=(HEAVY, 60))
+
+
 @pytest.fixture(scope="session")
 def gen_job(gloo_job, tmp_path_factory) -> dict:
     """Rank 0 of the gloo job replicated into 6 ranks on 3 hosts, rank 4 a planted straggler."""

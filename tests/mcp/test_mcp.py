@@ -56,8 +56,9 @@ def strip(rows: list[dict], *keys) -> list[dict]:
 async def check_every_tool(client, capsys) -> None:
     tools = {t.name for t in (await client.list_tools()).tools}
     assert tools == {t.name for t in mcp_tools.TOOLS}
-    s = cli(capsys, "summary", A, "--json", "--top", "0")
-    s5 = cli(capsys, "summary", A, "--json", "--top", "5")
+    # --python: the MCP tools list every op row (frames and modules too), as the CLI does with it
+    s = cli(capsys, "summary", A, "--json", "--top", "0", "--python")
+    s5 = cli(capsys, "summary", A, "--json", "--top", "5", "--python")
 
     o = await call(client, "open_trace", path=A)
     for k in ("file", "device", "steps", "events", "kernel_classes", "step_marker", "self_time_rule"):
@@ -136,7 +137,7 @@ def test_in_process_client_gets_the_cli_numbers(capsys):
 def test_answers_are_bounded_and_continue(capsys, monkeypatch):
     """With a small bound every answer fits it, and the pages still add up to the whole list."""
     monkeypatch.setattr(mcp_tools, "MAX_CHARS", 2500)
-    s = cli(capsys, "summary", A, "--json", "--top", "0")
+    s = cli(capsys, "summary", A, "--json", "--top", "0", "--python")  # every op row, as the MCP lists them
 
     async def run():
         async with Client(build_server(roots=ROOTS)) as client:

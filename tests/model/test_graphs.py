@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -62,6 +64,17 @@ def test_graph_kernels_removed_marks_steps_unknown(tmp_path):
     for f in t.phase_figures():
         pytest.fail(f"no engine labels here, no phases: {f}")
     assert "no kernels linked" in g.summary()
+    # --json: null, not a number, for what the hidden work makes unknown; text says "unknown"
+    d = json.loads(subprocess.run([sys.executable, "-m", "tracetui", "summary", "--json", str(p)],
+                                  capture_output=True, text=True, check=True).stdout)
+    for row in d["per_step"]:
+        hidden = row["name"] in bad
+        assert (row["gpu_idle_us"] is None) == hidden and (row["verdict"] == "unknown") == hidden
+        assert (row["gpu_busy_us"] is None) == hidden and row["graphs"]["incomplete"] == hidden
+    assert d["cuda_graphs"]["graph_launches_without_kernels"] == len(corr)
+    text = subprocess.run([sys.executable, "-m", "tracetui", "summary", str(p)],
+                          capture_output=True, text=True, check=True).stdout
+    assert text.count("unknown (CUDA graph work hidden)") == len(bad) and "recorded work only" in text
 
 
 def test_graph_kernels_unlinked_cant_be_placed(tmp_path):

@@ -146,5 +146,6 @@ def test_thread_labels_say_what_odd_thread_ids_are(tmp_path):
     assert thread_label(t.store, 5, 5) == "main"
     assert "runtime thread -549452224 (negative id)" == thread_label(t.store, 5, -549452224)
     assert "no thread id" in thread_label(t.store, 5, 0)
+    assert "Python frames" in thread_label(t.store, 5, 0)  # what the row holds (issue 43 item 8)
     labels = [lane.label for lane in build_lanes(t)]
     assert "autograd 77 ops" in labels  # unnamed, but its ops are mostly backward ops

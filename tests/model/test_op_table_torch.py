@@ -94,7 +94,7 @@ def test_autocast_recording_holds_nested_duplicates():
 
 
 def test_cli_summary_json_merges_duplicates():
-    out = subprocess.run([sys.executable, "-m", "tracetui", "summary", "--json", "--top", "0", str(AUTOCAST)],
+    out = subprocess.run([sys.executable, "-m", "tracetui", "summary", "--json", "--top", "0", "--python", str(AUTOCAST)],
                          capture_output=True, text=True, check=True).stdout
     assert _check(json.loads(out)["ops"], AUTOCAST) > 100
 

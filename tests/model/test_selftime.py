@@ -29,7 +29,8 @@ def test_rule_choice(meta, frames, given, expected):
 
 
 def _cli_summary(path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "tracetui", "summary", "--json", "--top", "0", str(path)],
+    # --python: frames and modules are key_averages() rows too (the CLI lists them with it, issue 43)
+    out = subprocess.run([sys.executable, "-m", "tracetui", "summary", "--json", "--top", "0", "--python", str(path)],
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 

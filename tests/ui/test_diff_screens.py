@@ -39,7 +39,7 @@ def test_changes_first_then_the_aligned_list_with_search_sort_and_filter():
             await pilot.press("f")  # fused only
             await pilot.pause()
             assert [s.result.rows[i].status for i in s.order] == ["fused"]
-            for _ in range(len(("fused", "changed", "added", "removed", "unexplained"))):
+            for _ in range(len(("fused", "replaced", "changed", "added", "removed", "unexplained"))):
                 await pilot.press("f")  # back round to every row
             await pilot.pause()
             assert len(s.order) == len(s.result.rows)
@@ -77,4 +77,25 @@ def test_ladder_is_the_first_screen_and_enter_opens_a_neighbours_diff():
             await pilot.press("escape")  # the changes screen: Esc goes back to the ladder
             await pilot.pause()
             assert app.screen is s
+    asyncio.run(run())
+
+
+def test_diff_screen_shows_the_memory_diff_at_80x24():
+    """Both traces have [memory] events: the diff screen's text carries the memory diff (each
+    step's peak A → B and what held it), computed in the diff's worker, not on a key."""
+    from tests.conftest import DATA
+    pair = [DATA / "diff" / f"cpu_transformer_{k}_memory_v1021.json.gz" for k in ("eager", "compile")]
+
+    async def run():
+        app = TraceApp(pair, diff=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.result is not None)
+            await pilot.pause()
+            text = str(app.screen.query_one("#fusion-text").render())
+            assert "memory: peak per device and step" in text
+            from tracetui.compare.memory import memory_compare
+            from tracetui.model.memory import fmt_bytes
+            first = memory_compare(app.screen.a, app.screen.b)["steps"][0]
+            assert (f"{first['a_step']} CPU: peak {fmt_bytes(first['a_peak_bytes'])} → "
+                    f"{fmt_bytes(first['b_peak_bytes'])}") in text
     asyncio.run(run())

@@ -32,7 +32,7 @@ def test_o_lists_the_chains_and_enter_shows_one_in_the_tree():
         table = o.query_one("#opp-table")
         assert table.row_count == len(ref) == 1
         row = [str(x) for x in table.get_row_at(0)]
-        assert row[5] == "GeGLU_0" and row[6] == "gelu → mul" and row[4] == "fwd"
+        assert row[6] == "GeGLU_0" and row[5] == "gelu → mul" and row[4] == "fwd"  # ops before the module (issue 43)
         assert "HBM" in str(o.query_one("#opp-head").render())
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ExplorerScreen))

@@ -113,6 +113,37 @@ async def _walk(job_dir, job_json):
         assert isinstance(app.screen, JobScreen)
 
 
+def test_keys_move_the_cursor_past_the_screen(job_dir):
+    """More lanes than the screen holds: up/down/PgUp move the rank cursor and the view follows it
+    (ScrollView's own bindings scrolled the view away from the cursor)."""
+    asyncio.run(_past_the_screen(job_dir))
+
+
+async def _past_the_screen(job_dir):
+    app = TraceApp([job_dir], job=True)
+    async with app.run_test(size=(80, 18)) as pilot:
+        await _timeline(pilot)
+        screen = app.screen
+        lanes = screen.view
+        ranks = list(lanes.job.ranks)
+        # every rank opened: more lanes than fit; the keys move the cursor, the view follows
+        await pilot.press("pageup")
+        assert lanes.cursor == 0
+        for _ in range(200):  # bounded: a cursor that does not move must fail, not hang
+            ln = lanes.rows[lanes.cursor]
+            if ln.sub is None and ln.rank not in lanes.expanded:
+                await pilot.press("enter")
+            if lanes.cursor == len(lanes.rows) - 1:
+                break
+            await pilot.press("down")
+        assert lanes.expanded == set(ranks) and len(lanes.rows) > lanes.size.height
+        assert lanes.cursor == len(lanes.rows) - 1
+        assert lanes.scroll_offset.y == len(lanes.rows) - lanes.size.height
+        assert _text(screen, "#tl-detail").startswith(f"rank {lanes.rows[-1].rank} {lanes.rows[-1].sub}")
+        await pilot.press("pageup")
+        assert lanes.cursor == len(lanes.rows) - 1 - (lanes.size.height - 1)
+
+
 def test_the_key_is_in_the_footer_and_the_palette(job_dir):
     asyncio.run(_key_shown(job_dir))
 

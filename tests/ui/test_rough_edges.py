@@ -79,7 +79,8 @@ def test_thread_0_and_negative_thread_ids_are_labelled_for_what_they_are(tmp_pat
     tids = {e["tid"] for e in evs}
     assert len(threads) == len(tids)
     assert "runtime thread -549452224 (negative id) [pid 9]" in threads
-    assert "thread 0 (no thread id) [pid 9]" in threads
+    # the row says what it holds (issue 43 item 8): Python frames, as this file's tid-0 event is
+    assert "thread 0 (no thread id: other threads' Python frames) [pid 9]" in threads
     assert "thread 9 [pid 9]" in threads
 
 

@@ -50,6 +50,31 @@ def test_explorer(snap_compare, size):
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_op_table(snap_compare, size):
+    """The Ops tab of a GPU training trace: names take what the figures leave, kept apart (issue 43)."""
+    app = TraceApp([TRACES / "transformer_eager.json.gz"])
+    assert snap_compare(app, terminal_size=size, run_before=_loaded, press=["3"])
+
+
+async def _opportunities(pilot):
+    await _loaded(pilot)
+    await pilot.press("O")
+    for _ in range(500):
+        if getattr(pilot.app.screen, "report", None) is not None:
+            break
+        await pilot.pause(0.05)
+    await pilot.app.workers.wait_for_complete()
+    await _settled(pilot)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_opportunities(snap_compare, size):
+    """``O``: the ops column gets what the figures leave (it was 4 cells at 80 columns; issue 43)."""
+    app = TraceApp([TRACES / "transformer_eager.json.gz"])
+    assert snap_compare(app, terminal_size=size, run_before=_opportunities)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_kernel_table(snap_compare, size):
     app = TraceApp([TRACES / "mlp_compile.json.gz"])
     assert snap_compare(app, terminal_size=size, run_before=_loaded, press=["2"])

@@ -96,10 +96,11 @@ def decode_options() -> argparse.ArgumentParser:
 
 
 TABLES = {
-    "summary": "ops (csv default), overview, per_step, kernel_classes, kernels, first_step_kernels",
+    "summary": "ops (csv default), overview, per_step, phases, kernel_classes, kernels, first_step_kernels",
     "tree": "nodes",
-    "memory": "ops (csv default), overview, devices, steps",
-    "diff": "kernels (csv default), overview, changes, fused, unfused, removed_ops, added_ops, chains, "
+    "memory": "ops (csv default), overview, devices, steps; two traces (the memory diff): steps (csv default), "
+              "holders, ops, no_longer_allocated, peaks",
+    "diff": "kernels (csv default), overview, changes, replaced, fused, unfused, removed_ops, added_ops, chains, "
             "cpu_changes; a ladder (3+ traces): rungs (csv default), steps, changes, cpu_changes",
     "ranks": "per_rank (csv default), overview, steps, collectives, collective_ranks, diagnostics",
 }

@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except MemoryError:  # a report's own Python allocations under a memory limit (the load says its own)
+        _error("out of memory writing the report: raise the memory limit, or write less (--top, --depth)")
+        return 2
     except Exception as e:  # the model raises TraceError for bad input; anything else is ours
         output = sys.modules.get("tracetui.report.output")  # not loaded -> nothing was written through it
         if output is not None and isinstance(e, output.OutputError):  # a full disk, a closed pipe ...
@@ -199,7 +202,7 @@ class _stdin_inputs:
 
     def __enter__(self):
         a = self.args
-        slots = [k for k in ("trace", "a", "b") if str(getattr(a, k, None)) == "-"]
+        slots = [k for k in ("trace", "trace_b", "a", "b") if str(getattr(a, k, None)) == "-"]
         multi = [i for i, p in enumerate(getattr(a, "traces", None) or []) if str(p) == "-"]
         if len(slots) + len(multi) > 1:
             raise CliError("-: stdin can be read once: pass - for one trace only")

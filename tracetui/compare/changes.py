@@ -12,18 +12,22 @@ from functools import lru_cache
 from tracetui.compare.diff import DiffResult
 from tracetui.compare.fusion import absorbed_ops as _absorbed_ops
 from tracetui.compare.items import ANCHOR_CLASSES
+from tracetui.compare.ops import cpu_self_total_us
 from tracetui.compare.rows import Row
 from tracetui.model.names import shorten_cpp
 
 KINDS = (
-    ("fusion", "fusion", "a kernel of B that replaced several of A (Inductor, a hand-written kernel)"),
+    ("fusion", "fusion", "a kernel of B that does the work of several of A (Inductor, a hand-written kernel)"),
+    ("replacement", "replacement", "one kernel of B doing the work of one kernel of A (another implementation: "
+                                   "one launch for one, so not a fusion)"),
     ("unfusion", "fusion undone", "a kernel of A that B runs as several kernels (the mirror of a fusion)"),
     ("implementation", "GEMM/attention implementation", "the same GEMM, attention, conv or collective "
                                                          "run by another kernel (library, tile, Triton template)"),
     ("added", "kernels added", "kernels of B with no counterpart in A, and why"),
     ("removed", "kernels removed", "kernels of A with no counterpart in B that no fused kernel took over"),
     ("timing", "same work, other time", "paired kernels (same name, or same op and class) whose time changed"),
-    ("cpu", "CPU overhead", "host events whose CPU self time per step changed (dispatch, compile pre-ops)"),
+    ("cpu", "CPU self time", "host events (ops, annotations, runtime calls, every thread) whose self time per step "
+                             "changed; the rows add up to the section's total"),
 )
 """Change kinds: (key, label, what it covers)."""
 KIND_LABEL = {k: label for k, label, _ in KINDS}
@@ -73,6 +77,8 @@ def _kind(r: Row) -> str | None:
         return None  # counted in its fused (or unfused) row
     if r.status == "fused":
         return "fusion"
+    if r.status == "replaced":
+        return "replacement"
     if r.status == "unfused":
         return "unfusion"
     if r.status in ("added", "removed"):
@@ -86,6 +92,9 @@ def _key_title(r: Row, kind: str) -> tuple:
     if kind == "fusion":
         ops = _absorbed_ops_row(r)
         return (kind, r.b.name, tuple(x.name for x in r.replaces)), f"{' + '.join(ops)} → {short(r.b.name)}"
+    if kind == "replacement":
+        x, y = (r.a, r.parts[0]) if r.b is None else (r.replaces[0], r.b)
+        return (kind, x.name, y.name), f"{short(x.name)} → {short(y.name)}"
     if kind == "unfusion":
         ops = _absorbed_ops_row(r)
         return (kind, r.a.name, tuple(y.name for y in r.parts)), f"{short(r.a.name)} → {' + '.join(ops)}"
@@ -102,8 +111,8 @@ def _key_title(r: Row, kind: str) -> tuple:
 
 def _absorbed_ops_row(r: Row) -> list[str]:
     class _F:  # what _absorbed_ops reads
-        kernel, replaces = (r.a, r.parts) if r.status == "unfused" else (r.b, r.replaces)
-    return _absorbed_ops(_F)
+        kernel, replaces = (r.a, r.parts) if r.b is None else (r.b, r.replaces)
+    return _absorbed_ops(_F, counted=True)
 
 
 def _block_of(r: Row) -> str | None:
@@ -171,6 +180,8 @@ def totals(d: DiffResult) -> dict:
         "b_kernels_explained": sum(1 for r in b_rows if r.explained), "b_kernels": len(b_rows),
         "unexplained": un_added + un_removed, "unexplained_added": un_added, "unexplained_removed": un_removed,
         "cpu_delta_us": B["cpu_us_per_step"] - A["cpu_us_per_step"],
+        "cpu_self_us_a": cpu_self_total_us(d.a), "cpu_self_us_b": cpu_self_total_us(d.b),
+        "cpu_self_delta_us": cpu_self_total_us(d.b) - cpu_self_total_us(d.a),
         "weight_repack_us_b": sum(r.b.dur_ns for r in b_rows if r.rule == "weight repack") / 1e3,
         "weight_repack_us_a": sum(r.a.dur_ns for r in d.rows if r.a is not None and r.b is None
                                   and r.rule == "weight repack") / 1e3,
@@ -185,6 +196,18 @@ def change_dict(c: Change) -> dict:
 
 def _item_us(i) -> float | None:
     return i.dur_ns / 1e3 if i else None
+
+
+def _several(f) -> bool:
+    """A fusion proper: its kernel does the work of two or more kernels (a template's GEMM counts)."""
+    return len(f.replaces) + (f.gemm is not None) > 1
+
+
+def _replacement(f, forward: bool) -> dict:
+    """One kernel for one: A's kernel and B's, their times per step, and what showed it is the same work."""
+    x, y = (f.replaces[0], f.kernel) if forward else (f.kernel, f.replaces[0])
+    return {"a_kernel": x.name, "b_kernel": y.name, "a_us": x.dur_ns / 1e3, "b_us": y.dur_ns / 1e3,
+            "delta_us": (y.dur_ns - x.dur_ns) / 1e3, "matched_by": f.how, "evidence": f.evidence}
 
 
 def diff_dict(d: DiffResult, top: int = 0) -> dict:
@@ -204,6 +227,8 @@ def diff_dict(d: DiffResult, top: int = 0) -> dict:
                      "backward": (r.a or r.b).backward,
                      "op_a": r.a.op if r.a else None, "op_b": r.b.op if r.b else None}
                     for r in d.rows],
+        "replaced": [_replacement(f, True) for f in d.fusions if not _several(f)]
+        + [_replacement(f, False) for f in d.unfusions if not _several(f)],
         "fused": [{"kernel": f.kernel.name, "replaces": [x.name for x in f.replaces],
                    "ops": sorted({x.op for x in f.replaces if x.op}), "saved_us": f.saved_ns / 1e3,
                    "a_us": (sum(x.dur_ns for x in f.replaces) + (f.gemm.dur_ns if f.gemm else 0)) / 1e3,
@@ -212,10 +237,10 @@ def diff_dict(d: DiffResult, top: int = 0) -> dict:
                    "intermediate_bytes": f.intermediate_bytes, "hbm_traffic_saved_bytes": 2 * f.intermediate_bytes,
                    "matched_by": f.how, "evidence": f.evidence, "module_a": sorted({x.module for x in f.replaces if x.module}),
                    "blocks_a": sorted({x.block for x in f.replaces if x.block})}
-                  for f in d.fusions],
+                  for f in d.fusions if _several(f)],
         "unfused": [{"kernel": f.kernel.name, "parts": [y.name for y in f.replaces], "matched_by": f.how,
                      "evidence": f.evidence, "a_us": f.kernel.dur_ns / 1e3,
-                     "b_us": sum(y.dur_ns for y in f.replaces) / 1e3} for f in d.unfusions],
+                     "b_us": sum(y.dur_ns for y in f.replaces) / 1e3} for f in d.unfusions if _several(f)],
         "removed_ops": d.removed_ops, "added_ops": d.added_ops, "chains": d.chains,
         "cpu_changes": d.cpu_changes,
     }

@@ -108,12 +108,16 @@ def _row(x: Item | None, y: Item | None, m: Match) -> Row:
     if x is not None:
         f = m.claimed.get(id(x))
         if f is not None:
-            return Row("removed", x, None, f"fused into {f.kernel.name}", fused_into=f.kernel.name)
+            verb = "fused into" if len(f.replaces) > 1 else "replaced by"
+            return Row("removed", x, None, f"{verb} {f.kernel.name}", fused_into=f.kernel.name)
         return Row("removed", x, None)
     f = m.fusion_of_b.get(id(y))
     if f is not None and f.replaces and f.how != "template":
         n = len(f.replaces)
-        return Row("fused", None, y, f"replaces {n} kernel{'s' * (n != 1)} ({', '.join(absorbed_ops(f))})",
+        if n == 1:  # one kernel for one: a replacement (another implementation), not a fusion
+            return Row("replaced", None, y, f"replaces {absorbed_ops(f)[0]} one for one",
+                       replaces=list(f.replaces), how=f.how, evidence=f.evidence)
+        return Row("fused", None, y, f"replaces {n} kernels ({', '.join(absorbed_ops(f))})",
                    replaces=list(f.replaces), how=f.how, evidence=f.evidence)
     return Row("added", None, y)
 
@@ -186,11 +190,11 @@ def _unfusions(rows: list[Row], rev: Match) -> tuple[list[Row], list[Fusion]]:
         if f.gemm is not None or not parts:
             continue
         rk = rows[at[id(k)]]
-        if rk.replaces or rk.claimed or (rk.b is not None and rk.b not in parts) or rk.status == "fused":
+        if rk.replaces or rk.claimed or (rk.b is not None and rk.b not in parts) or rk.status in ("fused", "replaced"):
             continue
         def free(i: int) -> bool:
             r = rows[i]
-            return i not in taken and not (r.replaces or r.claimed or r.status == "fused"
+            return i not in taken and not (r.replaces or r.claimed or r.status in ("fused", "replaced")
                                            or (r.a is not None and r.a is not k))
         # the parts the forward rows left free (one the forward pairing already explains stays)
         keep = [y for y in parts if free(at[id(y)])]
@@ -208,10 +212,14 @@ def _unfusions(rows: list[Row], rev: Match) -> tuple[list[Row], list[Fusion]]:
             new.append(r)
     for f in out:
         n = len(f.replaces)
-        head = Row("unfused", f.kernel, None, f"runs as {n} kernel{'s' * (n != 1)} "
-                                             f"({', '.join(absorbed_ops(f))})",
-                   parts=list(f.replaces), how=f.how, evidence=f.evidence)
-        claimed = [Row("added", None, y, f"part of {f.kernel.name}", unfused_from=f.kernel.name) for y in f.replaces]
+        if n == 1:  # one kernel for one, seen from B: a replacement, not a fusion undone
+            head = Row("replaced", f.kernel, None, f"replaced one for one by {absorbed_ops(f)[0]}",
+                       parts=list(f.replaces), how=f.how, evidence=f.evidence)
+        else:
+            head = Row("unfused", f.kernel, None, f"runs as {n} kernels ({', '.join(absorbed_ops(f))})",
+                       parts=list(f.replaces), how=f.how, evidence=f.evidence)
+        what = "part of" if n > 1 else "replaces"
+        claimed = [Row("added", None, y, f"{what} {f.kernel.name}", unfused_from=f.kernel.name) for y in f.replaces]
         where = min((j for j, r in enumerate(new) if (r.a or r.b).pos > f.kernel.pos and r.a is not None),
                     default=len(new))
         new[where:where] = [head] + claimed

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tracetui.compare.align import assign_monotone
 from tracetui.compare.items import _LAYOUT_OPS, Item, op_is
-from tracetui.compare.pairing import _align_anchors, _gap_pairs
+from tracetui.compare.pairing import SAME_WORK_RTOL, _align_anchors, _gap_pairs
 from tracetui.compare.rows import Fusion
 
 MAX_WORK_PARTS = 6
@@ -64,8 +65,9 @@ class Match:
 
     def claim(self, kernel: Item, xs: list, how: str, gemm: Item | None = None, evidence: str = "") -> None:
         f = self.fusion_of_b.get(id(kernel))
-        if f is not None and evidence and evidence not in f.evidence:
-            f.evidence = f"{f.evidence}; {evidence}" if f.evidence else evidence
+        if f is not None and evidence and evidence not in f.evidence:  # each clause once
+            have = f.evidence.split("; ") if f.evidence else []
+            f.evidence = "; ".join(have + [c for c in evidence.split("; ") if c not in have])
         if f is None:
             f = Fusion(kernel, [], how, gemm, evidence)
             self.fusion_of_b[id(kernel)] = f
@@ -137,8 +139,8 @@ def _may_do_work(y: Item, names_a: set, flops_a: set) -> bool:
         return False
     if not (y.work or (not y.aten and not (y.inductor and not y.template))):
         return False
-    if y.flops is not None:
-        return (round(y.flops), y.backward) not in flops_a
+    if y.flops is not None:  # within SAME_WORK_RTOL: compile's padding of a dimension is the same GEMM
+        return not any(bwd == y.backward and abs(f - y.flops) <= SAME_WORK_RTOL * f for f, bwd in flops_a)
     # an Inductor template whose shapes do not say its FLOPs is left to the alignment: generated
     # code always records its shapes, so "no FLOPs" there is no evidence of several GEMMs
     return not y.inductor and (y.name, y.backward) not in names_a
@@ -148,7 +150,7 @@ def work_groups(ia: list[Item], ib: list[Item], scopes_a: set | None = None) -> 
     """Step 1: (kernel of B, the GEMMs of A it took over, the evidence), per kernel of B that
     does the work of GEMMs B has no counterpart for."""
     names_a = {(x.name, x.backward) for x in ia}
-    flops_a = {(round(x.flops), x.backward) for x in ia if x.anchor and x.flops}
+    flops_a = {(x.flops, x.backward) for x in ia if x.anchor and x.flops}
     cands = [y for y in ib if _may_do_work(y, names_a, flops_a)]
     if not cands:
         return []
@@ -315,6 +317,8 @@ def claim_by_scope(m: Match) -> None:
                     "launched by no op" if y.op is None else "generated code")
                 where = f"scope {_scope_note(y, scope)}" if how == "scope" else "the gap's only new kernel"
                 ev = f"{where}, {'backward' if y.backward else 'forward'}: {launcher}; A's kernels there have no counterpart"
+                if f is not None:  # its GEMMs' evidence already says "no counterpart": say what it adds
+                    ev = f"and A's other kernels in {where} ({'backward' if y.backward else 'forward'})"
                 m.claim(y, sorted(rep, key=lambda x: x.pos), f.how if f else how, evidence=ev)
 
 
@@ -334,12 +338,16 @@ def _wanted_there(x: Item, gb: list[Item], pair_of: dict) -> bool:
     return any(y.inductor and id(y) not in pair_of and set(x.op_short()) & set(y.ind_ops) for y in gb)
 
 
-def absorbed_ops(f) -> list[str]:
-    """What each replaced kernel did, in order, once each: the op the fused kernel's name lists,
+def absorbed_ops(f, counted: bool = False) -> list[str]:
+    """What each replaced kernel did, in order, once each (``counted``: "2× mm" where two did it): the op the fused kernel's name lists,
     else its launching op, else (a kernel launched outside any op) its own name."""
     def one(x: Item) -> str:
         if x.inductor and x.ind_ops:  # a fused kernel replaced: the ops its name lists
             return " + ".join(dict.fromkeys(o for o in x.ind_ops if o not in _LAYOUT_OPS)) or x.name
         ops = x.op_short()
         return next((o for o in ops if o in f.kernel.ind_ops), ops[0] if ops else x.name)
-    return list(dict.fromkeys(one(x) for x in f.replaces))
+    done = [one(x) for x in f.replaces]
+    if not counted:
+        return list(dict.fromkeys(done))
+    n = Counter(done)  # two GEMMs gone are "2× mm", not "mm"
+    return [f"{n[o]}× {o}" if n[o] > 1 else o for o in dict.fromkeys(done)]

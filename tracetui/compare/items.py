@@ -9,7 +9,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -359,8 +359,14 @@ def _module_path(t: Trace, n: int, op: int | None) -> tuple[tuple, bool]:
             n = fwd_of[p]
             break
         p = int(tree.cparent[p])
-    path = tuple(t.name(x)[len("nn.Module: "):] for x in tree.path(n) if tree.kind[x] == K["module"])
-    return path, backward
+    mod, kind, parent = K["module"], tree.kind, tree.parent
+    names = []
+    x, left = n, len(parent)  # up the display parents (bounded: a walk up always ends)
+    while x >= 0 and left:
+        if kind[x] == mod:
+            names.append(t.name(int(x))[len("nn.Module: "):])
+        x, left = parent[x], left - 1
+    return tuple(reversed(names)), backward
 
 
 def _library(t: Trace, n: int) -> str:
@@ -374,13 +380,23 @@ def _library(t: Trace, n: int) -> str:
 
 
 def _in_compiled(t: Trace, op: int | None) -> bool:
-    """Whether an op ran inside a torch.compile'd graph (an ancestor is one of COMPILE_PREOPS)."""
-    p = op
+    """Whether an op ran inside a torch.compile'd graph (an ancestor is one of COMPILE_PREOPS).
+    Each node's answer is kept on the trace (the ops of a step share most of their ancestors)."""
+    memo = t.__dict__.setdefault("_diff_in_compiled", {})
+    path = []
+    p, found = op, False
     while p is not None and p > 0:
+        if p in memo:
+            found = memo[p]
+            break
+        path.append(p)
         if t.name(p).startswith(("## Call CompiledFxGraph", "CompiledFunction", "Torch-Compiled Region")):
-            return True
+            found = True
+            break
         p = int(t.tree.cparent[p])
-    return False
+    for q in path:
+        memo[q] = found
+    return found
 
 
 def _class_name(module: str) -> str:
@@ -468,6 +484,12 @@ out of profiler traces: ``trace.provenance_tracking_level`` writes it to the gen
 to debug artifacts only; a recording that carries it, under one of these keys, is read)."""
 
 
+@lru_cache(maxsize=4096)
+def _provenance_key(k: str) -> bool:
+    """Whether an arg key may carry provenance (few distinct keys, asked for every kernel's args)."""
+    return PROVENANCE_KEY.search(k) is not None
+
+
 def _strip_overload(node: str) -> str:
     """An FX node's name less its trailing ``_default`` and ``_<n>`` parts (``mm_default_1`` -> ``mm``):
     what ``re.sub(r"(_default)?(_\\d+)*$", "", node)`` did, read from the end in linear time (that
@@ -487,7 +509,7 @@ def provenance_ops(args: dict) -> tuple:
     """The ops a kernel fused, from a provenance arg: FX node names (``mul_3``, ``mm_default_1``,
     ``aten.gelu.default``) as op names (``mul``, ``mm``, ``gelu``), in order, once each."""
     for k, v in args.items():
-        if not PROVENANCE_KEY.search(str(k)):
+        if not _provenance_key(str(k)):
             continue
         names = v if isinstance(v, list) else re.split(r"[,\s]+", v) if isinstance(v, str) else []
         ops = []

@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from tracetui.compare.align import FORBIDDEN, MAX_CELLS, align
-from tracetui.compare.items import Item, _class_name, _short_op
+from tracetui.compare.items import Item, _class_name, _dims, _short_op
 from tracetui.compare.rows import Row
 
 SAME_TOLERANCE = 0.15
@@ -20,6 +20,11 @@ SAME_ABS_NS = 2000
 ANCHOR_GAP = 2.5
 """Cost of leaving an anchor unpaired: two of them (5) beat pairing GEMMs of different sizes (6),
 lose to pairing same-size GEMMs with different names (0.5) or unknown sizes (1)."""
+
+SAME_WORK_RTOL = 1e-3
+"""Two GEMMs whose FLOPs differ by at most 0.1% do the same work: torch.compile pads a dimension
+to a multiple of 8-64 (GPT-2's vocabulary 50257 -> 50264 changes the LM head's FLOPs by 0.014%),
+and no two distinct layers of a model differ by so little unless they are the same shape."""
 
 GEMM_OP_FAMILY = {"mm": "mm", "bmm": "mm", "matmul": "mm", "addmm": "mm", "baddbmm": "mm", "addbmm": "mm",
                   "linear": "mm", "_addmm_activation": "mm", "_scaled_mm": "mm"}
@@ -44,7 +49,11 @@ def name_diff(a: str, b: str) -> str:
     parts = []
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag != "equal":
-            parts.append(f"{'_'.join(ta[i1:i2]) or '∅'} → {'_'.join(tb[j1:j2]) or '∅'}")
+            x, y = '_'.join(ta[i1:i2]), '_'.join(tb[j1:j2])
+            if x.isdigit() and y.isdigit():  # "0 → 1" alone says nothing: it is the name's number
+                parts.append(f"name's number {x} → {y}")
+            else:
+                parts.append(f"{x or '∅'} → {y or '∅'}")
     return "; ".join(parts)
 
 
@@ -94,7 +103,7 @@ def _anchor_cost(A: list[Item], B: list[Item]) -> np.ndarray:
     fa, fb = fl[:na, None], fl[None, na:]
     known = ~np.isnan(fa) & ~np.isnan(fb)
     with np.errstate(invalid="ignore"):
-        cost += np.where(known, np.where(np.isclose(fa, fb, rtol=1e-6), 0.0, 6.0), 1.0)
+        cost += np.where(known, np.where(np.isclose(fa, fb, rtol=SAME_WORK_RTOL), 0.0, 6.0), 1.0)
     # same FLOPs, other shapes (the down projection against gate/up): a little apart
     sa, sb = mkn[:na, None], mkn[None, na:]
     cost += np.where(known & (sa >= 0) & (sb >= 0) & (sa != sb), 0.3, 0.0)
@@ -102,7 +111,7 @@ def _anchor_cost(A: list[Item], B: list[Item]) -> np.ndarray:
     cost += np.where((oa >= 0) & (ob >= 0) & (oa != ob), 0.25, 0.0)
     ma, mb = mod[:na, None], mod[None, na:]
     cost += np.where((ma >= 0) & (mb >= 0) & (ma != mb), 1.0, 0.0)
-    cost += np.where(bwd[:na, None] != bwd[None, na:], 2.0, 0.0)
+    cost += np.where(bwd[:na, None] != bwd[None, na:], FORBIDDEN, 0.0)  # never across directions
     return cost
 
 
@@ -133,7 +142,9 @@ def _gap_pairs(ga: list[Item], gb: list[Item], barred: set = frozenset()) -> lis
         if id(x) in barred:
             continue
         for j, y in enumerate(gb):
-            if id(y) in barred:
+            if id(y) in barred or x.backward != y.backward:  # never across directions
+                continue
+            if x.klass == "reduction" and _other_tensor(x, y):  # a reduction is its work on its tensor
                 continue
             if x.name == y.name:
                 cost[i, j] = 0.0
@@ -145,6 +156,15 @@ def _gap_pairs(ga: list[Item], gb: list[Item], barred: set = frozenset()) -> lis
                 cost[i, j] = 1.0
     return align(cost, np.ones(n), np.ones(m))
 
+
+
+def _other_tensor(x: Item, y: Item) -> bool:
+    """Two ATen reductions whose recorded inputs differ: the same kernel name over another tensor
+    (a bias gradient's sum over [8192, 3072] is not the sum over [512, 768]) is other work."""
+    if x.trace is None or y.trace is None or x.op_node is None or y.op_node is None:
+        return False
+    da, db = _dims(x.trace, x.op_node)[:1], _dims(y.trace, y.op_node)[:1]
+    return bool(da and db) and da != db
 
 
 def pair_identical(rows: list[Row]) -> list[Row]:
@@ -167,4 +187,30 @@ def pair_identical(rows: list[Row]) -> list[Row]:
             j = lost[key(r.b)].pop(0)
             drop.add(j)
             out[i] = _same_or_changed(rows[j].a, r.b)
+    out = [r for k, r in enumerate(out) if k not in drop]
+    return _pair_same_work(out)
+
+
+def _pair_same_work(rows: list[Row]) -> list[Row]:
+    """Pair a removed GEMM with an added one of the same op family and direction whose FLOPs agree
+    within ``SAME_WORK_RTOL``: one GEMM run by another kernel (CUTLASS in eager, nvjet in the
+    compiled graph, its vocabulary padded), which the monotone alignment left on both sides."""
+    def gemm(it: Item) -> bool:
+        return it.klass == "gemm" and bool(it.flops)
+    lost = [i for i, r in enumerate(rows) if r.status == "removed" and not r.claimed and gemm(r.a)]
+    if not lost:
+        return rows
+    drop: set = set()
+    out = list(rows)
+    for i, r in enumerate(rows):
+        if r.status != "added" or r.claimed or not gemm(r.b):
+            continue
+        y = r.b
+        j = next((j for j in lost if j not in drop and rows[j].a.backward == y.backward
+                  and op_family(rows[j].a) == op_family(y)
+                  and abs(rows[j].a.flops - y.flops) <= SAME_WORK_RTOL * rows[j].a.flops), None)
+        if j is not None:
+            drop.add(j)
+            out[i] = _same_or_changed(rows[j].a, y)
+            out[i].detail += f"; same work: {rows[j].a.flops / 1e9:.2f} → {y.flops / 1e9:.2f} GFLOP"
     return [r for k, r in enumerate(out) if k not in drop]

@@ -111,9 +111,10 @@ def explain(rows: list[Row], ia: list[Item], ib: list[Item], layer: dict | None 
     removed kernel gets the mirror of the added rules, against the unfused rows."""
     layer = layer or {}
     lay = lambda it: layer.get(id(it), it.block)  # noqa: E731
-    fused = {"b": [(r.b, r.replaces, lay(r.b)) for r in rows if r.status == "fused"],
-             "a": [(r.a, r.parts, lay(r.a)) for r in rows if r.status == "unfused"]}
+    fused = {"b": [(r.b, r.replaces, lay(r.b)) for r in rows if r.status in ("fused", "replaced") and r.b is not None],
+             "a": [(r.a, r.parts, lay(r.a)) for r in rows if r.status in ("unfused", "replaced") and r.b is None]}
     nxt = {"a": _next_anchor(ia), "b": _next_anchor(ib)}
+    reductions = {k: [(f, f_lay) for f, _, f_lay in v if is_reduction(f)] for k, v in fused.items()}  # once, not per row
     calls = {"a": Counter(x.op_node for x in ia if x.op_node is not None),
              "b": Counter(y.op_node for y in ib if y.op_node is not None)}
     for r in rows:
@@ -123,7 +124,7 @@ def explain(rows: list[Row], ia: list[Item], ib: list[Item], layer: dict | None 
         it, k = (r.b, "b") if added else (r.a, "a")
         side = ib if added else ia
         why = _why(it, side, nxt[k][it.pos], added)
-        firsts = [(f, f_lay) for f, _, f_lay in fused[k] if is_reduction(f)]
+        firsts = reductions[k]
         why.split_of = _first_part(it, lay(it), firsts, side)
         if why.split_of is None:
             why.op_part_of = _op_part(it, lay(it), fused[k])

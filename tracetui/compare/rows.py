@@ -13,7 +13,7 @@ class Row:
     of exactly one row; ``replaces`` are the A items a B kernel took over (each also has its own
     row, claimed: ``fused_into`` set, delta 0); ``parts`` the B items that together replaced one
     A kernel (each with its own row, ``unfused_from`` set, delta 0)."""
-    status: str              # same | changed | removed | added | fused | unfused
+    status: str              # same | changed | removed | added | fused | unfused | replaced (one for one)
     a: Item | None
     b: Item | None
     detail: str = ""

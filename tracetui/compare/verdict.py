@@ -36,6 +36,10 @@ GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 """Ops whose input shapes fingerprint a workload's size when the recording has no provenance:
 the linear algebra survives compilation (eager's linear and Inductor's graph both call mm)."""
 
+HOST_STEP_LABEL = "host time per step"
+"""What the headline's CPU figure counts: the step markers' wall time on the host (``cpu_us_per_step``);
+the CPU section of a diff counts something else, self time summed over every host thread."""
+
 POINT_FLOOR = 0.05
 """Kinds contributing less than this many points of A's step are left out of the verdict line."""
 
@@ -95,6 +99,7 @@ def comparability(fa: Facts, fb: Facts) -> dict:
     """Same device, same shapes, same step count, same steps marker: each check with its values,
     and ``comparable`` false when any definite check fails (an unknown never fails)."""
     checks = []
+    padded_pairs: list = []
 
     def check(name: str, a, b, same: bool | None, note: str = "") -> None:
         checks.append({"check": name, "a": a, "b": b, "same": same, "note": note})
@@ -104,15 +109,40 @@ def comparability(fa: Facts, fb: Facts) -> dict:
         check("shapes", fa.sizes, fb.sizes, fa.sizes == fb.sizes, "from the recorder's provenance")
     elif fa.gemm_shapes and fb.gemm_shapes:
         only_a, only_b = sorted(fa.gemm_shapes - fb.gemm_shapes), sorted(fb.gemm_shapes - fa.gemm_shapes)
-        check("shapes", only_a[:8], only_b[:8], not only_a and not only_b,
-              "GEMM dimension sizes (aten::mm/addmm/bmm inputs); a and b list those only one side has")
+        padded = padding(only_a, only_b)
+        check("shapes", only_a[:8], only_b[:8], (not only_a and not only_b) or bool(padded),
+              "GEMM dimension sizes (aten::mm/addmm/bmm inputs); a and b list those only one side has"
+              + ("; B's are A's padded: " + ", ".join(f"{x} → {y}" for x, y in padded) if padded else ""))
+        padded_pairs = padded
     else:
         check("shapes", None, None, None, "unknown: no provenance and no GEMM shapes on one side")
     check("step count", fa.steps, fb.steps, fa.steps == fb.steps)
     check("steps marker", fa.marker, fb.marker, fa.marker == fb.marker)
     differ = [c for c in checks if c["same"] is False]
-    return {"comparable": not differ, "checks": checks,
+    return {"comparable": not differ, "checks": checks, "padded": padded_pairs,
             "differs": [f"{c['check']} ({_show(c['a'])} vs {_show(c['b'])})" for c in differ]}
+
+
+PAD_MULTIPLES = (8, 16, 32, 64)
+"""torch.compile pads a GEMM dimension up to a multiple of one of these (Inductor's
+``comprehensive_padding`` / ``pad_mm``: GPT-2's vocabulary 50257 becomes 50264), so a dimension
+only B has that is one only A has rounded up is the same workload."""
+
+
+def padding(only_a: list, only_b: list) -> list[tuple[int, int]]:
+    """(A's size, B's) for each dimension B pads, when every dimension only one side has pairs up
+    that way (B's is A's rounded up to a multiple of 8, 16, 32 or 64); else [] (a real difference)."""
+    if not only_a or len(only_a) != len(only_b):
+        return []
+    pairs = []
+    left = list(only_b)
+    for x in only_a:
+        y = next((y for y in left if y > x and any(y == -(-x // m) * m for m in PAD_MULTIPLES)), None)
+        if y is None:
+            return []
+        left.remove(y)
+        pairs.append((x, y))
+    return pairs
 
 
 def _show(v) -> str:
@@ -175,7 +205,7 @@ def verdict(j: dict) -> dict:
 
 def _line(pct: float, points: dict, cpu_pct, where: str, ftop, labels: dict) -> str:
     """"B's step is 12.3% faster on the GPU; fusion gives 9.1 points of it (Block_3 4.0), GEMM
-    implementation 2.8; CPU overhead +3%". Points count toward the headline's direction."""
+    implementation 2.8; host time per step +3%". Points count toward the headline's direction."""
     faster = pct < 0
     sign = -1.0 if faster else 1.0
     if abs(pct) < POINT_FLOOR:
@@ -190,12 +220,12 @@ def _line(pct: float, points: dict, cpu_pct, where: str, ftop, labels: dict) -> 
             part = f"{label} {'gives' if faster else 'accounts for'} {p:.1f} points of it"
         else:
             part = f"{label} {p:.1f}"
-        if k == "fusion" and ftop and abs(ftop["points"]) >= POINT_FLOOR:
-            part += f" ({ftop['where']} {sign * ftop['points']:.1f})"
+        if k == "fusion" and ftop and abs(ftop["points"]) >= POINT_FLOOR:  # one block's share, said as such
+            part += f" (largest share: {ftop['where']}, {sign * ftop['points']:.1f} of {p:.1f})"
         parts.append(part)
     line = head + ("; " + ", ".join(parts) if parts else "")
     if cpu_pct is not None:
-        line += f"; CPU overhead {cpu_pct:+.0f}%"
+        line += f"; {HOST_STEP_LABEL} {cpu_pct:+.0f}%"
     return line
 
 
@@ -224,7 +254,10 @@ def gate(j: dict, fa: Facts, fb: Facts, comp: dict, pct: float, on: str = "devic
 def header_lines(v: dict, comp: dict, g: dict | None) -> list[str]:
     """The lines a text diff opens with: the verdict, the comparability, the gate's result."""
     out = [v["line"]]
-    if comp["comparable"]:
+    if comp["comparable"] and comp.get("padded"):
+        out.append("comparable; compile padded " + ", ".join(f"{x} → {y}" for x, y in comp["padded"])
+                   + " (same device, step count and steps marker)")
+    elif comp["comparable"]:
         out.append("comparable: same device, shapes, step count and steps marker"
                    + (" (shapes unknown)" if any(c["same"] is None for c in comp["checks"]) else ""))
     else:

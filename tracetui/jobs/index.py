@@ -374,6 +374,17 @@ def _ray_rank(rf, world, load_opts):
     return rank_parquet(rf, world, load_opts)
 
 
+# ---------------------------------------------------------------- reading tables back
+def read_columns(index: Path, table: str, columns: list[str], rank: int | None = None) -> dict | None:
+    """Columns of a job table (``rank`` None: ``INDEX/<table>.parquet``, every rank) or of one rank's
+    own table (``INDEX/<table>/rank-NNNNNN.parquet``; None where the rank has no rows, so no file)."""
+    _, pq = _pa()
+    p = Path(index) / (f"{table}.parquet" if rank is None else f"{table}/rank-{rank:06d}.parquet")
+    if rank is not None and not p.exists():
+        return None
+    return pq.read_table(p, columns=columns).to_pydict()
+
+
 # ---------------------------------------------------------------- queries
 def _glob(index: Path, table: str) -> str:
     """What DuckDB reads for a table: its merged file, or every rank's file."""

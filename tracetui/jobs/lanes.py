@@ -123,7 +123,7 @@ def rank_lanes(rank: int, offset: int, kernels: dict | None, ops: dict | None, c
                 sub.add(k, ks[m], ke[m])
             subs.append(sub)
     else:
-        os_, oe = a(ops, "start_ns").astype(np.int64) - offset, None
+        os_ = a(ops, "start_ns").astype(np.int64) - offset
         oe = os_ + a(ops, "dur_ns").astype(np.int64)
         names = a(ops, "name").tolist()
         is_c = np.array([bool(comm_op.match(str(n))) for n in names], dtype=bool)
@@ -174,12 +174,12 @@ def from_tables(tables: list[dict], offsets: dict) -> JobLanes:
 
 
 def from_index(index: Path, offsets: dict) -> JobLanes:
-    """The lanes of an index's ranks, from its Parquet tables (columns read, nothing else)."""
-    import pyarrow.parquet as pq
+    """The lanes of an index's ranks, from its Parquet tables (``index.read_columns``: the columns
+    used, nothing else; a CPU rank's ops read only where it has no kernels)."""
+    from tracetui.jobs.index import read_columns
     from tracetui.jobs.tables import comm_op_pattern
     pat = comm_op_pattern()
-    index = Path(index)
-    coll = pq.read_table(index / "collectives.parquet", columns=["rank", "source", "start_ns", "end_ns"]).to_pydict()
+    coll = read_columns(index, "collectives", ["rank", "source", "start_ns", "end_ns"])
     by_rank: dict = {}
     for i, r in enumerate(coll["rank"]):
         by_rank.setdefault(r, []).append(i)
@@ -187,10 +187,7 @@ def from_index(index: Path, offsets: dict) -> JobLanes:
     for r in sorted(offsets):
         rows = by_rank.get(r, [])
         c = {k: [coll[k][i] for i in rows] for k in ("source", "start_ns", "end_ns")}
-        kp, op = index / "kernels" / f"rank-{r:06d}.parquet", index / "ops" / f"rank-{r:06d}.parquet"
-        kern = pq.read_table(kp, columns=["start_ns", "dur_ns", "class", "stream"]).to_pydict() if kp.exists() else None
-        ops = None
-        if kern is None and op.exists():
-            ops = pq.read_table(op, columns=["name", "start_ns", "dur_ns", "tid"]).to_pydict()
+        kern = read_columns(index, "kernels", ["start_ns", "dur_ns", "class", "stream"], rank=r)
+        ops = None if kern else read_columns(index, "ops", ["name", "start_ns", "dur_ns", "tid"], rank=r)
         parts.append((r, *rank_lanes(r, offsets[r], kern, ops, c, pat)))
     return _assemble(parts)

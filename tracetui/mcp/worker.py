@@ -40,8 +40,10 @@ def answer(fn, *args, **kwargs) -> tuple[bool, str]:
 
     from tracetui.mcp.tools import ToolInputError
     from tracetui.read.errors import TraceError
+    from tracetui.report.output import round_us
     try:
-        return True, orjson.dumps(fn(*args, **kwargs), option=orjson.OPT_SERIALIZE_NUMPY).decode()
+        # µs to the ns, as the CLI's --json writes them (the same numbers, issue 43)
+        return True, orjson.dumps(round_us(fn(*args, **kwargs)), option=orjson.OPT_SERIALIZE_NUMPY).decode()
     except (ToolInputError, TraceError) as e:
         return False, line(str(e))
     except RecursionError:

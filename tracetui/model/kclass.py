@@ -67,6 +67,11 @@ class KernelClasses:
         step windows, the rank tables and the collectives all ask for them."""
         return np.array(self.kernel_classes(self._gpu_nodes), dtype=object)
 
+    def nodes_of_class(self, klass: str) -> np.ndarray:
+        """The GPU nodes of one class (``gemm``, ``attention`` ...), in node order: what a search
+        for the class finds (the nvjet GEMMs' names never say gemm)."""
+        return np.asarray(self._gpu_nodes, dtype=np.int64)[self.gpu_classes == klass]
+
     def classes_of(self, nodes: np.ndarray) -> np.ndarray:
         """``gpu_classes`` of some GPU nodes."""
         nodes = np.asarray(nodes, dtype=np.int64)

@@ -32,8 +32,9 @@ LABEL_RULES = (
     (lambda name, tid, pid: isinstance(tid, int) and tid < 0, "runtime thread {tid} (negative id)",
      "CUDA runtime calls filed under CUPTI's id of the calling thread, a pthread id written as a "
      "signed 32-bit number (every such row in HTA's traces holds only cuda_runtime events)"),
-    (lambda name, tid, pid: tid == 0, "thread 0 (no thread id)",
-     "events recorded with no thread id: Python frames the profiler could not place on a thread"),
+    (lambda name, tid, pid: tid == 0, "thread 0 (no thread id: other threads' Python frames)",
+     "events recorded with no thread id: Python frames of threads the profiler did not follow "
+     "(threading's _bootstrap, Inductor's compile workers, tqdm's monitor), which it could not place"),
 )
 """How a host thread is labelled, first match wins; each rule with its reason."""
 

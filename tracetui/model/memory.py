@@ -379,33 +379,3 @@ def memory_dict(trace, top: int = TOP_DEFAULT) -> dict:
                                  s.self_alloc_bytes, s.increase, s.self_increase))) for s in mem.op_stats()]
     return {"file": str(trace.path), "instants": len(mem), "devices": devices, "steps": steps,
             "ops": ops[:top] if top else ops, "wrong_types": mem.wrong_types}
-
-
-def memory_diff(a, b, top: int = TOP_DEFAULT) -> dict | None:
-    """What changed in memory from trace ``a`` to ``b``: each shared device's peak, and the ops
-    whose allocation bytes changed most (per step when both have steps). None unless both
-    traces have memory instants."""
-    if not len(a.store.memory) or not len(b.store.memory):
-        return None
-    ma, mb = a.memory, b.memory
-    peaks = []
-    for label in [d for d in ma.devices if d in mb.devices]:
-        pa, pb = ma.peak(ma.device_of(label)), mb.peak(mb.device_of(label))
-        peaks.append({"device": label, "a_bytes": pa.allocated, "b_bytes": pb.allocated,
-                      "change_bytes": pb.allocated - pa.allocated})
-    per = a.n_steps > 0 and b.n_steps > 0
-
-    def table(tr, mem) -> dict:
-        div = tr.n_steps if per else 1
-        return {(s.device, s.name): (s.alloc_bytes / div, s.increase / div) for s in mem.op_stats()}
-
-    ta, tb = table(a, ma), table(b, mb)
-    rows = []
-    for key in set(ta) | set(tb):
-        (aa, ai), (ba, bi) = ta.get(key, (0, 0)), tb.get(key, (0, 0))
-        if aa != ba or ai != bi:
-            rows.append({"device": key[0], "name": key[1], "a_allocation_bytes": round(aa), "b_allocation_bytes": round(ba),
-                         "change_bytes": round(ba - aa), "a_size_increase_bytes": round(ai),
-                         "b_size_increase_bytes": round(bi)})
-    rows.sort(key=lambda r: (-abs(r["change_bytes"]), r["device"], r["name"]))
-    return {"per_step": per, "peaks": peaks, "ops": rows[:top] if top else rows}

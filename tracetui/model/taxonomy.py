@@ -281,13 +281,14 @@ def _steps() -> tuple:
     benchmarks/bench_classify.py). Built again if the table was replaced (tests add rows)."""
     global _STEPS
     if _STEPS[0] is not _COMPILED:
+        _first_other.cache_clear()
         probes = [Probes(_lowered(r.pattern)) if r.on == "name" else None for r, _ in _COMPILED]
         _STEPS = (_COMPILED, tuple((r, rx, p.gate if p else None, p.probes if p else None)
                                    for (r, rx), p in zip(_COMPILED, probes)))
     return _STEPS[1]
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=1 << 18)
 def classify(kernel_name: str, kind: str = "kernel", launching_op: str | None = None,
              user_triton: bool = False) -> tuple[str, str, str]:
     """(class, library, reason) of one GPU activity: ``kind`` is kernel/memcpy/memset,
@@ -299,9 +300,11 @@ def classify(kernel_name: str, kind: str = "kernel", launching_op: str | None = 
     low = kernel_name.lower()
     kernel = kind == "kernel"
     decided = None
-    for rule, rx, gate, probes in _steps():
-        if probes is None:  # a kind, op or user rule
-            if decided is None and _matches(-1, rule, rx, low, kind, launching_op, user_triton):
+    steps = _steps()
+    other = _first_other(kind, launching_op, user_triton)
+    for i, (rule, rx, gate, probes) in enumerate(steps):
+        if probes is None:  # a kind, op or user rule: the first that matches is known already
+            if decided is None and i == other:
                 decided = rule
                 if rule.library is not None:
                     return rule.klass, _lib(rule.library, user_triton), rule.reason
@@ -324,6 +327,16 @@ def classify(kernel_name: str, kind: str = "kernel", launching_op: str | None = 
     if decided is None:
         return "other", "other", OTHER_REASON
     return decided.klass, "other", decided.reason
+
+
+@lru_cache(maxsize=4096)
+def _first_other(kind: str, op: str | None, user_triton: bool) -> int:
+    """The index of the first kind, op or user rule that matches (-1: none); its answer depends
+    on these three alone, a few hundred distinct values in a trace."""
+    for i, (rule, rx) in enumerate(_COMPILED):
+        if rule.on != "name" and _matches(i, rule, rx, "", kind, op, user_triton):
+            return i
+    return -1
 
 
 def classify_by_rules(kernel_name: str, kind: str = "kernel", launching_op: str | None = None,

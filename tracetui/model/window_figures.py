@@ -45,6 +45,24 @@ def clip(seg, s, e, w0, w1):
     return np.maximum(s, w0[seg]), np.minimum(e, w1[seg])
 
 
+CLASSES = "busy by class"
+"""The one column that is not an array: ``Figures.classes(k)``, {class: busy ns}."""
+
+COLUMNS = (
+    ("cpu_ns", "cpu"), ("window_ns", "window"), ("busy_ns", "busy"), ("other_steps_ns", "other_steps"),
+    ("idle_ns", "idle"),
+    ("idle_split_ns", (("host_wait", "host_wait"), ("kernel_wait", "kernel_wait"), ("other", "other"))),
+    ("device_ns", "device"), ("kernels", "kernels"), ("gpu_events", "gpu_events"), ("busy_by_class_ns", CLASSES),
+    ("compute_ns", "compute"), ("comm_ns", "comm"), ("comm_exposed_ns", "comm_exposed"),
+    ("comm_overlapped_ns", "overlapped"), ("launch_cpu_ns", "launch_cpu"), ("launches", "launches"),
+    ("sync_cpu_ns", "sync_cpu"), ("syncs", "syncs"), ("threads", "threads"),
+)
+"""A window's figures, declared once (issue 43): (key, the Figures array holding it for every
+window; a tuple of those for a nested object). ``rows()``, ``of()`` and ``Windows.breakdown``
+come from it, and ``summary``'s per-step JSON converts each ``*_ns`` key to ``*_us`` by rule
+(``report/summary.step_dict``). A new per-step figure: its array in ``__init__``, one row here."""
+
+
 class Figures:
     """The breakdown figures of every window (arrays indexed like ``Windows.windows``)."""
 
@@ -82,6 +100,8 @@ class Figures:
         self.overlapped = self.comm + self.compute - union_by(seg[either], cs[either], ce[either], n)
         self._runtime(windows, t, role, n)
         self.threads = np.diff(windows.thread_at)
+        self.other_steps = self.covered - self.busy
+        self.comm_exposed = self.comm - self.overlapped
 
     def _idle(self, windows, w0, w1, kernel_wait_ns):
         """(covered, host wait, kernel wait, other) per window, from the GPU's merged activity."""
@@ -161,32 +181,27 @@ class Figures:
             setattr(self, f"{name}_cpu", total)
             setattr(self, f"{name}es" if name == "launch" else f"{name}s", np.bincount(seg[m], minlength=n))
 
+    def _column(self, spec) -> list:
+        """One COLUMNS entry for every window, as Python values."""
+        if spec is CLASSES:
+            return [self.classes(k) for k in range(self.n)]
+        if isinstance(spec, tuple):  # a nested object: {sub key: its array}
+            keys, cols = [k for k, _ in spec], [getattr(self, a).tolist() for _, a in spec]
+            return [dict(zip(keys, vals)) for vals in zip(*cols)] if cols else []
+        return getattr(self, spec).tolist()
+
     def rows(self) -> list[dict]:
         """``of(k)`` of every window, built from whole columns (a summary of 250,000 steps)."""
-        cols = {name: getattr(self, name).tolist() for name in (
-            "window", "cpu", "busy", "covered", "idle", "host_wait", "kernel_wait", "other", "device", "kernels",
-            "gpu_events", "compute", "comm", "overlapped", "launch_cpu", "launches", "sync_cpu", "syncs", "threads")}
-        cls = self.classes
-        return [{
-            "window_ns": w, "cpu_ns": c, "busy_ns": b, "other_steps_ns": cov - b, "idle_ns": i,
-            "idle_split_ns": {"host_wait": hw, "kernel_wait": kw, "other": o},
-            "device_ns": d, "kernels": kn, "gpu_events": ge, "busy_by_class_ns": cls(k),
-            "compute_ns": cp, "comm_ns": cm, "comm_exposed_ns": cm - ov, "comm_overlapped_ns": ov,
-            "launch_cpu_ns": lc, "launches": ln, "sync_cpu_ns": sc, "syncs": sy, "threads": th,
-        } for k, (w, c, b, cov, i, hw, kw, o, d, kn, ge, cp, cm, ov, lc, ln, sc, sy, th) in enumerate(zip(*cols.values()))]
+        keys = [key for key, _ in COLUMNS]
+        cols = [self._column(spec) for _, spec in COLUMNS]
+        return [dict(zip(keys, vals)) for vals in zip(*cols)]
 
     def of(self, k: int) -> dict:
         """Window ``k``'s figures, as ``Windows.breakdown`` returns them (without the verdict)."""
-        i = int
-        return {
-            "window_ns": i(self.window[k]), "cpu_ns": i(self.cpu[k]), "busy_ns": i(self.busy[k]),
-            "other_steps_ns": i(self.covered[k] - self.busy[k]), "idle_ns": i(self.idle[k]),
-            "idle_split_ns": {"host_wait": i(self.host_wait[k]), "kernel_wait": i(self.kernel_wait[k]),
-                              "other": i(self.other[k])},
-            "device_ns": i(self.device[k]), "kernels": i(self.kernels[k]), "gpu_events": i(self.gpu_events[k]),
-            "busy_by_class_ns": self.classes(k),
-            "compute_ns": i(self.compute[k]), "comm_ns": i(self.comm[k]),
-            "comm_exposed_ns": i(self.comm[k] - self.overlapped[k]), "comm_overlapped_ns": i(self.overlapped[k]),
-            "launch_cpu_ns": i(self.launch_cpu[k]), "launches": i(self.launches[k]),
-            "sync_cpu_ns": i(self.sync_cpu[k]), "syncs": i(self.syncs[k]), "threads": i(self.threads[k]),
-        }
+        def value(spec):
+            if spec is CLASSES:
+                return self.classes(k)
+            if isinstance(spec, tuple):
+                return {sub: int(getattr(self, a)[k]) for sub, a in spec}
+            return int(getattr(self, spec)[k])
+        return {key: value(spec) for key, spec in COLUMNS}

@@ -108,7 +108,9 @@ class Recorder:
         """One call into our profiler: marked as ours, and any failure kept, not raised into the program."""
         self._own = True
         try:
-            fn()
+            from tracetui.quiet import drop_usdt  # Kineto's USDT lines off the program's stderr
+            with drop_usdt():
+                fn()
         except Exception as e:  # noqa: BLE001 - the recorder must never change the program's course
             self.failures.append(f"profiler {what} failed: {_why(e)}")
             self.step_aside(self.failures[-1], stop=False)

@@ -20,9 +20,9 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
     def emit(line: str) -> None:  # the app shows these lines too: the same guard for both
         sink(shown(line))
     from tracetui.compare.changes import diff_dict
-    from tracetui.model.memory import memory_diff
+    from tracetui.compare.memory import memory_compare
     j = diff_dict(d)
-    mem = memory_diff(d.a, d.b)  # only when both traces have [memory] instants
+    mem = memory_compare(d.a, d.b, top=top, fusions=d.fusions)  # only when both traces have [memory] instants
     if mem is not None:
         j["memory"] = mem
     if fmt != "text":
@@ -99,7 +99,8 @@ def fusion_lines(j: dict, top: int, emit) -> None:
                 emit(f"    = {_name(f['gemm'], 6)}  (the GEMM it replaced)")
             for r, name in zip(f["replaces"], column([visible(r) for r in f["replaces"]], 6, short=short_name)):
                 emit(f"    - {name}")
-            emit(f"    saves {f['saved_us']:.1f} µs and {f['launches_saved']} launch(es) per step"
+            gain = f"saves {f['saved_us']:.1f} µs" if f["saved_us"] >= 0 else f"costs {-f['saved_us']:.1f} µs more"
+            emit(f"    {gain} and saves {f['launches_saved']} launch(es) per step"
                  + (f"; intermediate no longer in HBM: {f['intermediate_bytes'] / 1e6:.1f} MB "
                     f"({f['hbm_traffic_saved_bytes'] / 1e6:.1f} MB of traffic)" if f["intermediate_bytes"] else ""))
         if top and len(j["fused"]) > top * 3:
@@ -125,7 +126,7 @@ def diff_header(j: dict) -> list[str]:
     out = [f"per step{alike}: {dev} {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} µs "
            f"({t['device_delta_us']:+,.1f}; rows sum to {t['rows_delta_us']:+,.1f}), "
            f"kernels {t['kernels_a']} → {t['kernels_b']} (launches saved {t['launches_saved']}), "
-           f"CPU {a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs"]
+           f"host time {a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs (the step markers' wall time)"]
     if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:
         out.append(f"  memcpy/memset (not in the rows): {a['memcpy_memset_per_step']:g} → "
                    f"{b['memcpy_memset_per_step']:g} "
@@ -145,9 +146,13 @@ def change_lines(changes: list[dict], top: int = 10) -> list[str]:
     kinds = list(dict.fromkeys(c["kind"] for c in changes))
     for kind in kinds:
         group = [c for c in changes if c["kind"] == kind]
-        unit = "CPU µs" if kind == "cpu" else "µs"
         total = sum(c["delta_us"] for c in group)
-        out.append(f"\n{group[0]['label']}: {total:+,.1f} {unit} per step")
+        if kind == "cpu":  # not the headline's host time: self time summed over every host thread
+            a_tot, b_tot = sum(c["a_us"] for c in group), sum(c["b_us"] for c in group)
+            out.append(f"\n{group[0]['label']}: {total:+,.1f} µs per step ({a_tot:,.1f} → {b_tot:,.1f} µs of the "
+                       "names that changed; self time summed over every host thread; the rows add up to it)")
+        else:
+            out.append(f"\n{group[0]['label']}: {total:+,.1f} µs per step")
         for c in group[: top or None]:
             rep = f"  [{c['repeat']}]" if c["repeat"] else ""
             why = f"  ({c['detail']})" if c["detail"] and kind in ("added", "removed", "implementation") else ""

@@ -52,7 +52,29 @@ def _is_number(v) -> bool:
         return False
 
 
+def is_us(key: str) -> bool:
+    """A key or column whose numbers are µs: ``total_us``, ``device_us_per_step``,
+    ``busy_by_class_us.gemm`` (nested keys as ``a.b``), or a header saying ``µs``."""
+    return key.endswith("_us") or "_us_" in key or "_us." in key or "µs" in key
+
+
+def _ns(header: list[str], rows: list[list]) -> list[list]:
+    """Floats of the µs columns rounded to the ns (3 decimals), the resolution of a trace's times."""
+    cols = [i for i, h in enumerate(header) if is_us(str(h))]
+    if not cols:
+        return rows
+    out = []
+    for r in rows:
+        r = list(r)
+        for i in cols:
+            if i < len(r) and isinstance(r[i], float):
+                r[i] = round(r[i], 3)
+        out.append(r)
+    return out
+
+
 def render(fmt: str, header: list[str], rows: list[list]) -> str:
+    rows = _ns(header, rows)  # an app's export writes µs as the CLI's csv does (issue 43)
     return to_csv(header, rows) if fmt == "csv" else to_markdown(header, rows)
 
 

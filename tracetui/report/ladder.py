@@ -46,7 +46,7 @@ def ladder_lines(ld: dict, names: list[str]) -> list[str]:
         t = s["totals"]
         out.append(f"\n{visible(names[s['from']])} → {visible(names[s['to']])}: "
                    f"device {t['device_delta_us']:+,.1f} µs, "
-                   f"kernels {t['kernels_a']} → {t['kernels_b']}, CPU {t['cpu_delta_us']:+,.1f} µs; "
+                   f"kernels {t['kernels_a']} → {t['kernels_b']}, host time {t['cpu_delta_us']:+,.1f} µs; "
                    f"unexplained rows {t['unexplained']}")
         for c in s["top"]:
             rep = f"  [{c['repeat']}]" if c["repeat"] else ""

@@ -8,17 +8,82 @@ from tracetui.shorten import column
 from tracetui.textsafe import visible
 
 
-def emit_memory_diff(mem: dict, emit) -> None:
+def _signed(n: int) -> str:
     from tracetui.model.memory import fmt_bytes
-    emit("\nmemory (peak per device, A → B):")
-    for p in mem["peaks"]:
-        emit(f"  {p['device']:>6} {fmt_bytes(p['a_bytes']):>12} → {fmt_bytes(p['b_bytes']):>12}  "
-             f"({'+' if p['change_bytes'] >= 0 else '-'}{fmt_bytes(abs(p['change_bytes']))})")
+    return ("+" if n >= 0 else "-") + fmt_bytes(abs(n))
+
+
+def emit_memory_diff(mem: dict, emit) -> None:
+    """The memory diff as text (``compare.memory.memory_compare``'s dict): each step's peak per
+    device A → B and what held it, per-op self allocations, the allocations no longer made."""
+    from tracetui.model.memory import fmt_bytes
+    emit("\nmemory: peak per device and step, A → B (k-th step of A against the k-th of B), and what held it"
+         " (rows add up to the peak; largest changes first)")
+    last = None
+    for s in mem["steps"]:
+        step = visible(s["a_step"]) if s["a_step"] == s["b_step"] else f"{visible(s['a_step'])} / {visible(s['b_step'])}"
+        same = (s["device"], s["a_peak_bytes"], s["b_peak_bytes"], s["holders"])
+        if last is not None and same == last[0]:  # steps alike: said once
+            emit(f"  {step} {s['device']}: as {last[1]}")
+            continue
+        last = (same, step)
+        emit(f"  {step} {s['device']}: peak {fmt_bytes(s['a_peak_bytes'])} → {fmt_bytes(s['b_peak_bytes'])}"
+             f" ({_signed(s['change_bytes'])})")
+        wheres = [visible(r["module"]) + ("" if r["op"] == "-" else f" · {visible(r['op'])}") for r in s["holders"]]
+        for r, where in zip(s["holders"], column(wheres, 4 + 12 + 3 + 12 + 1 + 13 + 2)):
+            emit(f"    {fmt_bytes(r['a_bytes']):>12} → {fmt_bytes(r['b_bytes']):>12} {_signed(r['change_bytes']):>13}  {where}")
     if mem["ops"]:
-        emit(f"  largest per-op changes in allocation size{' per step' if mem['per_step'] else ''} (A → B):")
-        for o, name in zip(mem["ops"], column([visible(o["name"]) for o in mem["ops"]], 2 + 6 + 1 + 12 + 3 + 12 + 2)):
-            emit(f"  {o['device']:>6} {fmt_bytes(o['a_allocation_bytes']):>12} → {fmt_bytes(o['b_allocation_bytes']):>12}  "
-                 f"{name}")
+        emit(f"  self allocations per op{' per step' if mem['per_step'] else ''} (count, bytes), A → B, largest change first:")
+        for o, name in zip(mem["ops"], column([visible(o["op"]) for o in mem["ops"]], 2 + 6 + 1 + 7 + 3 + 7 + 1 + 12 + 3 + 12 + 2)):
+            emit(f"  {o['device']:>6} {o['a_allocs']:>7,.0f} → {o['b_allocs']:<7,.0f} {fmt_bytes(o['a_bytes']):>12} → "
+                 f"{fmt_bytes(o['b_bytes']):>12}  {name}")
+    if mem["no_longer_allocated"]:
+        emit(f"  no longer allocated in B{' (per step)' if mem['per_step'] else ''}: ops of A that allocate and never do in B")
+        for o in mem["no_longer_allocated"]:  # whole names: the op and the kernel that took it over
+            why = f"  (fused into {visible(o['fused_into'])})" if o["fused_into"] else ""
+            emit(f"  {o['device']:>6} {fmt_bytes(o['a_bytes']):>12} in {o['a_allocs']:,.0f} allocation(s)  "
+                 f"{visible(o['op'])}{why}")
+
+
+MEMORY_DIFF_COLUMNS = {
+    "steps": ("device", "a_step", "b_step", "a_peak_bytes", "b_peak_bytes", "change_bytes", "a_peak_us", "b_peak_us"),
+    "holders": ("device", "a_step", "b_step", "module", "op", "a_bytes", "b_bytes", "change_bytes", "a_count", "b_count"),
+    "ops": ("device", "op", "a_allocs", "b_allocs", "a_bytes", "b_bytes", "change_bytes"),
+    "no_longer_allocated": ("device", "op", "a_bytes", "a_allocs", "fused_into"),
+    "peaks": ("device", "a_bytes", "b_bytes", "change_bytes"),
+}
+"""The memory diff's csv/md tables and their columns (written even when a table is empty)."""
+
+
+def print_memory_diff(a: Trace, b: Trace, top: int = 10, fmt: str = "text", table: str | None = None) -> None:
+    """``tracetui memory A B``: the memory diff (``compare.memory``), with the kernel diff's
+    fusions to say which fused kernel removed an intermediate. JSON sizes are integer bytes."""
+    from tracetui.compare.diff import diff_traces
+    from tracetui.compare.memory import memory_compare
+    from tracetui.report.export import report_tables
+    mem = memory_compare(a, b, top=top, fusions=diff_traces(a, b).fusions)
+    missing = [str(t.path) for t in (a, b) if not len(t.store.memory)]
+    if mem is None and fmt == "text":
+        write_line(f"no [memory] events in {visible(', '.join(missing))}: record with "
+                   "torch.profiler.profile(profile_memory=True)")
+        return
+    if mem is None:  # the same keys, empty: a script reads one schema
+        mem = {"per_step": False, "devices": [], "steps": [], "ops": [], "no_longer_allocated": [], "peaks": []}
+    doc = {"a": str(a.path), "b": str(b.path), "no_memory_events": missing, **mem}
+    if fmt == "json":
+        emit_report(doc, fmt)
+        return
+    if fmt != "text":
+        flat = {"a": doc["a"], "b": doc["b"], "per_step": mem["per_step"],
+                "steps": [{k: v for k, v in s.items() if k != "holders"} for s in mem["steps"]],
+                "holders": [{"device": s["device"], "a_step": s["a_step"], "b_step": s["b_step"], **r}
+                            for s in mem["steps"] for r in s["holders"]],
+                "ops": mem["ops"], "no_longer_allocated": mem["no_longer_allocated"], "peaks": mem["peaks"]}
+        tabs = report_tables(flat, columns=MEMORY_DIFF_COLUMNS)
+        emit_report(flat, fmt, table=table, first="steps", tables=tabs, title=f"tracetui memory: {a.path.name} → {b.path.name}")
+        return
+    write_line(f"A: {visible(str(a.path))}\nB: {visible(str(b.path))}")
+    emit_memory_diff(mem, write_line)
 
 
 def print_memory(t: Trace, as_json: bool = False, top: int = 10, fmt: str | None = None,

@@ -10,6 +10,7 @@ import sys
 
 import orjson
 
+from tracetui.report.export import is_us
 from tracetui.textsafe import json_safe, visible
 
 US = 1e-3  # ns -> µs
@@ -96,12 +97,6 @@ def write_line(s: str = "") -> None:
     write_text(shown(s) + "\n")
 
 
-def is_us(key: str) -> bool:
-    """A key (or a CSV column, ``a.b`` for nested keys) whose numbers are µs: ``total_us``,
-    ``device_us_per_step``, ``busy_by_class_us.gemm``."""
-    return key.endswith("_us") or "_us_" in key or "_us." in key
-
-
 def round_us(doc):
     """``doc`` with every float under a key ending in ``_us`` (and inside such a key's object:
     ``busy_by_class_us``) rounded to the ns, the resolution of a trace's times (3 decimals of a
@@ -123,7 +118,107 @@ def round_us(doc):
 def write_json(obj) -> None:
     """``obj`` as indented JSON (names escaped by ``json_safe``), µs rounded to the ns."""
     round_us(obj)
-    write_bytes(json_safe(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)) + b"\n")
+    data = json_bytes(obj)
+    write_bytes(data)
+    write_bytes(b"\n")  # not data + b"\n": a copy of a document that only just fit
+
+
+JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+
+
+def json_bytes(obj, indent: bool = True) -> bytes:
+    """``obj`` as JSON bytes, made safe for a terminal (``json_safe``). orjson where it can; where
+    it refuses a value, Python's encoder (ensure_ascii): a file name that is not UTF-8 (its
+    surrogate escapes written as ``\\udcXX``, which Python's json reads back to the same name) or
+    an integer past 64 bits from a trace. Nesting past orjson's limit is the caller's (tree.py
+    writes node by node).
+
+    Under a memory limit orjson crashes the process (SIGSEGV) where an allocation fails, and it
+    reserves about 8 bytes a character of a string it writes (issue 44 item 9: a 100 MB name
+    under ``prlimit --as``). So there, a document holding a string of HUGE_STRING or more is
+    written by Python's encoder (whose failure is MemoryError: one line), and any other large
+    document only after its room is checked (``reserve``)."""
+    if _capped():
+        size, longest = json_size(obj)
+        if longest >= HUGE_STRING:
+            return json_safe(_python_json(obj, indent))
+        reserve(size, longest)
+    try:
+        data = orjson.dumps(obj, option=JSON_OPTIONS if indent else orjson.OPT_SERIALIZE_NUMPY)
+    except orjson.JSONEncodeError as e:
+        if "ecursion" in str(e):
+            raise
+        data = _python_json(obj, indent)
+    return json_safe(data)
+
+
+def _python_json(obj, indent: bool) -> bytes:
+    import json
+    return json.dumps(obj, indent=2 if indent else None, ensure_ascii=True, default=_plain,
+                      separators=None if indent else (",", ":")).encode("ascii")
+
+
+def _plain(o):
+    """What Python's json needs for the values orjson's OPT_SERIALIZE_NUMPY writes."""
+    tolist = getattr(o, "tolist", None)
+    return tolist() if tolist is not None else str(o)
+
+
+class OutOfMemory(OutputError):
+    """No room to build the output in (an address-space limit, a full machine)."""
+
+
+HUGE_STRING = 1 << 20
+"""Characters: a string this long goes to Python's encoder under a memory limit (see json_bytes)."""
+
+RESERVE_BELOW = 1 << 20
+"""Documents estimated smaller than this are written without the memory check."""
+
+
+def json_size(obj) -> tuple[int, int]:
+    """(an upper estimate of ``obj``'s JSON in bytes, its longest string in characters): every
+    string at 3 bytes a character (1 when ASCII, which CPython knows without looking), 16 bytes a
+    number, key and indent."""
+    n, longest, stack = 0, 0, [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, str):
+            n += len(o) + 8 if o.isascii() else 3 * len(o) + 8
+            longest = max(longest, len(o))
+        elif isinstance(o, dict):
+            n += 16 * len(o)
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple)):
+            n += 16 * len(o)
+            stack.extend(o)
+        else:
+            n += 24
+    return n, longest
+
+
+def _capped() -> bool:
+    """An address-space or data limit is set (``ulimit -v``, ``prlimit --as``): the only case where
+    orjson's allocation fails inside it (without one, the kernel's OOM killer acts, not a NULL)."""
+    try:
+        import resource
+    except ImportError:
+        return False
+    limits = [resource.RLIMIT_AS] + ([resource.RLIMIT_DATA] if hasattr(resource, "RLIMIT_DATA") else [])
+    return any(resource.getrlimit(r)[0] != resource.RLIM_INFINITY for r in limits)
+
+
+def reserve(size: int, longest: int) -> None:
+    """Check there is room for a JSON of ``size`` bytes before orjson builds it: map (and unmap,
+    untouched) what its growing buffer, its per-string reservation and json_safe need at once."""
+    if size < RESERVE_BELOW:
+        return
+    import mmap
+    try:
+        mmap.mmap(-1, 3 * size + 12 * longest).close()
+    except (OSError, MemoryError, OverflowError):
+        raise OutOfMemory(f"out of memory for the JSON output (about {size / 1e6:,.0f} MB) under this "
+                          "process's memory limit: raise it, or write less (--top, --depth, --filter)") from None
 
 
 def emit_report(doc: dict, fmt: str, table: str | None = None, first: str | None = None,

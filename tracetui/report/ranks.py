@@ -1,9 +1,7 @@
 """``tracetui ranks``: the job's report as text or JSON (schema in the README). No Textual here."""
 from __future__ import annotations
 
-import orjson
-
-from tracetui.report.output import write_bytes, write_line as _out
+from tracetui.report.output import write_json, write_line as _out
 
 
 def _f(v, nd=1) -> str:
@@ -32,16 +30,8 @@ def _shown_ranks(doc: dict) -> list[int]:
 
 def print_ranks(doc: dict, as_json: bool = False, top: int = 10) -> None:
     """The ``ranks`` report; ``top`` caps the collectives listed in text (JSON lists all)."""
-    if as_json:
-        from tracetui.textsafe import json_safe  # C1, bidi and U+2028 from names escaped, as every --json
-        from tracetui.report.output import round_us
-        round_us(doc)  # µs to the ns, as every --json
-        try:
-            data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
-        except orjson.JSONEncodeError:  # an integer past 64 bits from a trace: Python's encoder writes it
-            import json
-            data = json.dumps(doc, indent=2, ensure_ascii=False, default=str).encode()
-        write_bytes(json_safe(data) + b"\n")
+    if as_json:  # an integer past 64 bits from a trace: output.json_bytes falls back to Python's encoder
+        write_json(doc)
         return
     _out(f"job: {doc['ranks']} rank(s) of world size {doc['world_size'] if doc['world_size'] else 'unknown'}; "
          + ("collectives matched by " + ", ".join(f"{g}: {m}" for g, m in doc["matched_by"].items())

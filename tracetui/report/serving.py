@@ -37,6 +37,16 @@ def cuda_graphs(t: Trace) -> dict | None:
     return {**g.as_dict(), "note": g.summary()} if g.launches else None
 
 
+def hidden_note(d: dict, first: bool = False) -> str:
+    """After a kernel list's title: the list holds recorded work only where a graph hid some."""
+    if first:
+        g = d["per_step"][0].get("graphs") if d["per_step"] else None
+        return " (recorded work only: this step's CUDA graph work is hidden)" if g and g["incomplete"] else ""
+    g = d["cuda_graphs"]
+    return (f" (recorded work only: CUDA graph work hidden in {g['incomplete_steps']} step(s))"
+            if g and g["incomplete_steps"] else "")
+
+
 def marker_lines(d: dict) -> list[str]:
     """Under 'steps:': the hint when there are none, and the CUDA graphs line."""
     out = []

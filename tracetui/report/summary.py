@@ -1,6 +1,8 @@
 """``tracetui summary``: per-step figures, kernel classes, top kernels and ops, as text or data."""
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from tracetui.read.events import K
@@ -8,7 +10,7 @@ from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.report.output import US, emit_report, write_line, short_name
 from tracetui.shorten import column
-from tracetui.report.serving import cuda_graphs, honest, marker_lines, print_phases, serving_phases, step_line
+from tracetui.report.serving import cuda_graphs, hidden_note, honest, marker_lines, print_phases, serving_phases, step_line
 from tracetui.textsafe import visible
 
 
@@ -42,7 +44,7 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
     kernels = []
     for a in t.kernel_table:
         info, by_class = t.row_info(a.nodes)  # each instance classed with its own launching op
-        for k, n in zip(*np.unique(t.classes_of(a.nodes), return_counts=True)):
+        for k, n in sorted(Counter(t.classes_of(a.nodes).tolist()).items()):  # np.unique per row: 50 µs
             c = classes.setdefault(str(k), {"count": 0, "total_us": 0.0})
             c["count"] += int(n)
             c["total_us"] += by_class[str(k)]
@@ -57,11 +59,10 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
            for a in t.op_table if op_kinds is None or a.kind in op_kinds]  # default: every key_averages() row
     first_step = []
     if t.steps:
-        for g in t.step_gpu_nodes(t.steps[0]).tolist():
-            if t.tree.kind[g] != K["kernel"]:
-                continue  # memcpy/memset are in the kernel table and classes, not this list
-            info = t.kernel_info(g)
-            first_step.append({"name": t.name(g), "class": info.klass, "device_us": t.tree.dur[g] * US,
+        gpu = t.step_gpu_nodes(t.steps[0])
+        gpu = gpu[t.tree.kind[gpu] == K["kernel"]]  # memcpy/memset are in the kernel table and classes, not this list
+        for g, klass in zip(gpu.tolist(), t.classes_of(gpu).tolist()):  # kernel_info(g).klass, classed once per trace
+            first_step.append({"name": t.name(g), "class": klass, "device_us": t.tree.dur[g] * US,
                                **attribution(t, g)})
     return {
         "file": str(t.path), "device": t.device_name, "steps": t.n_steps, "events": len(t.store),
@@ -77,19 +78,29 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
     }
 
 
+STEP_JSON_NAMES = {"busy_ns": "gpu_busy_us", "idle_ns": "gpu_idle_us"}
+"""Breakdown keys whose ``per_step`` name is not the rule's (``x_ns`` -> ``x_us``): the first
+schema's names, kept."""
+
+STEP_JSON_HIDDEN = ("compute_ns", "comm_ns")
+"""Breakdown figures ``per_step`` leaves out (the ranks report uses them; ``comm_exposed_us`` and
+``comm_overlapped_us`` split ``comm_ns`` there)."""
+
+
 def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
-    """One step's breakdown over its window, in µs (``windows.Windows.breakdown``; ``b``: given)."""
+    """One step's breakdown over its window (``windows.Windows.breakdown``; ``b``: given), every
+    ``*_ns`` figure as ``*_us`` (nested objects too), in the breakdown's order
+    (``model/window_figures.COLUMNS``)."""
     b = t.step_breakdown(step) if b is None else b
-    us = lambda ns: ns * US  # noqa: E731
-    return honest(t, step, {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
-            "gpu_busy_us": us(b["busy_ns"]), "other_steps_us": us(b["other_steps_ns"]),
-            "gpu_idle_us": us(b["idle_ns"]), "idle_split_us": {k: us(v) for k, v in b["idle_split_ns"].items()},
-            "device_us": us(b["device_ns"]), "kernels": b["kernels"], "gpu_events": b["gpu_events"],
-            "busy_by_class_us": {k: us(v) for k, v in b["busy_by_class_ns"].items()},
-            "comm_exposed_us": us(b["comm_exposed_ns"]), "comm_overlapped_us": us(b["comm_overlapped_ns"]),
-            "launch_cpu_us": us(b["launch_cpu_ns"]), "launches": b["launches"],
-            "sync_cpu_us": us(b["sync_cpu_ns"]), "syncs": b["syncs"], "threads": b["threads"],
-            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]})
+    out = {"name": t.name(step)}
+    for key, v in b.items():
+        if key in STEP_JSON_HIDDEN:
+            continue
+        if key.endswith("_ns"):
+            key = STEP_JSON_NAMES.get(key, key[:-3] + "_us")
+            v = {k: x * US for k, x in v.items()} if isinstance(v, dict) else v * US
+        out[key] = v
+    return honest(t, step, out)
 
 
 def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | None = None,
@@ -120,12 +131,45 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     for line in marker_lines(d):
         write_line(line)
     write_line(f"  CPU self time: {d['self_time_rule']['label']} — {d['self_time_rule']['reason']}")
-    if d["per_step"]:
+    _per_step_lines(t, d)
+    print_phases(d["phases"])
+    if d["first_step_kernels"]:
+        _first_step_lines(t, d["first_step_kernels"], hidden_note(d, first=True))
+    if d["kernel_classes"]:
+        write_line("\nkernel classes: " + ", ".join(f"{c} {v['count']}× {v['total_us']:.1f} µs"
+                                              for c, v in sorted(d["kernel_classes"].items(), key=lambda x: -x[1]["total_us"])))
+    if d["kernels"]:
+        write_line("\ntop kernels by device time" + hidden_note(d))
+        write_line(f"  {'count':>6s} {'total µs':>10s} {'mean µs':>10s}  name")
+        names = column([visible(k["name"]) for k in d["kernels"]], used=2 + 6 + 11 + 11 + 2, short=short_name)
+        for k, name in zip(d["kernels"], names):
+            write_line(f"  {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}  {name}")
+            if k.get("classes_us"):  # its instances differ in class (launching ops): say how
+                write_line("    mixed classes: " + ", ".join(f"{c} {v:.1f} µs" for c, v in k["classes_us"].items()))
+    # device µs: key_averages()'s (what the op's own thread's ops launched); under op µs: all GPU work
+    # launched inside the op, also outside any ATen op (graph replays, NCCL, a user's Triton kernel)
+    _op_lines(t, d)
+    diag = diagnostic_lines(d["diagnostics"])
+    if diag:
+        write_line("\ndiagnostics (nothing is dropped silently):")
+        for label, v, meaning in diag:
+            write_line(f"  {label}: {v} — {meaning}" if meaning else f"  {label}: {v}")
+
+def _per_step_lines(t: Trace, d: dict) -> None:
+    """The per-step table of the text summary: GPU columns only where the trace has a GPU."""
+    if d["per_step"] and not t.has_gpu:  # CPU only: no GPU to be busy or idle, no launches
+        write_line("\nper step (CPU only: the step's host interval, µs)")
+        w = max(16, *(len(visible(s["name"])) for s in d["per_step"]))  # a step's name is never cut
+        write_line(f"  {'step':{w}s} {'window':>10s}  threads")
+        for s in d["per_step"]:
+            write_line(f"  {visible(s['name']):{w}s} {s['window_us']:10.1f}  {s['threads']:7d}")
+    elif d["per_step"]:
         write_line("\nper step (window: host start → end of its last GPU work; all threads and streams; µs)")
         w = max(16, *(len(visible(s["name"])) for s in d["per_step"]))  # a step's name is never cut
         write_line(f"  {'step':{w}s} {'window':>9s}      busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
         for s in d["per_step"]:
             write_line(step_line(s, w))
+    if d["per_step"]:
         if d["steps"] > len(d["per_step"]):
             write_line(f"  … {d['steps'] - len(d['per_step']):,} more steps (summary --json lists every one)")
         s = d["per_step"][0]
@@ -135,38 +179,47 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
             write_line("  busy by class: " + ", ".join(f"{c} {v:.1f}" for c, v in sorted(classes.items(), key=lambda x: -x[1]))
                  + (f"; communication exposed {s['comm_exposed_us']:.1f}, overlapped {s['comm_overlapped_us']:.1f}"
                     if s["comm_exposed_us"] or s["comm_overlapped_us"] else ""))
-    print_phases(d["phases"])
-    if d["first_step_kernels"]:
-        write_line(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
-        first = d["first_step_kernels"][:40]
-        names = column([visible(k["name"]) for k in first], used=2 + 13 + 1 + 9 + 5, short=short_name)
-        for k, name in zip(first, names):
-            src = (" > ".join(k["ops"]) or "(no ATen op)")
-            write_line(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {name}"
-                 f"  <- {visible(src)}{' in ' + visible(k['module']) if k['module'] else ''}")
-        if len(d["first_step_kernels"]) > 40:
-            write_line(f"  … {len(d['first_step_kernels']) - 40} more")
-    if d["kernel_classes"]:
-        write_line("\nkernel classes: " + ", ".join(f"{c} {v['count']}× {v['total_us']:.1f} µs"
-                                              for c, v in sorted(d["kernel_classes"].items(), key=lambda x: -x[1]["total_us"])))
-    if d["kernels"]:
-        write_line("\ntop kernels by device time")
-        write_line(f"  {'count':>6s} {'total µs':>10s} {'mean µs':>10s}  name")
-        names = column([visible(k["name"]) for k in d["kernels"]], used=2 + 6 + 11 + 11 + 2, short=short_name)
-        for k, name in zip(d["kernels"], names):
-            write_line(f"  {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}  {name}")
-            if k.get("classes_us"):  # its instances differ in class (launching ops): say how
-                write_line("    mixed classes: " + ", ".join(f"{c} {v:.1f} µs" for c, v in k["classes_us"].items()))
-    # device µs: key_averages()'s (what the op's own thread's ops launched); under op µs: all GPU work
-    # launched inside the op, also outside any ATen op (graph replays, NCCL, a user's Triton kernel)
-    write_line("\ntop ops (µs: CPU total, CPU self, device as key_averages() counts it, and all GPU work under the op)")
-    write_line(f"  {'count':>6s} {'CPU µs':>10s} {'self µs':>10s} {'device µs':>10s} {'under op':>10s}  name")
-    names = column([visible(o["name"]) for o in d["ops"]], used=2 + 6 + 4 * 11 + 2)
+
+def _op_lines(t: Trace, d: dict) -> None:
+    """The op table of the text summary, names last; device columns only where the trace has a GPU."""
+    gpu = t.has_gpu  # a CPU-only trace has no device columns
+    write_line("\ntop ops (µs: CPU total, CPU self" + (", device as key_averages() counts it, and all GPU work "
+               "under the op)" if gpu else ")"))
+    write_line(f"  {'count':>6s} {'CPU µs':>10s} {'self µs':>10s}" + (f" {'device µs':>10s} {'under op':>10s}" if gpu else "")
+               + "  name")
+    names = column([visible(o["name"]) for o in d["ops"]], used=2 + 6 + (4 if gpu else 2) * 11 + 2)
     for o, name in zip(d["ops"], names):
-        write_line(f"  {o['count']:6d} {o['cpu_total_us']:10.1f} {o['cpu_self_us']:10.1f} {o['device_total_us']:10.1f}"
-                   f" {o['device_scope_us']:10.1f}  {name}")
-    diag = diagnostic_lines(d["diagnostics"])
-    if diag:
-        write_line("\ndiagnostics (nothing is dropped silently):")
-        for label, v, meaning in diag:
-            write_line(f"  {label}: {v} — {meaning}" if meaning else f"  {label}: {v}")
+        dev = f" {o['device_total_us']:10.1f} {o['device_scope_us']:10.1f}" if gpu else ""
+        write_line(f"  {o['count']:6d} {o['cpu_total_us']:10.1f} {o['cpu_self_us']:10.1f}{dev}  {name}")
+
+
+FIRST_STEP_ROWS = 40
+"""The text lists this many of the first step's kernels: all of them in launch order when they fit,
+else the longest, ranked by device time (HTA's test trace: 2,101 kernels whose first 40 in launch
+order were all unlinked warm-up adds, though 74% of the step's kernels link to an op)."""
+
+
+def _first_step_lines(t: Trace, ks: list[dict], note: str = "") -> None:
+    """The first step's kernels with the ops that launched them. A kernel no op launched before the
+    step's first linked kernel says so (warm-up or another step's work), not left as an anonymous row."""
+    first_linked = next((i for i, k in enumerate(ks) if k["ops"]), len(ks))
+    rows = list(enumerate(ks))
+    linked = sum(1 for k in ks if k["ops"])
+    step = visible(t.name(t.steps[0]))
+    if len(ks) <= FIRST_STEP_ROWS:
+        write_line(f"\nkernels in {step} (first step), in launch order, with the ops that launched them{note}:")
+    else:
+        rows = sorted(rows, key=lambda r: -r[1]["device_us"])[:FIRST_STEP_ROWS]
+        write_line(f"\nkernels in {step} (first step): the {FIRST_STEP_ROWS} longest of {len(ks):,}, by device time "
+                   f"({linked:,} of {len(ks):,} launched by an ATen op), with the ops that launched them{note}:")
+    names = column([visible(k["name"]) for _, k in rows], used=2 + 13 + 1 + 9 + 5, short=short_name)
+    for (i, k), name in zip(rows, names):
+        if k["ops"]:
+            src = visible(" > ".join(k["ops"]))
+        else:
+            src = "(no ATen op: unlinked, before the step's first linked kernel)" if i < first_linked \
+                else "(no ATen op)"
+        write_line(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {name}"
+                   f"  <- {src}{' in ' + visible(k['module']) if k['module'] else ''}")
+    if len(ks) > len(rows):
+        write_line(f"  … {len(ks) - len(rows):,} more (summary --json lists every one, in launch order)")

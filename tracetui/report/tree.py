@@ -6,8 +6,8 @@ import orjson
 from tracetui.read.events import KINDS
 from tracetui.model.stats import what_it_counts
 from tracetui.model.trace import Trace
-from tracetui.report.output import US, write_json, emit_report, write_line, write_bytes
-from tracetui.textsafe import json_safe, visible
+from tracetui.report.output import US, emit_report, json_bytes, write_bytes, write_json, write_line
+from tracetui.textsafe import visible
 
 
 def _node_fields(t: Trace, node: int) -> dict:
@@ -50,13 +50,12 @@ def _dump_tree(doc: dict) -> None:
         pass
     out = []
     stack: list = [doc]
-    opt = orjson.OPT_SERIALIZE_NUMPY
     while stack:
         item = stack.pop()
         if isinstance(item, bytes):  # a separator or a closing bracket, in order
             out.append(item)
             continue
-        fields = orjson.dumps({k: v for k, v in item.items() if k != "children"}, option=opt)
+        fields = json_bytes({k: v for k, v in item.items() if k != "children"}, indent=False)
         kids = item["children"]
         out.append(fields[:-1] + b',"children":[')
         stack.append(b"]}")
@@ -64,7 +63,8 @@ def _dump_tree(doc: dict) -> None:
             stack.append(c)
             if i < len(kids) - 1:
                 stack.append(b",")
-    write_bytes(json_safe(b"".join(out)) + b"\n")
+    write_bytes(b"".join(out))
+    write_bytes(b"\n")
 
 
 def _tree_kids(t: Trace, node: int, keep: set | None, python: bool) -> list[int]:

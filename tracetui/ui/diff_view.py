@@ -31,9 +31,9 @@ from tracetui.ui.idle_gc import release_frozen
 from tracetui.ui.navigate import OpenDiff, OpenTrace
 
 STATUS_STYLE = {"same": "", "changed": "yellow", "removed": "red", "added": "green", "fused": "bold magenta",
-                "unfused": "magenta"}
-STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕", "unfused": "⊖"}
-FILTERS = (None, "differs", "fused", "changed", "added", "removed", "unexplained")
+                "unfused": "magenta", "replaced": "cyan"}
+STATUS_GLYPH = {"same": "=", "changed": "~", "removed": "-", "added": "+", "fused": "⊕", "unfused": "⊖", "replaced": "⇄"}
+FILTERS = (None, "differs", "fused", "replaced", "changed", "added", "removed", "unexplained")
 """``f`` cycles the aligned list through these (None: every row; differs: every row not 'same')."""
 CHANGE_TOP = 8
 """Changes shown per kind on the first screen (the rest are folded into one '… N more' line)."""
@@ -154,7 +154,7 @@ class DiffScreen(ExportsView, Screen):
         s.append(f" (launches saved {t['launches_saved']})")
         s.append(f" · device µs/step {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} ({t['device_delta_us']:+,.1f}; "
                  f"rows sum {t['rows_delta_us']:+,.1f})")
-        s.append(f" · CPU µs/step {A['cpu_us_per_step']:,.1f} → {B['cpu_us_per_step']:,.1f}")
+        s.append(f" · host µs/step {A['cpu_us_per_step']:,.1f} → {B['cpu_us_per_step']:,.1f}")
         s.append(f" · fused {len(j['fused'])}", style="magenta")
         s.append(f" · unexplained {t['unexplained']}", style="bold red" if t["unexplained"] else "")
         counts: dict = {}

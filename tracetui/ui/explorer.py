@@ -17,6 +17,7 @@ from textual.worker import get_current_worker
 
 from tracetui.model import Trace
 from tracetui.model.names import shorten_cpp
+from tracetui.model.taxonomy import CLASSES
 from tracetui.read.events import KINDS, K
 from tracetui.textsafe import visible
 from tracetui.ui.detail_pane import DetailPane
@@ -317,10 +318,11 @@ class ExplorerScreen(ExportsView, Screen):
         tr = self.trace.tree
         q = text.lower()
         ids = [i for i, n in enumerate(self._names_lower) if q in n] if q else []
-        if not ids:
+        by_class = self.trace.nodes_of_class(q) if q in CLASSES else np.zeros(0, dtype=np.int64)
+        if not ids and not by_class.size:
             return np.zeros(0, dtype=np.int64)
-        nodes = np.nonzero(np.isin(tr.name_id, ids))[0]
-        nodes = nodes[nodes > 0]
+        nodes = np.nonzero(np.isin(tr.name_id, ids))[0] if ids else np.zeros(0, dtype=np.int64)
+        nodes = np.union1d(nodes[nodes > 0], by_class)  # a kernel class finds its kernels (/gemm)
         if self.kind_filter:
             nodes = nodes[tr.kind[nodes] == K[self.kind_filter]]
         if self.tree.hide_python:  # a hidden frame is no place to land (p shows them)

@@ -1,5 +1,5 @@
-"""The job view: every rank of a job as a rank × step heatmap, the straggler named, and any rank
-opened in the explorer. Ranks load in a worker (on a local process pool) with progress; every
+"""The job view: every rank of a job as a rank × step heatmap, the straggler named (and why: start
+skew or work imbalance), any rank opened in the explorer, every rank on one timeline (``t``). Ranks load in a worker (on a local process pool) with progress; every
 number shown comes from the ``tracetui ranks --json`` document (``model.ranks.analyze``)."""
 from __future__ import annotations
 

@@ -24,7 +24,9 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from tracetui.textsafe import visible
+from tracetui.jobs.lanes import CLASSES
 from tracetui.ui.footer import StableFooter
+from tracetui.ui.idle_gc import keep_out_of_gc
 
 LABEL_W = 13
 """Width of a lane's label: ``▸ rank 1023`` or ``  stream 13``."""
@@ -42,6 +44,11 @@ SELECTED = Style(bgcolor="rgb(20,70,120)")
 LAST = Style(color="rgb(255,220,0)", bold=True)
 """The column where the last rank arrived at the selected collective."""
 CURSOR = Style(reverse=True)
+ARRIVE, LAST_CODE = 2 * len(CLASSES) + 1, 2 * len(CLASSES) + 2
+CELLS = ([("·", IDLE)] + [("█", CLASS_STYLE[k]) for k in CLASSES] + [("▄", CLASS_STYLE[k]) for k in CLASSES]
+         + [("◆", Style(color="white", bold=True)), ("┃", LAST)])
+"""A cell's glyph and style by its code: idle, each class full (half or more of the cell), each
+class partly, the rank's own arrival at the selected collective, the last rank's arrival."""
 ZOOM_MIN_NS = 1000
 """The narrowest window (ns): a cell is never less than a few ns."""
 
@@ -50,10 +57,10 @@ def _us(v) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 
-class Lanes(ScrollView, can_focus=True):
-    """The lanes, one row each, drawn for the window [``t0``, ``t1``) (aligned ns)."""
+class Lanes(ScrollView, can_focus=True, inherit_bindings=False):
+    """The lanes, one row each, drawn for the window [``t0``, ``t1``) (aligned ns). No bindings of
+    its own: the screen's keys move the rank cursor (ScrollView's scrolled the view past it)."""
 
-    inherit_bindings = False  # the screen's keys (up/down move the cursor, not the scroll)
     virtual_size: Reactive[Size] = Reactive(Size(0, 0))
 
     def __init__(self, lanes, collectives: list[dict], **kw):
@@ -64,6 +71,7 @@ class Lanes(ScrollView, can_focus=True):
         self.expanded: set = set()
         self.cursor = 0
         self.selected: int | None = None
+        self._sel = None
         self.rows: list = []
         self._cache: LRUCache = LRUCache(1024)
         self._flatten()
@@ -100,24 +108,30 @@ class Lanes(ScrollView, can_focus=True):
             self.scroll_to(y=self.cursor - h + 1, animate=False)
         self.refresh()
 
-    def _marks(self, lane, edges) -> tuple[range | None, int | None, int | None]:
-        """The selected collective on this lane: the cells it spans on the rank, the cell of the
-        rank's own arrival, and the cell of the last arrival (every lane)."""
-        if self.selected is None or not self.colls:
+    def select(self, j: int | None) -> None:
+        """Select collective ``j``: per rank its (start, end) and the last arrival, in ns, kept."""
+        self.selected = j
+        self._sel = None
+        if j is not None:
+            c = self.colls[j]
+            per = {p["rank"]: (round(p["start_us"] * 1000), round(p["end_us"] * 1000)) for p in c["per_rank"]}
+            self._sel = (per, max(a for a, _ in per.values()))
+        self.refresh()
+
+    def _marks(self, lane, edges) -> tuple[tuple | None, int | None, int | None]:
+        """The selected collective on this lane: the cells it spans on the rank (first, last), the
+        cell of the rank's own arrival, and the cell of the last arrival (every lane)."""
+        if self._sel is None:
             return None, None, None
-        c = self.colls[self.selected]
+        per, last = self._sel
         w = len(edges) - 1
         cell = lambda ns: int(np.searchsorted(edges, ns, side="right") - 1)  # noqa: E731
-        last = max(round(p["start_us"] * 1000) for p in c["per_rank"])
         lc = cell(last)
         lc = lc if 0 <= lc < w else None
-        if lane.sub is not None:
+        if lane.sub is not None or lane.rank not in per:
             return None, None, lc
-        mine = next((p for p in c["per_rank"] if p["rank"] == lane.rank), None)
-        if mine is None:
-            return None, None, lc
-        a, b = cell(round(mine["start_us"] * 1000)), cell(round(mine["end_us"] * 1000))
-        span = range(max(a, 0), min(b, w - 1) + 1) if b >= 0 and a < w else None
+        a, b = (cell(x) for x in per[lane.rank])
+        span = (max(a, 0), min(b, w - 1)) if b >= 0 and a < w else None
         return span, (a if 0 <= a < w else None), lc
 
     def render_line(self, y: int) -> Strip:
@@ -132,8 +146,11 @@ class Lanes(ScrollView, can_focus=True):
         return hit
 
     def _line(self, lane, is_cursor: bool, width: int) -> Strip:
+        """One lane: each cell coded (``CELLS``: the class covering most of it, full when half or
+        more, the arrival marks), runs of one code and shading drawn as one segment each."""
         w = width - LABEL_W
-        edges = np.linspace(self.t0, self.t1, w + 1).round().astype(np.int64)
+        # offsets from t0 in float, not the times: float64 holds an epoch-ns time only to 256 ns
+        edges = self.t0 + np.linspace(0, self.t1 - self.t0, w + 1).round().astype(np.int64)
         cover = lane.cover(edges)
         cell_ns = max((self.t1 - self.t0) / w, 1.0)
         if lane.sub is None:
@@ -141,31 +158,23 @@ class Lanes(ScrollView, can_focus=True):
         else:
             label = f"  {visible(lane.sub)}"
         segs = [Segment(label[:LABEL_W - 1].ljust(LABEL_W), CURSOR if is_cursor else Style(bold=lane.sub is None))]
-        span, arrive, last = self._marks(lane, edges)
-        classes = [k for k in ("comm", "compute", "copy") if k in cover]
-        stack = np.vstack([cover[k] for k in classes]) if classes else np.zeros((1, w))
-        best = stack.argmax(axis=0)
+        stack = np.vstack([cover.get(k, np.zeros(w, dtype=np.int64)) for k in CLASSES])
         frac = stack.max(axis=0) / cell_ns
-        run_text, run_style = "", None
-        for j in range(w):
-            if j == last:
-                ch, st = "┃", LAST
-            elif j == arrive:
-                ch, st = "◆", Style(color="white", bold=True)
-            elif frac[j] <= 0:
-                ch, st = "·", IDLE
-            else:
-                ch, st = ("█" if frac[j] >= 0.5 else "▄"), CLASS_STYLE[classes[best[j]]]
-            if span is not None and j in span:
-                st = st + SELECTED
-            if st is run_style or st == run_style:
-                run_text += ch
-            else:
-                if run_text:
-                    segs.append(Segment(run_text, run_style))
-                run_text, run_style = ch, st
-        if run_text:
-            segs.append(Segment(run_text, run_style))
+        code = np.where(frac <= 0, 0, 1 + stack.argmax(axis=0) + np.where(frac >= 0.5, 0, len(CLASSES)))
+        span, arrive, last = self._marks(lane, edges)
+        if arrive is not None:
+            code[arrive] = ARRIVE
+        if last is not None:
+            code[last] = LAST_CODE
+        shade = np.zeros(w, dtype=np.int64)
+        if span is not None:
+            shade[span[0]:span[1] + 1] = 1
+        key = code * 2 + shade
+        cuts = [0, *(np.flatnonzero(np.diff(key)) + 1).tolist(), w]  # np.r_ cost 1.7 ms a line
+        codes, shades = code.tolist(), shade.tolist()
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            ch, st = CELLS[codes[a]]
+            segs.append(Segment(ch * (b - a), st + SELECTED if shades[a] else st))
         return Strip(segs, width)
 
     def on_resize(self, _event) -> None:
@@ -214,6 +223,7 @@ class RanksTimelineScreen(Screen):
         return self.query_one("#tl-lanes", Lanes)
 
     def on_mount(self) -> None:
+        keep_out_of_gc()  # the job's document and lanes, alive while the job view is: out of the GC's scans
         self.view.focus()
         self._redraw()
 
@@ -223,7 +233,7 @@ class RanksTimelineScreen(Screen):
         t.append(f"{len(self.lanes.ranks)} ranks", style="bold")
         t.append(f" · aligned to rank {self.doc['reference_rank']} · {(v.t1 - v.t0) / 1e6:,.3f} of "
                  f"{(self.lanes.end - self.lanes.start) / 1e6:,.3f} ms · ")
-        for k in ("compute", "comm", "copy"):
+        for k in CLASSES:
             t.append("█", style=CLASS_STYLE[k])
             t.append(f" {k} ")
         t.append("· idle", style=IDLE)
@@ -312,10 +322,10 @@ class RanksTimelineScreen(Screen):
 
     def action_zoom(self, factor: float) -> None:
         v = self.view
-        mid, half = (v.t0 + v.t1) // 2, (v.t1 - v.t0) * factor / 2
+        mid, half = (v.t0 + v.t1) // 2, int((v.t1 - v.t0) * factor / 2)  # ints: epoch ns exceed float64's ns
         if v.selected is not None:  # zoom about the selected collective's last arrival
             mid = max(round(p["start_us"] * 1000) for p in self.doc["collectives"][v.selected]["per_rank"])
-        v.set_view(int(mid - half), int(mid + half))
+        v.set_view(mid - half, mid + half)
         self._redraw()
 
     def action_fit(self) -> None:
@@ -328,8 +338,8 @@ class RanksTimelineScreen(Screen):
         n = len(self.doc["collectives"])
         if not n:
             return
-        v.selected = 0 if v.selected is None and step > 0 else (n - 1 if v.selected is None else
-                                                                  max(0, min(n - 1, v.selected + step)))
+        v.select(0 if v.selected is None and step > 0 else (n - 1 if v.selected is None else
+                                                              max(0, min(n - 1, v.selected + step))))
         c = self.doc["collectives"][v.selected]
         a = min(round(p["start_us"] * 1000) for p in c["per_rank"])
         b = max(round(p["end_us"] * 1000) for p in c["per_rank"])

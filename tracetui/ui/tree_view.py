@@ -124,14 +124,12 @@ class TraceTree(FastTreeLines, Tree[Row]):
                 t.append(plain("  [graph work hidden: idle unknown]", "yellow"))
         r = tr.roll
         metrics = []
-        if r.cpu_total[node]:
-            metrics.append(f"cpu {fmt_us(r.cpu_total[node])}")
         dev = tr.tree.dur[node] if kind in ("kernel", "memcpy", "memset") else r.device[node]
+        share = self._share(node, dev)
+        if r.cpu_total[node]:
+            metrics.append(f"cpu {fmt_us(r.cpu_total[node])}" + ("" if tr.has_gpu else share))
         if dev:
-            metrics.append(f"dev {fmt_us(dev)}")
-        step = int(r.step_of[node])
-        if step >= 0 and step != node and r.cpu_total[step] and r.cpu_total[node]:
-            metrics.append(f"{100 * r.cpu_total[node] / r.cpu_total[step]:.0f}%")
+            metrics.append(f"dev {fmt_us(dev)}" + share)
         if r.kernels[node] and kind not in ("kernel",):
             metrics.append(f"k{int(r.kernels[node])}")
         tag = what_it_counts(tr.tree, node, short=True) if metrics else None
@@ -142,6 +140,17 @@ class TraceTree(FastTreeLines, Tree[Row]):
         if tr.is_cpu_only(node):
             t.append("  [CPU only]", style="yellow")
         return t
+
+    def _share(self, node: int, dev) -> str:
+        """`` (7%)``: the node's share of its step, beside the figure it is a share of: device time
+        in a trace with a GPU (what a reader of a GPU trace needs), else CPU time. ``Linear_24 ·
+        dev 870.1µs · 0%`` was the CPU share, said nowhere."""
+        tr, r = self.trace, self.trace.roll
+        step = int(r.step_of[node])
+        if step < 0 or step == node:
+            return ""
+        num, den = (dev, r.device[step]) if tr.has_gpu else (r.cpu_total[node], r.cpu_total[step])
+        return f" ({100 * num / den:.0f}%)" if num and den else ""
 
     # ---- lazy filling
     def fill(self, tnode: TreeNode) -> None:

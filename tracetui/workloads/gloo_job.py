@@ -134,5 +134,10 @@ if __name__ == "__main__":
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--comm-heavy", action="store_true")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--late", metavar="RANK:SECONDS", help="that rank sleeps before each step's work")
+    ap.add_argument("--more-work", metavar="RANK:N", help="every rank runs N matmuls a step, that rank 2N")
     a = ap.parse_args()
-    print(record_gloo_job(a.out, world=a.world, steps=a.steps, comm_heavy=a.comm_heavy, device=a.device))
+    late = (int(a.late.split(":")[0]), float(a.late.split(":")[1])) if a.late else (-1, 0.0)
+    more = (int(a.more_work.split(":")[0]), int(a.more_work.split(":")[1])) if a.more_work else (-1, 0)
+    print(record_gloo_job(a.out, world=a.world, steps=a.steps, comm_heavy=a.comm_heavy, device=a.device,
+                          late=late, more_work=more, **({"slow_rank": -1} if a.late or a.more_work else {})))

@@ -126,23 +126,9 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
         options = dict(activities=activities, record_shapes=True, with_modules=True, with_stack=with_stack,
                        profile_memory=memory)
-        if step_marker == "profiler":
-            with profile(schedule=schedule(wait=1, warmup=1, active=active, repeat=1), **options) as prof:
-                for i in range(2 + active):
-                    with label():
-                        step()
-                    sync()
-                    prof.step()
-                    _say(f"[tracetui gen] step {i + 1}/{2 + active}")
-        else:
-            prefix = "train_step" if w.train else "infer_step"
-            with profile(**options) as prof:
-                for i in range(active):
-                    with record_function(f"{prefix}_{i}"):
-                        with label():
-                            step()
-                        sync()
-                    _say(f"[tracetui gen] step {i + 1}/{active}")
+        from tracetui.quiet import drop_usdt  # Kineto's USDT lines off the terminal (issue 43)
+        with drop_usdt():
+            prof = _profile_steps(step, sync, label, options, step_marker, active, w.train, schedule)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -182,3 +168,25 @@ def ladder() -> list[tuple[str, str, bool]]:
 
 def ladder_filename(workload: str, impl: str, with_stack: bool = True) -> str:
     return f"{workload}_{impl}.json.gz"
+
+def _profile_steps(step, sync, label, options, step_marker, active, train, schedule):
+    """The recorded steps under ``torch.profiler``: a schedule and ``prof.step()``, or one
+    ``record_function`` per step; returns the profiler to export."""
+    if step_marker == "profiler":
+        with profile(schedule=schedule(wait=1, warmup=1, active=active, repeat=1), **options) as prof:
+            for i in range(2 + active):
+                with label():
+                    step()
+                sync()
+                prof.step()
+                _say(f"[tracetui gen] step {i + 1}/{2 + active}")
+        return prof
+    prefix = "train_step" if train else "infer_step"
+    with profile(**options) as prof:
+        for i in range(active):
+            with record_function(f"{prefix}_{i}"):
+                with label():
+                    step()
+                sync()
+            _say(f"[tracetui gen] step {i + 1}/{active}")
+    return prof

@@ -1,0 +1,151 @@
+"""Load scaling with decode processes: a ~1 GB trace loaded with 1, 2, 4, 8 workers (issue 39.1).
+
+    python benchmarks/bench_load_scaling.py [--gb 1.0] [--workers 1,2,4,8] [--repeat 2] [--input FILE]
+
+Generates the trace (benchmarks/make_large_trace.py, from HTA's control trace where
+../shared/peer-traces is present, else traces/transformer_eager.json.gz) unless --input names
+one. Each contender is a fresh process, run interleaved round by round: ``orjson`` (read the
+bytes and ``orjson.loads`` them: the baseline), then ``load_trace(FILE, workers=N, cache=False)``
+for each N. While a contender runs, this process samples its whole process tree (the decode
+helpers it forks included) every 50 ms: the peak of the summed RSS, and of the summed PSS
+(shared pages split between the processes that map them: the honest total for forked helpers).
+
+Printed: best seconds per contender, ratio to orjson.loads and to 1 worker (same run), peak
+memory and MiB per MB of JSON. Run it on the machine whose cores you want to count.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import json, sys, time
+path, what = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter()
+if what == "orjson":
+    import gzip, orjson
+    raw = open(path, "rb").read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    n = len(orjson.loads(raw)["traceEvents"])
+else:
+    from tracetui.model import load_trace
+    t = load_trace(path, workers=int(what), cache=False)
+    n = len(t.store)
+print(json.dumps({"seconds": time.perf_counter() - t0, "n": n}))
+"""
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux /proc)."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def _mem_kb(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of one process in KiB; (0, 0) once it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            rss = pss = 0
+            for line in f:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+            return rss, pss
+    except (OSError, ValueError):
+        return 0, 0
+
+
+def run(path: Path, what: str) -> dict:
+    p = subprocess.Popen([sys.executable, "-c", CHILD, str(path), what], cwd=ROOT, stdout=subprocess.PIPE,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    peak = [0, 0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            rss = pss = 0
+            for q in _tree(p.pid):
+                r, s = _mem_kb(q)
+                rss, pss = rss + r, pss + s
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
+            done.wait(0.05)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out = p.communicate()[0]
+    done.set()
+    th.join()
+    if p.returncode:
+        raise SystemExit(f"{what}: exit {p.returncode}")
+    got = json.loads(out)
+    got.update(rss_mb=peak[0] / 1024, pss_mb=peak[1] / 1024)
+    return got
+
+
+def make(out: Path, gb: float) -> Path:
+    peer = ROOT.parent / "shared/peer-traces/hta/trace_diff_control_control.json.gz"
+    src = peer if peer.exists() else ROOT / "traces/transformer_eager.json.gz"
+    per_event = 349 if peer.exists() else 318  # bytes per event of each source's Kineto-laid-out replica
+    events = int(gb * 1e9 / per_event)
+    subprocess.run([sys.executable, str(ROOT / "benchmarks/make_large_trace.py"), str(src), str(out),
+                    "--events", str(events)], check=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--gb", type=float, default=1.0, help="size of the generated trace")
+    ap.add_argument("--workers", default="1,2,4,8")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--input", type=Path, help="an existing trace instead of generating one")
+    a = ap.parse_args()
+    counts = [int(w) for w in a.workers.split(",")]
+    print(f"machine: {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} usable; Python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
+        path = a.input or make(Path(tmp) / "big.json", a.gb)
+        mb = path.stat().st_size / 1e6
+        print(f"input: {path} ({mb:,.1f} MB)")
+        best: dict[str, dict] = {}
+        for r in range(a.repeat):
+            for what in ["orjson"] + [str(w) for w in counts]:
+                got = run(path, what)
+                print(f"round {r + 1} {what:>6}: {got['seconds']:6.2f} s  peak RSS sum {got['rss_mb']:7.0f} MB  "
+                      f"PSS sum {got['pss_mb']:7.0f} MB", flush=True)
+                if what not in best or got["seconds"] < best[what]["seconds"]:
+                    best[what] = got
+        base, one = best["orjson"]["seconds"], best[str(counts[0])]["seconds"]
+        print(f"\nbest of {a.repeat}: {mb:,.1f} MB, {best[str(counts[0])]['n']:,} events")
+        print("contender   seconds  vs orjson.loads  speed-up vs 1st  peak PSS sum MB  MiB per MB")
+        for what, got in best.items():
+            s = got["seconds"]
+            print(f"{what:>9} {s:9.2f} {s / base:16.3f} {one / s:16.2f} {got['pss_mb']:16.0f} "
+                  f"{got['pss_mb'] / mb:11.2f}")
+
+
+if __name__ == "__main__":
+    main()
