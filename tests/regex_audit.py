@@ -42,9 +42,24 @@ FLOOR_S = 0.02
 def _dynamic() -> dict[tuple[str, str], tuple[str, object]]:
     """(file, function) of a call whose pattern is built at run time -> (what builds it, the
     patterns it can make: a callable returning them, or None where the module walk holds them)."""
-    from tracetui.model import names, opportunities
-    from tracetui.jobs import index_folder
+    from tracetui.model import names, opportunities, probes, taxonomy
+    from tracetui.jobs import index_folder, tables
+
+    def probe_patterns():
+        out = []
+        for rule in taxonomy.TABLE:
+            if rule.on == "name":
+                out += [p[1] for p in probes.compile_probes(taxonomy._lowered(rule.pattern))
+                        if isinstance(p[1], re.Pattern)]
+        return out
     return {
+        ("model/probes.py", "compile_probes"): ("the name rules' top-level branches (taxonomy's probes)",
+                                                probe_patterns),
+        ("jobs/tables.py", "comm_op_pattern"): ("the taxonomy's communication op rules, joined",
+                                                lambda: [tables.comm_op_pattern()]),
+        ("model/serving.py", "<module>"): ("ENGINE_RULES, compiled at import", None),
+        ("model/steps.py", "_named_steps"): ("the user's own --steps regex: theirs to keep linear", lambda: []),
+        ("cli/common.py", "load_opts"): ("the user's --steps regex, compiled to check it", lambda: []),
         ("model/taxonomy.py", "_compile"): ("the rule table, compiled at import into _COMPILED", None),
         ("model/opportunities.py", "<module>"): ("DTYPE_BYTES, compiled at import into _DTYPES", None),
         ("read/repair.py", "<module>"): ("_NAME_END, literal pieces and _EVENT_KEYS, compiled at import", None),
