@@ -53,14 +53,16 @@ def _empty(like: torch.Tensor) -> torch.Tensor:
     return like.new_empty((0,))
 
 
-@torch.library.custom_op(FORWARD, mutates_args=(), device_types=("cuda", "cpu"))
-def geglu_mlp(x: torch.Tensor, w: torch.Tensor, save_pre: bool, path: str = "") -> tuple[torch.Tensor, torch.Tensor]:
+def _forward_impl(x: torch.Tensor, w: torch.Tensor, save_pre: bool, path: str = "") -> tuple[torch.Tensor, torch.Tensor]:
     k = w.shape[1]
     x2 = x if x.dim() == 2 else x.reshape(-1, k)
     pre = x.new_empty((x2.shape[0], w.shape[0])) if save_pre else None
     h = plans_for(w, path or None)(x2, pre=pre)
     h = h if x.dim() == 2 else h.view(*x.shape[:-1], w.shape[0] // 2)
     return h, (pre if save_pre else _empty(x))
+
+
+geglu_mlp = torch.library.custom_op(FORWARD, _forward_impl, mutates_args=(), device_types=("cuda", "cpu"))
 
 
 @geglu_mlp.register_fake
@@ -70,9 +72,8 @@ def _geglu_mlp_fake(x, w, save_pre, path=""):
     return h, (x.new_empty((m, w.shape[0])) if save_pre else x.new_empty((0,)))
 
 
-@torch.library.custom_op(BACKWARD, mutates_args=(), device_types=("cuda", "cpu"))
-def geglu_mlp_backward(dh: torch.Tensor, x: torch.Tensor, pre: torch.Tensor, w: torch.Tensor,
-                       need_dx: bool, need_dw: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _backward_impl(dh: torch.Tensor, x: torch.Tensor, pre: torch.Tensor, w: torch.Tensor,
+                   need_dx: bool, need_dw: bool) -> tuple[torch.Tensor, torch.Tensor]:
     dh = dh if dh.is_contiguous() else dh.contiguous()
     x2 = x if x.dim() == 2 else x.reshape(-1, w.shape[1])
     dpre = torch.empty_like(pre)  # [M, 2N]: dgate, dup interleaved, one pass
@@ -82,6 +83,9 @@ def geglu_mlp_backward(dh: torch.Tensor, x: torch.Tensor, pre: torch.Tensor, w: 
     dx = torch.mm(dpre, w).view(x.shape) if need_dx else _empty(x)
     dw = torch.mm(dpre.t(), x2) if need_dw else _empty(w)  # [2N, K] like w: AccumulateGrad copies nothing
     return dx, dw
+
+
+geglu_mlp_backward = torch.library.custom_op(BACKWARD, _backward_impl, mutates_args=(), device_types=("cuda", "cpu"))
 
 
 @geglu_mlp_backward.register_fake
@@ -113,9 +117,44 @@ def _backward(ctx, dh, _dpre):
 geglu_mlp.register_autograd(_backward, setup_context=_setup_context)
 
 
+class _Direct(torch.autograd.Function):
+    """The ops' two Python bodies under a plain autograd.Function: the same kernels and tensors,
+    without the dispatcher's trip into Python and custom_op's autograd wrapper (host µs per step
+    that a plain eager step, host-bound, pays; see ``fused_gate_up``)."""
+
+    @staticmethod
+    def forward(ctx, x, w, path):
+        h, pre = _forward_impl(x, w, True, path)
+        ctx.save_for_backward(x, pre, w)
+        ctx.set_materialize_grads(False)
+        return h
+
+    @staticmethod
+    def backward(ctx, dh):
+        if dh is None:
+            return None, None, None
+        x, pre, w = ctx.saved_tensors
+        need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dx, dw = _backward_impl(dh, x, pre, w, need_dx, need_dw)
+        return (dx if need_dx else None), (dw if need_dw else None), None
+
+
+def watched() -> bool:
+    """torch.compile is tracing, or a profiler is recording: the call must be the registered op
+    (one graph node for dynamo; ``tracetui::geglu_mlp`` by name, with its shapes, in the trace)."""
+    return torch.compiler.is_compiling() or torch._C._autograd._profiler_enabled()
+
+
 def fused_gate_up(x: torch.Tensor, w: torch.Tensor, path: str | None = None) -> torch.Tensor:
-    """``gelu_tanh(x @ w[0::2].T) * (x @ w[1::2].T)`` through ``tracetui::geglu_mlp``; saves the
-    pre-activations only when autograd wants a gradient (traceable by dynamo: no graph break).
-    ``path`` forces one of ``fused.PATHS`` instead of the rule table (tests, bench)."""
+    """``gelu_tanh(x @ w[0::2].T) * (x @ w[1::2].T)``; saves the pre-activations only when autograd
+    wants a gradient. ``path`` forces one of ``fused.PATHS`` instead of the rule table.
+
+    Under torch.compile or a profiler: the op ``tracetui::geglu_mlp`` (no graph break; named in
+    the trace). Otherwise the same bodies run directly (``_Direct``): plain eager is host-bound,
+    and the op's dispatch costs host time the GPU then waits for (``benchmarks/bench_train_launch.py``)."""
     save = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
-    return torch.ops.tracetui.geglu_mlp(x, w, save, path or "")[0]
+    if watched():
+        return torch.ops.tracetui.geglu_mlp(x, w, save, path or "")[0]
+    if save:
+        return _Direct.apply(x, w, path or "")
+    return _forward_impl(x, w, False, path or "")[0]
