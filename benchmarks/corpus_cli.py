@@ -4,6 +4,11 @@ its address space capped at 3 GiB (``prlimit --as=3G``) and a 10 s limit: every 
 Prints the worst memory (peak RSS of one command) and the slowest run.
 
     python benchmarks/corpus_cli.py [--as 3G] [--limit 10] [--only NAME ...]
+    python benchmarks/corpus_cli.py --output-faults
+
+``--output-faults`` runs the output-fault corpus instead (issue 44): every command that writes a
+report, in every format, with stdout on /dev/full, a file over ``ulimit -f``, stdout closed and a
+pipe whose reader is gone; each must exit 2 with one ``cannot write the output`` line.
 
 (the issue 35 check; numbers in docs/perf.md). TRACETUI_MAX_BYTES is left as the user has it.
 """
@@ -21,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.corpus import all_cases, base_doc, layout  # noqa: E402
+from tests.corpus import (OUTPUT_FAULTS, all_cases, base_doc, layout, output_commands,  # noqa: E402
+                          output_fault_ok, run_output_fault)
 
 
 def _size(text: str) -> int:
@@ -50,7 +56,10 @@ def main() -> None:
     ap.add_argument("--as", dest="cap", default="3G")
     ap.add_argument("--limit", type=float, default=10.0)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--output-faults", action="store_true", help="the output-fault corpus instead")
     a = ap.parse_args()
+    if a.output_faults:
+        sys.exit(output_faults())
     bad, worst, slowest, n = [], (0.0, ""), (0.0, ""), 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -82,6 +91,27 @@ def main() -> None:
            "slowest_s": round(slowest[0], 2), "slowest_case": slowest[1], "address_space": a.cap}
     print(json.dumps(out, indent=1))
     sys.exit(1 if bad else 0)
+
+
+def output_faults() -> int:
+    """Every (command, format) of tests/corpus.py's output_commands() under every fault."""
+    bad, n, slowest = [], 0, (0.0, "")
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, argv in output_commands():
+            for fault in OUTPUT_FAULTS:
+                t = time.perf_counter()
+                r = run_output_fault(argv, fault, Path(tmp))
+                s = time.perf_counter() - t
+                n += 1
+                if s > slowest[0]:
+                    slowest = (s, f"{label} {fault}")
+                if not output_fault_ok(r):
+                    bad.append({"run": f"{label} {fault}", "rc": r["rc"], "err": r["err"][-400:]})
+    print(json.dumps({"runs": n, "commands": len(output_commands()), "faults": list(OUTPUT_FAULTS),
+                      "failures": bad, "slowest_s": round(slowest[0], 2), "slowest_run": slowest[1],
+                      "total_s": round(time.perf_counter() - t0, 1)}, indent=1))
+    return 1 if bad else 0
 
 
 def _children_maxrss() -> int:

@@ -8,6 +8,12 @@ from pathlib import Path
 # Triton kernels run on the CPU through the interpreter in CI; must be set before triton is imported.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import tempfile
+
+# The reopen cache (tracetui/read/cache.py) of every CLI run and load in this test session goes
+# to a folder of its own, never the user's ~/.cache; set before any subprocess inherits it.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tracetui-test-cache-")
+
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent

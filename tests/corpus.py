@@ -426,3 +426,77 @@ def all_cases() -> list[Case]:
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "case names must be unique"
     return cases
+
+
+# ---- output faults (issue 44 items 2 and 5): where stdout goes, not what the input is
+
+TRACES = ROOT / "traces"
+OUTPUT_FSIZE = 256
+"""``ulimit -f`` for the output-fault runs, in bytes: below every command's output."""
+
+
+def output_commands() -> list[tuple[str, list[str]]]:
+    """(label, argv) for every command that writes a report to stdout, in every format it has:
+    the bundled traces are the inputs (small, so one run takes about a second)."""
+    t, mem = str(TRACES / "transformer_eager.json.gz"), str(TRACES / "transformer_eager_memory.json.gz")
+    a, b, c = (str(TRACES / f"mlp_{n}.json.gz") for n in ("eager", "compile", "fused"))
+    rank = str(BASE.parent / "gloo_rank0.pt.trace.json.gz")
+    fmts = ("text", "json", "csv", "md")
+    out = []
+    for label, argv in (("summary", ["summary", t]), ("tree", ["tree", t, "--depth", "3"]),
+                        ("memory", ["memory", mem]), ("diff", ["diff", a, b]), ("ladder", ["diff", a, b, c]),
+                        ("ranks", ["ranks", rank])):
+        out += [(f"{label} {f}", argv + ["--format", f]) for f in fmts]
+    out += [("opportunities text", ["opportunities", t]), ("opportunities json", ["opportunities", t, "--json"]),
+            ("skill text", ["skill"]), ("open text", [t])]
+    return out
+
+
+OUTPUT_FAULTS = ("full_disk", "ulimit_f", "closed_stdout", "broken_pipe")
+"""/dev/full (ENOSPC), a file over ``ulimit -f`` (a short write, then EFBIG), stdout closed
+(``>&-``), and a pipe whose reader is gone (EPIPE)."""
+
+
+def run_output_fault(argv: list[str], fault: str, tmp: Path, timeout: float = 120) -> dict:
+    """``tracetui ARGV`` in a fresh process with its stdout broken the way ``fault`` says:
+    its exit code, stderr, and the bytes that reached the file (ulimit_f)."""
+    import resource
+    import subprocess
+    import sys
+    kw: dict = {}
+    target = None
+    r = w = None
+    if fault == "full_disk":
+        kw["stdout"] = open("/dev/full", "wb")
+    elif fault == "ulimit_f":
+        target = tmp / f"out{len(list(tmp.iterdir()))}.txt"
+        kw["stdout"] = open(target, "wb")
+        kw["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_FSIZE, OUTPUT_FSIZE))
+    elif fault == "closed_stdout":
+        kw["stdout"] = subprocess.DEVNULL
+        kw["preexec_fn"] = lambda: os.close(1)
+    elif fault == "broken_pipe":
+        r, w = os.pipe()
+        os.close(r)  # the reader is gone before the first write
+        kw["stdout"] = w
+    else:
+        raise ValueError(fault)
+    try:
+        p = subprocess.run([sys.executable, "-m", "tracetui", *argv], stderr=subprocess.PIPE, cwd=ROOT,
+                           timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+    finally:
+        if w is not None:
+            os.close(w)
+        if hasattr(kw.get("stdout"), "close"):
+            kw["stdout"].close()
+    return {"rc": p.returncode, "err": p.stderr.decode("utf-8", "replace"),
+            "written": target.stat().st_size if target is not None else None}
+
+
+def output_fault_ok(r: dict) -> bool:
+    """The promise: exit 2 and one line, `tracetui: error: cannot write the output: …` (a
+    `tracetui:` notice such as a cap may precede it), never a traceback, never exit 0."""
+    lines = r["err"].splitlines()
+    errors = [ln for ln in lines if ln.startswith("tracetui: error: ")]
+    return (r["rc"] == 2 and len(errors) == 1 and "cannot write the output" in errors[0]
+            and all(ln.startswith("tracetui: ") for ln in lines))

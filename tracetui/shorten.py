@@ -135,7 +135,12 @@ def name_room(used: int, stream=None) -> int | None:
     return None if cols is None else max(MIN_NAME, cols - used)
 
 
-def column(names: list[str], used: int, stream=None) -> list[str]:
-    """A table's name column, as it is written: whole names into a pipe or file; on a terminal,
-    shortened to what the other columns (``used`` cells) leave, every different name distinct."""
-    return fit_distinct(names, name_room(used, stream))
+def column(names: list[str], used: int, stream=None, short=None) -> list[str]:
+    """A table's name column, as it is written: whole names into a pipe or file (``short`` not
+    applied either: a script reads them back); on a terminal, ``short`` first (template folding)
+    where it keeps names apart, then cut to what the other columns (``used`` cells) leave, every
+    different name distinct."""
+    room = name_room(used, stream)
+    if room is None:
+        return list(names)
+    return fit_distinct(names, room, short=short)

@@ -33,13 +33,17 @@ def raw_events(path) -> list[dict]:
 NUM = (int, float)
 SUMMARY = {
     "file": str, "device": (str, type(None)), "steps": int, "events": int, "provenance": (dict, type(None)),
-    "step_marker": {"rule": str, "description": str},
+    "step_marker": {"rule": str, "description": str, "reason": (str, type(None)), "hint": (str, type(None))},
+    "phases": [{"phase": str, "steps": int, "unknown_steps": int, "device_us": NUM, "kernels": int,
+                "batch_mean": (NUM, type(None)), "top_kernels": [{"name": str, "count": int, "device_us": NUM}]}],
+    "cuda_graphs": (dict, type(None)),
     "self_time_rule": {"frames_own_time": bool, "label": str, "reason": str},
     "per_step": [{"name": str, "cpu_us": NUM, "window_us": NUM, "gpu_busy_us": NUM, "other_steps_us": NUM,
                   "gpu_idle_us": NUM, "idle_split_us": {"host_wait": NUM, "kernel_wait": NUM, "other": NUM},
                   "device_us": NUM, "kernels": int, "gpu_events": int, "busy_by_class_us": dict,
                   "comm_exposed_us": NUM, "comm_overlapped_us": NUM, "launch_cpu_us": NUM, "launches": int,
-                  "sync_cpu_us": NUM, "syncs": int, "threads": int, "verdict": str, "verdict_reason": str}],
+                  "sync_cpu_us": NUM, "syncs": int, "threads": int, "verdict": str, "verdict_reason": str,
+                  "label": (dict, type(None)), "graphs": (dict, type(None))}],
     "kernel_classes": dict,
     "kernels": [{"name": str, "count": int, "total_us": NUM, "mean_us": NUM, "class": str, "library": (str, type(None))}],
     "ops": [{"name": str, "kind": str, "count": int, "cpu_total_us": NUM, "cpu_self_us": NUM, "device_total_us": NUM}],
@@ -219,8 +223,8 @@ def test_text_summary_parses_back(capsys):
     """The text report's op table: one line per op of the JSON's op kinds, the same counts."""
     out = run(capsys, "summary", A, "--format", "text", "--top", "0")
     j = json.loads(run(capsys, "summary", A, "--json", "--top", "0"))
-    lines = out.split("\ntop ops")[1].split("\n\n")[0].splitlines()[1:]
-    counts = [int(line[44:51]) for line in lines]
+    lines = out.split("\ntop ops")[1].split("\n\n")[0].splitlines()[2:]  # title, header, rows
+    counts = [int(line.split()[0]) for line in lines]  # names last: the count leads the row
     assert counts == [o["count"] for o in j["ops"] if o["kind"] in ("op", "annotation", "step", "runtime")]
 
 

@@ -36,16 +36,16 @@ def test_summary_table_headers_sit_over_their_columns(peer_dir, capsys):
     memcpy = [e for e in ev if e["name"].startswith("Memcpy HtoD")]
     assert main(["summary", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    head = next(ln for ln in lines if "top kernels by device time" in ln)
-    row = next(ln for ln in lines[lines.index(head):] if ln.strip().startswith("Memcpy HtoD"))
-    count, total = row.split()[-3], row.split()[-2]
+    title = next(ln for ln in lines if "top kernels by device time" in ln)
+    head = lines[lines.index(title) + 1]  # the header line under the title (names last)
+    row = next(ln for ln in lines[lines.index(head):] if ln.split()[3:4] and ln.split()[3].startswith("Memcpy"))
+    count, total = row.split()[0], row.split()[1]
     assert int(count) == len(memcpy) and abs(float(total) - sum(e["dur"] for e in memcpy)) < 0.1
-    for word, cell in (("count", count), ("total µs", total)):
-        assert head.index(word) + len(word) == row.rindex(cell) + len(cell) or (
-            word == "count" and head.index(word) + len(word) == row.index(" " + cell + " ") + 1 + len(cell))
-    ops = next(ln for ln in lines if ln.strip().startswith("top ops"))
-    prof = next(ln for ln in lines[lines.index(ops):] if ln.strip().startswith("ProfilerStep*"))
-    assert ops.index("count") + len("count") == prof.index(" " + prof.split()[1] + " ") + 1 + len(prof.split()[1])
+    assert head.index("count") + len("count") == row.index(count) + len(count)  # the row's first figure
+    assert head.index("total µs") + len("total µs") == row.index(" " + total) + 1 + len(total)
+    ops = lines[lines.index(next(ln for ln in lines if ln.strip().startswith("top ops"))) + 1]
+    prof = next(ln for ln in lines[lines.index(ops):] if ln.strip().endswith("ProfilerStep*"))
+    assert ops.index("count") + len("count") == prof.index(prof.split()[0]) + len(prof.split()[0])
 
 
 def test_diff_files_a_same_name_kernel_that_got_slower_as_timing_not_implementation(peer_dir, capsys):

@@ -37,3 +37,54 @@ def test_user_triton_and_memcpy():
     assert decode_kernel("my_user_kernel", user_triton=True).library == "Triton (user kernel)"
     assert decode_kernel("geglu_kernel", user_triton=True).library == "Triton (tracetui)"  # the project's own
     assert decode_kernel("Memcpy HtoD (Pageable -> Device)", "memcpy").klass == "memcpy"
+
+
+def _shorten_by_char(name: str, max_depth: int = 1) -> str:
+    """The original character-at-a-time shortening, kept here as the reference."""
+    s = name[5:] if name.startswith("void ") else name
+    out, depth, paren = [], 0, 0
+    for ch in s:
+        if ch == "(" and depth == 0:
+            paren += 1
+            if paren == 1:
+                continue
+        if paren:
+            if ch == ")":
+                paren -= 1
+            continue
+        if ch == "<":
+            depth += 1
+            if depth <= max_depth + 1:
+                out.append("<")
+            if depth == max_depth + 1:
+                out.append("…")
+            continue
+        if ch == ">":
+            if depth <= max_depth + 1:
+                out.append(">")
+            depth -= 1
+            continue
+        if depth > max_depth:
+            continue
+        out.append(ch)
+    return "".join(out).strip() or name
+
+
+def test_shorten_by_runs_equals_by_characters():
+    """The run-at-a-time shortening against the character loop on every corpus name and odd
+    brackets (unbalanced ``>``, ``operator()``, parentheses inside templates)."""
+    from pathlib import Path
+    tsv = Path(__file__).resolve().parents[1] / "data" / "kernel_corpus.tsv"
+    names = [ln.split("\t")[-1] for ln in tsv.read_text().splitlines() if ln and not ln.startswith("#")]
+    names += ["a->b<c>(d)", "k<void (int)>(x)", "f<a<b<c>>>(g(h), i)", ">>(", "void ()", "x<(>)", "operator()<1>(2)"]
+    for n in names:
+        for depth in (0, 1, 2):
+            assert shorten_cpp(n, depth) == _shorten_by_char(n, depth), n
+
+
+def test_decode_cached_copies_are_independent():
+    a = decode_kernel("triton_poi_fused__unsafe_view_gelu_mul_0")
+    a.fused_ops.append("x")
+    a.tile = "1x1"
+    b = decode_kernel("triton_poi_fused__unsafe_view_gelu_mul_0")
+    assert b.fused_ops == ["_unsafe_view", "gelu", "mul"] and b.tile is None

@@ -158,3 +158,53 @@ def test_model_path_gives_the_hand_labels(path):
         seen.add(klass)
     if "families" in path.name:
         assert {"attention", "conv", "norm", "gemm", "reduction", "pointwise"} <= seen
+
+
+def _variants() -> list[tuple[str, str, str | None, bool]]:
+    """Every corpus row, each with every launching op and kind of the corpus, and twisted names:
+    a suffix, a template argument, upper case, the name cut short, a name no rule knows."""
+    base = [(r["name"], r["kind"], r["launching_op"] or None, r["user_triton"] == "1") for r in ROWS]
+    ops = sorted({o for _, _, o, _ in base if o}) + [None]
+    out = list(base)
+    for k, (name, kind, op, user) in enumerate(base):
+        out.append((name, kind, ops[k % len(ops)], not user))
+        out.append((name.replace("<", f"<{k}, ", 1) if "<" in name else f"{name}_{k}", "kernel", op, user))
+        out.append((name.upper(), "kernel", None, False))
+        out.append((name[: max(1, len(name) // 2)], "kernel", None, user))
+        out.append((f"x{name}", "kernel", None, False))  # anchored rules must not match after a prefix
+    out += [("my_kernel_7", "kernel", None, False), ("", "kernel", None, False), ("gemm", "memcpy", None, False),
+            ("void " * 50 + "at::native::x", "kernel", None, False)]
+    return out
+
+
+def test_fast_path_equals_the_rules_read_one_by_one():
+    """``classify`` (probes, gates, model/probes.py) answers as the table read rule by rule."""
+    from tracetui.model.taxonomy import classify_by_rules
+    rows = _variants()
+    assert len(rows) > 5000
+    wrong = [r for r in rows if classify.__wrapped__(*r) != classify_by_rules(*r)]
+    assert not wrong, wrong[:5]
+
+
+def test_probes_answer_as_the_regex_on_every_rule():
+    """Each name rule's probes against ``re.search`` of its (lowercased) pattern, on every corpus
+    name and its twists: the probes are an exact rewrite, not a heuristic."""
+    from tracetui.model.probes import Probes
+    from tracetui.model.taxonomy import _lowered
+    names = {n.lower() for n, _, _, _ in _variants()}
+    for rule in TABLE:
+        if rule.on != "name":
+            continue
+        pat = _lowered(rule.pattern)
+        rx, pr = re.compile(pat), Probes(pat)
+        bad = [n for n in names if bool(rx.search(n)) != pr.search(n)]
+        assert not bad, (rule.pattern, bad[:3])
+
+
+def test_probes_split_and_gate():
+    from tracetui.model.probes import Probes, branches, literal
+    assert branches(r"a|(b|c)|[|]|\||d") == ["a", "(b|c)", "[|]", r"\|", "d"]
+    assert literal(r"deep_ep::") == "deep_ep::" and literal(r"\(anon\)") == "(anon)" and literal(r"a\d") is None
+    p = Probes(r"^(?:void )?nccl|cutlass_\w*cudnn|flash_fwd")
+    assert p.gate is not None and all(len(g) <= 4 for g in p.gate)
+    assert p.search("void nccl_x") and p.search("a_cutlass_80_cudnn") and not p.search("x void nccl")

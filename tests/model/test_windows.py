@@ -77,6 +77,7 @@ def reference(doc: dict, step: re.Pattern = STEP) -> list[dict]:
         s0, s1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
         own = [g for g in gpu if s0 <= g[0] < s1 and g[1] in (s["pid"], None)]
         out.append({"name": s["name"], "kernels": sum(g[4] for g in own), "events": len(own),
+                    "device": sum(g[3] - g[2] for g in own),
                     "busy": union([(g[2], g[3]) for g in own]), "host": s1 - s0})
     return out
 

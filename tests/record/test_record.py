@@ -75,9 +75,11 @@ def test_records_an_unedited_training_script(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "trained ['-1']" in r.stdout  # its own argv, its own output
     files = list(out.glob("*.pt.trace.json.gz"))
-    assert [f.name for f in files] == [f"{socket.gethostname()}.rank0.pt.trace.json.gz"]
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary left behind
+    assert len(files) == 1
     evs, doc = events(files[0])
+    run = doc["tracetui"]["run"]  # one per `tracetui record`: two runs into one folder never share a name
+    assert [f.name for f in files] == [f"{socket.gethostname()}.{run}.rank0.pt.trace.json.gz"]
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary left behind
     # schedule wait 1, warmup 1, active 3 over 8 optimizer steps: iterations 2, 3, 4 are recorded
     steps = steps_of(evs)
     assert [s["name"] for s in steps] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
@@ -124,7 +126,8 @@ def test_torchrun_gloo_writes_one_trace_per_rank(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     files = sorted(out.glob("*.pt.trace.json.gz"))
     host = socket.gethostname()
-    assert [f.name for f in files] == [f"{host}.rank0.pt.trace.json.gz", f"{host}.rank1.pt.trace.json.gz"]
+    run = events(files[0])[1]["tracetui"]["run"]  # the ranks of one run share its id
+    assert [f.name for f in files] == [f"{host}.{run}.rank0.pt.trace.json.gz", f"{host}.{run}.rank1.pt.trace.json.gz"]
     for rank, f in enumerate(files):
         evs, doc = events(f)
         assert doc["tracetui"]["rank"] == rank and doc["tracetui"]["world_size"] == 2
@@ -302,3 +305,61 @@ def test_ctrl_c_in_a_terminal_reaches_the_program_once(tmp_path):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 42, out.decode(errors="replace")[-2000:]
     assert b"SIGINT x1" in out, out.decode(errors="replace")[-2000:]
+
+
+def _own_trace(r: subprocess.CompletedProcess, out: Path) -> Path:
+    """The trace a run says it wrote (its stderr's file list), checked against its summary."""
+    names = [ln.strip() for ln in r.stderr.splitlines() if ln.startswith("  ") and ln.strip().endswith(".pt.trace.json.gz")]
+    assert len(names) == 1, r.stderr
+    assert r.stdout.count(names[0] + ":") == 1  # the summary printed afterwards is of that file
+    return out / names[0]
+
+
+def test_two_runs_one_after_the_other_keep_both_recordings(tmp_path):
+    """issue 44 item 3: the second run into a folder silently replaced the first one's trace."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    r1, out = record(tmp_path, sys.executable, "train.py", "-1")
+    first = _own_trace(r1, out)
+    kept = first.read_bytes()
+    r2, _ = record(tmp_path, sys.executable, "train.py", "-2")
+    second = _own_trace(r2, out)
+    assert r1.returncode == r2.returncode == 0 and first != second
+    assert sorted(out.glob("*.pt.trace.json.gz")) == sorted([first, second])
+    assert first.read_bytes() == kept  # untouched by the second run
+    for f, argv in ((first, "-1"), (second, "-2")):
+        assert events(f)[1]["tracetui"]["program"].endswith(f"train.py {argv}")  # each its own run
+
+
+def test_two_concurrent_runs_keep_both_and_each_summarises_its_own(tmp_path):
+    """Run concurrently, both said "wrote", one trace was lost, and run A printed B's summary."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    out = tmp_path / "out"
+    procs = {argv: subprocess.Popen([sys.executable, "-m", "tracetui", "record", "-o", str(out), "--",
+                                     sys.executable, "train.py", argv], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                    env={**os.environ, "OMP_NUM_THREADS": "1"}) for argv in ("-3", "-4")}
+    done = {}
+    for argv, p in procs.items():
+        o, e = p.communicate(timeout=240)
+        done[argv] = subprocess.CompletedProcess(p.args, p.returncode, o, e)
+    own = {argv: _own_trace(r, out) for argv, r in done.items()}
+    assert all(r.returncode == 0 for r in done.values())
+    assert own["-3"] != own["-4"] and sorted(out.glob("*.pt.trace.json.gz")) == sorted(own.values())
+    for argv, f in own.items():
+        assert events(f)[1]["tracetui"]["program"].endswith(f"train.py {argv}")
+        assert f"trained ['{argv}']" in done[argv].stdout
+
+
+def test_a_trace_is_never_placed_over_another(tmp_path):
+    """boot.place: the last step of writing a trace refuses a name that is taken (a rename would
+    replace it); the temporary stays for the caller to remove, the other trace is untouched."""
+    from tracetui.record.boot import place
+    tmp, final = tmp_path / ".x.tmp", tmp_path / "h.run.rank0.pt.trace.json.gz"
+    tmp.write_bytes(b"new")
+    final.write_bytes(b"other run")
+    with pytest.raises(FileExistsError, match="already there"):
+        place(tmp, final)
+    assert final.read_bytes() == b"other run"
+    final.unlink()
+    place(tmp, final)
+    assert final.read_bytes() == b"new" and not tmp.exists()

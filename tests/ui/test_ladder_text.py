@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from tracetui.report.ladder import _cut
+from tracetui.shorten import fit, fit_arrow
 from tracetui.ui.diff_view import hanging
 
 
@@ -23,5 +23,11 @@ def test_long_rows_wrap_under_their_text():
         f"samework,othertime:{name}→{name}x"
 
 
-def test_a_cut_title_ends_with_an_ellipsis():
-    assert _cut("x" * 81, 80) == "x" * 79 + "…" and _cut("y" * 80, 80) == "y" * 80
+def test_a_cut_title_says_where_it_was_cut():
+    """A ladder's change title cut to a terminal keeps head and tail around an ellipsis (issue 43:
+    one shortening rule), and the replacement after → survives the cut."""
+    cut = fit("x" * 40 + "y" * 41, 80)
+    assert len(cut) == 80 and cut.startswith("x" * 39) and cut.endswith("y" * 40) and "…" in cut
+    assert fit("y" * 80, 80) == "y" * 80 and fit("z" * 500, None) == "z" * 500  # no width: whole
+    t = fit_arrow("gelu + mul + " + "a" * 100 + " → triton_poi_fused__unsafe_view_gelu_mul_0", 60)
+    assert len(t) == 60 and t.endswith(" → triton_poi_fused__unsafe_view_gelu_mul_0")

@@ -8,6 +8,9 @@ from tracetui.cli.common import CliError, error
 
 
 def open_app(paths: list[Path], diff: bool = False, load_opts: dict | None = None, job: bool = False) -> int:
+    from tracetui.cli.common import STDIN_NAMES
+    if load_opts and any(str(p) in STDIN_NAMES for p in paths):  # a temporary copy of stdin: nothing to reopen
+        load_opts = {**load_opts, "cache": False}
     if job:  # several ranks of one job, a folder of them, or an index: the job view
         from tracetui.ui.app import TraceApp
         app = TraceApp(list(paths), load_opts=load_opts, job=True)
@@ -20,7 +23,7 @@ def open_app(paths: list[Path], diff: bool = False, load_opts: dict | None = Non
     early = None
     if len(resolved) == 1:  # a large file starts decoding (or gunzipping) while Textual imports
         from tracetui.model.trace import start_load
-        early = start_load(resolved[0])
+        early = start_load(resolved[0], cache=(load_opts or {}).get("cache", False))
     try:
         from tracetui.ui.app import TraceApp
         app = TraceApp(resolved, diff=diff and len(resolved) >= 2, early=early, load_opts=load_opts)

@@ -65,16 +65,43 @@ def read_options() -> argparse.ArgumentParser:
     lo.add_argument("--torch-version", metavar="X.Y", default=None, type=torch_version,
                     help="torch version that recorded the trace, for its CPU self-time rule "
                          "(default: the recorded one, else <= 2.12)")
+    lo.add_argument("--no-cache", action="store_true",
+                    help="neither reopen from nor write the reopen cache ($XDG_CACHE_HOME/tracetui; "
+                         "TRACETUI_NO_CACHE=1 does the same)")
     return lo
 
 
-def format_options() -> argparse.ArgumentParser:
-    """The parent parser of every reporting subcommand: how the report is written."""
+def decode_options() -> argparse.ArgumentParser:
+    """The parent parser of the subcommands that decode one trace at a time (ranks and index
+    have a --workers of their own: processes loading ranks)."""
+    wo = argparse.ArgumentParser(add_help=False)
+    wo.add_argument("--workers", dest="decode_workers", type=positive, default=None, metavar="N",
+                    help="processes decoding a large trace (default: one per usable CPU, at most 8; "
+                         "TRACETUI_WORKERS=N does the same)")
+    return wo
+
+
+TABLES = {
+    "summary": "ops (csv default), overview, per_step, kernel_classes, kernels, first_step_kernels",
+    "tree": "nodes",
+    "memory": "ops (csv default), overview, devices, steps",
+    "diff": "kernels (csv default), overview, changes, fused, unfused, removed_ops, added_ops, chains, "
+            "cpu_changes; a ladder (3+ traces): rungs (csv default), steps, changes, cpu_changes",
+    "ranks": "per_rank (csv default), overview, steps, collectives, collective_ranks, diagnostics",
+}
+"""The tables each report's ``--table`` can name, as ``--help`` lists them
+(tests/cli/test_what_a_user_reads.py checks them against the tables the reports write)."""
+
+
+def format_options(command: str | None = None) -> argparse.ArgumentParser:
+    """The parent parser of every reporting subcommand: how the report is written; ``--table``'s
+    help names ``command``'s tables (``TABLES``)."""
     fo = argparse.ArgumentParser(add_help=False)
     fo.add_argument("--format", choices=FORMATS, default=None,
-                    help="text (default), json (schema in README), csv (one table) or md (Markdown tables)")
+                    help="text (default), json (schema in docs/json.md), csv (one table) or md (Markdown tables)")
+    names = f". Tables: {TABLES[command]}" if command in TABLES else ""
     fo.add_argument("--table", default=None, metavar="NAME",
-                    help="csv/md: the table to write (default csv: the main one; md: all)")
+                    help=f"csv/md: the table to write (default csv: the main one; md: all){names}")
     return fo
 
 
@@ -90,7 +117,10 @@ def load_opts(args) -> dict:
             re.compile(args.steps)
         except re.error as e:
             raise CliError(f"--steps {args.steps!r}: not a valid regular expression ({e})") from None
-    return {"steps": args.steps, "torch_version": args.torch_version}
+    opts = {"steps": args.steps, "torch_version": args.torch_version, "cache": not getattr(args, "no_cache", False)}
+    if getattr(args, "decode_workers", None) is not None:
+        opts["workers"] = args.decode_workers
+    return opts
 
 
 def load(path, args):
@@ -98,7 +128,10 @@ def load(path, args):
     from pathlib import Path
 
     from tracetui.model import load_trace
-    t = load_trace(path, **load_opts(args))
+    opts = load_opts(args)
+    if str(path) in STDIN_NAMES:  # a temporary copy of stdin: nothing to reopen
+        opts["cache"] = False
+    t = load_trace(path, **opts)
     if str(t.path) in STDIN_NAMES:
         t.path = Path(STDIN_NAMES[str(t.path)])
     return t
@@ -122,4 +155,5 @@ def announce_folders(paths) -> None:
 def error(msg: str) -> None:
     """The one line bad input gets: file names made visible (no escapes, no line breaks)."""
     from tracetui.textsafe import visible
-    print(f"tracetui: error: {visible(msg)}", file=sys.stderr)
+    if sys.stderr is not None:  # print(file=None) would write to stdout
+        print(f"tracetui: error: {visible(msg)}", file=sys.stderr)

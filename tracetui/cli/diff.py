@@ -4,20 +4,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracetui.cli.common import CliError, announce_folders, count, format_options, interactive, load, \
-    load_opts, read_options
+    load_opts, decode_options, read_options
 
 NAMES = ("diff",)
 
 
 def add_parser(sub) -> None:
-    d = sub.add_parser("diff", parents=[read_options(), format_options()],
+    d = sub.add_parser("diff", parents=[read_options(), decode_options(), format_options("diff")],
                        help="align two traces and report what changed and what fusion "
                             "removed; three or more: a ladder (A → B → C …)")
     d.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="two traces, or a series of them")
     d.add_argument("--top", type=count, default=10, help="changes shown per kind (0: all); a ladder's per neighbour: 3")
     g = d.add_mutually_exclusive_group()
     g.add_argument("--text", action="store_true", help="print the report instead of opening the app")
-    g.add_argument("--json", action="store_true", help="print the report as JSON (schema in README)")
+    g.add_argument("--json", action="store_true", help="print the report as JSON (schema in docs/json.md)")
     from tracetui.cli.gate import add_gate_args
     add_gate_args(d)
 

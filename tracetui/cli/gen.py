@@ -64,6 +64,12 @@ def run(args) -> int:
         name = f"{args.workload}_train" if args.train and args.workload == "mlp" else args.workload
         out = args.output or Path(ladder_filename(name, args.impl, args.with_stack))
         jobs.append((ws[args.workload], args.impl, args.with_stack, out))
+    from tracetui.atomic import UnsafeTarget, target_kind
+    for *_, out in jobs:  # -o a block device, socket or folder: one line before any recording
+        try:
+            target_kind(out)
+        except UnsafeTarget as e:
+            raise CliError(f"gen: -o {e}") from None
     failed = []
     for i, (w, impl, stack, out) in enumerate(jobs):
         print(f"[tracetui gen] ({i + 1}/{len(jobs)}) {w.name}/{impl}{' +stack' if stack else ''}", file=sys.stderr)
@@ -79,8 +85,8 @@ def run(args) -> int:
                 raise
             failed.append(f"{w.name}/{impl}: {type(e).__name__}: {e}")
             continue
-        from tracetui.textsafe import visible
-        print(visible(str(path)))
+        from tracetui.report.output import write_line
+        write_line(str(path))
     if failed:
         raise CliError(f"{len(failed)} of {len(jobs)} recordings failed: " + "; ".join(failed))
     return 0

@@ -54,18 +54,25 @@ def main(argv: list[str] | None = None) -> int:
     argv, program = split(argv) if split else (argv, None)
     args = _parser().parse_args(argv)
     args.program = program
+    if hasattr(signal, "SIGXFSZ"):  # over `ulimit -f`: EFBIG (one line, exit 2), not a silent death
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     restore = _on_sigterm()
     try:
         with _stdin_inputs(args):
-            return COMMANDS[args.cmd].run(args)
+            rc = COMMANDS[args.cmd].run(args)
+        _finish_output()
+        return rc
     except CliError as e:
         _error(str(e))
         return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
     except Exception as e:  # the model raises TraceError for bad input; anything else is ours
+        output = sys.modules.get("tracetui.report.output")  # not loaded -> nothing was written through it
+        if output is not None and isinstance(e, output.OutputError):  # a full disk, a closed pipe ...
+            _error(str(e))
+            output.abandon()
+            return 2
         errors = sys.modules.get("tracetui.read.errors")  # not loaded -> cannot be a TraceError
         if errors is not None and isinstance(e, errors.TraceError):
             _error(f"{_STDIN_NAMES.get(str(e.path), e.path)}: {e.problem}")
@@ -81,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         restore()
+
+
+def _finish_output() -> None:
+    """The last flush of stdout, checked (tracetui/report/output.py): a full disk often shows only here."""
+    output = sys.modules.get("tracetui.report.output")
+    if output is not None:
+        output.finish()
 
 
 def _on_sigterm():
@@ -134,11 +148,17 @@ def max_input_bytes() -> int:
 def read_stdin_trace(folder: Path, stream=None) -> Path:
     """Read a trace from stdin into memory (at most ``max_input_bytes()``), then into a file in
     ``folder`` so the normal load path (gzip detection, two-process decode, repairs) reads it."""
-    stream = stream if stream is not None else sys.stdin.buffer
+    if stream is None:
+        if sys.stdin is None:  # started with stdin closed (<&-)
+            raise CliError("-: stdin is closed: nothing to read a trace from")
+        stream = sys.stdin.buffer
     limit = max_input_bytes()
     chunks, n = [], 0
     while True:
-        b = stream.read(min(1 << 20, limit + 1 - n))
+        try:
+            b = stream.read(min(1 << 20, limit + 1 - n))
+        except OSError as e:  # EBADF, EIO: stdin open but unreadable
+            raise CliError(f"-: cannot read stdin: {e.strerror or e}") from None
         if not b:
             break
         chunks.append(b)

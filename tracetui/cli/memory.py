@@ -3,16 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import announce_folders, count, format_options, load, read_options
+from tracetui.cli.common import announce_folders, count, format_options, load, decode_options, read_options
 
 NAMES = ("memory",)
 
 
 def add_parser(sub) -> None:
-    m = sub.add_parser("memory", parents=[read_options(), format_options()],
+    m = sub.add_parser("memory", parents=[read_options(), decode_options(), format_options("memory")],
                        help="profile_memory: peaks per device and step, what held them, per-op table")
     m.add_argument("trace", type=Path)
-    m.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    m.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/json.md)")
     m.add_argument("--top", type=count, default=10, help="rows per table (0: all)")
 
 

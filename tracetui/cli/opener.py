@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import CliError, announce_folders, interactive, load_opts, read_options
+from tracetui.cli.common import CliError, announce_folders, interactive, load_opts, decode_options, read_options
 
 NAMES = ("open",)
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ def bundled_default() -> list[Path]:
 
 
 def add_parser(sub) -> None:
-    o = sub.add_parser("open", parents=[read_options()], help="open the explorer (the default command)")
+    o = sub.add_parser("open", parents=[read_options(), decode_options()], help="open the explorer (the default command)")
     o.add_argument("traces", nargs="*", type=Path,
                    help="trace file(s) or trace folder; two open a diff, more a ladder; - reads stdin")
 

@@ -12,7 +12,7 @@ def add_parser(sub) -> None:
                        help="chains of pointwise/norm/reduction kernels a fusion could merge, ranked by "
                             "the time it would save at the trace's own HBM bandwidth")
     o.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
-    o.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    o.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/json.md)")
     o.add_argument("--top", type=count, default=10, help="chains shown (0: all)")
 
 

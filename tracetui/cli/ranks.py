@@ -12,10 +12,10 @@ NAMES = ("ranks", "index")
 def add_parser(sub) -> None:
     from tracetui.cli.common import count, format_options, positive, read_options
     lo = read_options()
-    r = sub.add_parser("ranks", parents=[lo, format_options()], help="the ranks of a job: collectives matched across ranks, "
+    r = sub.add_parser("ranks", parents=[lo, format_options("ranks")], help="the ranks of a job: collectives matched across ranks, "
                                                    "clock offsets, waits, stragglers, per-step figures")
     r.add_argument("paths", nargs="+", help="rank files, a folder of them, a glob, or an index (tracetui index)")
-    r.add_argument("--json", action="store_true", help="machine-readable output (schema in README)")
+    r.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/json.md)")
     r.add_argument("--top", type=count, default=10, help="collectives listed in the text report (0: all)")
     r.add_argument("--workers", type=positive, default=None, help="processes loading ranks (default: one per core)")
     r.add_argument("--rank-clocks", action="store_true",
@@ -45,8 +45,9 @@ def run(args) -> int:
                                  address=args.address, load_opts=load_opts)
         except (ix.MissingExtra, ix.EngineError) as e:
             raise CliError(str(e)) from None
-        print(f"{out['path']}: {out['ranks']} rank(s) indexed ({out['engine']}, {out['workers']} worker(s), "
-              f"{out['seconds']:.2f} s)" + (f", {len(out['skipped'])} skipped (said in its diagnostics)"
+        from tracetui.report.output import write_line
+        write_line(f"{out['path']}: {out['ranks']} rank(s) indexed ({out['engine']}, {out['workers']} worker(s), "
+                   f"{out['seconds']:.2f} s)" + (f", {len(out['skipped'])} skipped (said in its diagnostics)"
                                               if out["skipped"] else ""))
         from tracetui.textsafe import visible
         for line in out["skipped"]:  # nothing left out silently: the manifest holds these too

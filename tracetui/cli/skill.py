@@ -1,7 +1,6 @@
 """``tracetui skill``: print the SKILL.md shipped in the package (package data)."""
 from __future__ import annotations
 
-import sys
 from importlib import resources
 
 
@@ -17,5 +16,6 @@ def text() -> str:
 
 
 def run(args=None) -> int:
-    sys.stdout.write(text())
+    from tracetui.report.output import write_text
+    write_text(text())
     return 0

@@ -3,17 +3,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import announce_folders, count, format_options, load, read_options
+from tracetui.cli.common import announce_folders, count, format_options, load, decode_options, read_options
 
 NAMES = ("summary",)
 
 
 def add_parser(sub) -> None:
-    s = sub.add_parser("summary", parents=[read_options(), format_options()],
+    s = sub.add_parser("summary", parents=[read_options(), decode_options(), format_options("summary")],
                        help="device, steps, GPU busy/idle, top ops and kernels, diagnostics")
     s.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     s.add_argument("--json", action="store_true", help="same as --format json")
     s.add_argument("--top", type=count, default=15, help="rows in the op and kernel tables (0: all)")
+    s.add_argument("--python", action="store_true",
+                   help="the op table lists Python frames and nn.Module rows too (hidden, as in tree), in every format")
 
 
 def run(args) -> int:
@@ -26,5 +28,5 @@ def report(path, args) -> int:
     from tracetui.report.output import fmt_of
     from tracetui.report.summary import print_summary
     print_summary(load(path, args), top=getattr(args, "top", 15), fmt=fmt_of(args),
-                  table=getattr(args, "table", None))
+                  table=getattr(args, "table", None), python=getattr(args, "python", False))
     return 0

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import CliError, announce_folders, count, format_options, load, read_options
+from tracetui.cli.common import CliError, announce_folders, count, format_options, load, decode_options, read_options
 
 NAMES = ("tree",)
 
 
 def add_parser(sub) -> None:
-    t = sub.add_parser("tree", parents=[read_options(), format_options()], help="the hierarchy as indented text")
+    t = sub.add_parser("tree", parents=[read_options(), decode_options(), format_options("tree")], help="the hierarchy as indented text")
     t.add_argument("trace", type=Path, help="trace file or folder; - reads stdin")
     t.add_argument("--depth", type=count, default=None, help="levels shown under the root (or under the matches)")
     t.add_argument("--filter", default=None, help="keep the nodes whose name contains TEXT, the paths to them and what is under them")

@@ -3,7 +3,8 @@
 Ranks of one host share its clock (``host_name``; Kineto adds ``baseTimeNanoseconds`` to the
 host's one clock), so their offset is 0 and nothing is estimated between them: an estimate there
 only measures when each rank's collective ended (-1.67 µs between two ranks of one host). A rank
-whose host is not recorded is its own clock. Across clocks, each clock's offset to the reference
+whose host is not recorded is its own clock. Each rank's alignment uncertainty (``spread``) is the
+interquartile range of its own end differences to the reference rank's. Across clocks, each clock's offset to the reference
 (lowest) rank's is the lower median, over the matched collectives and the clock's ranks, of
 (end on that rank - end on the reference rank): collectives end together. ``each_rank`` (the
 user asks: ``ranks --rank-clocks``) gives every rank its own clock.
@@ -23,12 +24,25 @@ gap says the files come from two runs (a log folder keeps every run's files)."""
 @dataclass
 class Clocks:
     """Per rank: its clock's name, the offset applied (ns), how many differences it rests on,
-    and its own estimate where one was made (None on the reference's clock)."""
+    its own estimate where one was made (None on the reference's clock), and the spread of its
+    end differences (``spread``; None on the reference rank)."""
     ref: int
     clock: dict
     offset: dict
     offset_n: dict
     own: dict
+    spread: dict
+
+
+def spread(values: list[int]) -> int | None:
+    """The interquartile range of a rank's collective-end differences (ns; lower quartiles, so
+    exact): how far from one another its collectives' ends fall around the offset. None with
+    fewer than two differences (nothing to spread)."""
+    if len(values) < 2:
+        return None
+    v = sorted(values)
+    n = len(v) - 1
+    return int(v[(3 * n) // 4] - v[n // 4])
 
 
 def median_low(values: list[int]) -> int:
@@ -71,4 +85,5 @@ def estimate(info: dict, m: Matched, ranks: list, diags: list[str], unsure: list
             diags.append(f"{c} shares no collective with rank {ref}: its clock is left as recorded")
     return Clocks(ref=ref, clock=clock, offset={r: off[clock[r]] for r in ranks},
                   offset_n={r: (len(per_clock[clock[r]]) if clock[r] != ref_clock else 0) for r in ranks},
-                  own={r: (est[r] if clock[r] != ref_clock else None) for r in ranks})
+                  own={r: (est[r] if clock[r] != ref_clock else None) for r in ranks},
+                  spread={r: (spread(diffs[r]) if r != ref else None) for r in ranks})

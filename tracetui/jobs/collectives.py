@@ -8,7 +8,8 @@ A collective is read from the most precise record a trace holds, in this order:
 2. the backend's CPU annotations (``gloo:all_reduce`` on gloo's worker threads, ``nccl:*`` when
    the GPU side was not recorded): their start and end are when the backend worked on it.
 
-Matching keys (``ranks.py`` uses them across ranks): ``Process Group Name`` + ``Seq``, or
+Matching keys (``ranks.py`` uses them across ranks): ``Process Group Name`` + ``Seq`` (or the
+kernel's ``seq_num``, ``SEQ_NUM``), or
 ``Comms Id``, where present; otherwise the order within the process group (for gloo: the order
 of the ``gloo:*`` annotations of the whole process, all worker threads merged by start time).
 """
@@ -120,6 +121,12 @@ def _nelems(dims) -> int | None:
     return n
 
 
+SEQ_NUM = "seq_num"
+"""The GPU kernel's copy of its collective's per-process-group sequence number (kineto#1296,
+pytorch#177148): read as ``Seq`` where the kernel's own args lack ``Seq``, so a kernel whose
+launching op was not recorded still matches by sequence number, not by its place in the order."""
+
+
 @dataclass
 class Meta:
     """What one record says about its collective (any field may be unknown)."""
@@ -155,8 +162,11 @@ def meta_of(args: dict, fallback_name: str, world: int) -> Meta:
         msg = nel * size if 0 <= nel * size < INT64 else None
     group = args.get("Process Group Name")
     cid = args.get("Comms Id")
+    seq = _int(args.get("Seq"))
+    if seq < 0:  # kineto#1296: the GPU kernel carries NCCL's sequence number as ``seq_num``
+        seq = _int(args.get(SEQ_NUM))
     return Meta(name=name, dtype=str(dtype) if dtype else None, msg_bytes=msg,
-                group="" if group is None else str(group), seq=_int(args.get("Seq")),
+                group="" if group is None else str(group), seq=seq,
                 comms_id="" if cid in (None, "") else str(cid), group_size=gsize)
 
 

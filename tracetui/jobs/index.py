@@ -29,9 +29,10 @@ from tracetui.read.errors import TraceError
 
 MANIFEST = folder.MANIFEST
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 """2: info.groups (the rank's process groups, from distributedInfo.pg_config); 3: steps.comm_ns
-counts the backend's own intervals on every rank (gloo on GPU ranks), not -1 on CPU ranks."""
+counts the backend's own intervals on every rank (gloo on GPU ranks), not -1 on CPU ranks;
+4: steps.work_start_ns and steps.work_ns (start skew and work imbalance)."""
 
 TABLES = ("info", "steps", "collectives", "kernels", "ops", "memory")
 
@@ -100,7 +101,8 @@ def schemas() -> dict:
         "steps": pa.schema([("rank", i32), ("step", i32), ("name", s), ("start_ns", i64), ("end_ns", i64),
                             ("window_ns", i64), ("busy_ns", i64), ("compute_ns", i64), ("comm_ns", i64),
                             ("comm_exposed_ns", i64), ("comm_overlapped_ns", i64), ("memcpy_ns", i64),
-                            ("memset_ns", i64), ("idle_ns", i64), ("kernels", i64), ("verdict", s)]),
+                            ("memset_ns", i64), ("idle_ns", i64), ("kernels", i64), ("verdict", s),
+                            ("work_start_ns", i64), ("work_ns", i64)]),
         "collectives": pa.schema([("rank", i32), ("name", s), ("kind", s), ("raw_name", s), ("source", s),
                                   ("group", s), ("seq", i64), ("comms_id", s), ("dtype", s), ("msg_bytes", i64),
                                   ("group_size", i64), ("algorithm", s), ("start_ns", i64), ("end_ns", i64),

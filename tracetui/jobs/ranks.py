@@ -10,14 +10,15 @@ alone, so the same analysis runs on traces in memory and on a Parquet index (``i
 3. ``clocks.estimate``: each rank's clock offset (only across hosts, unless asked per rank);
 4. ``metrics.collective_waits``: waits, last arrivers, the waiting each rank caused;
 5. ``matching.unequal_counts``: whether the matching can be trusted;
-6. ``metrics.rank_rows``, ``metrics.straggler``, ``metrics.step_rows``: the report's sections.
+6. ``metrics.rank_rows``, ``metrics.straggler``, ``metrics.step_rows``: the report's sections;
+7. ``lateness``: each rank's lateness split into start skew and work imbalance.
 
 Times in tables are int64 ns on each rank's own clock (``baseTimeNanoseconds`` added), the
 analysis' output is in µs and bytes. The names other modules import from here stay here.
 """
 from __future__ import annotations
 
-from tracetui.jobs import clocks as _clocks, matching as _matching, metrics as _metrics
+from tracetui.jobs import clocks as _clocks, lateness as _lateness, matching as _matching, metrics as _metrics
 from tracetui.jobs.clocks import RUN_APART_NS, median_low as _median_low  # noqa: F401 - public names
 from tracetui.jobs.matching import UNRECORDED, backend_groups, match_keys  # noqa: F401
 from tracetui.jobs.metrics import HTA_MIN_NORMALIZED_DURATION, STRAGGLER_SHARE  # noqa: F401
@@ -52,11 +53,31 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
         diags.append(f"rank(s) {spans(idle)} hold no collective while the others do (cut short, or "
                      f"their annotations were not recorded)")
     per_rank = _metrics.rank_rows(ranks, m, waits, clocks, steps, info)
+    split = _lateness.per_step(steps, clocks.offset)
+    _with_lateness(per_rank, _lateness.per_rank(split, ranks), clocks)
+    step_rows = _metrics.step_rows(steps, m.coll, waits.wait)
+    for row in step_rows:
+        sk, wi = split.get((row["rank"], row["name"]), (None, None))
+        row["start_skew_us"] = None if sk is None else sk / 1e3
+        row["work_imbalance_us"] = None if wi is None else wi / 1e3
+    strag = _metrics.straggler(per_rank, waits, unsure)
+    named = next((p for p in per_rank if p["rank"] == strag["rank"]), None)
+    strag.update(start_skew_us=named and named["start_skew_us"], work_imbalance_us=named and named["work_imbalance_us"],
+                 cause=named and _lateness.cause(named["start_skew_us"], named["work_imbalance_us"]))
     return {"world_size": job_world, "ranks": len(ranks), "reference_rank": clocks.ref,
             "matched_by": {(g or "default"): h for g, h in sorted(m.how.items())},
-            "per_rank": per_rank, "straggler": _metrics.straggler(per_rank, waits, unsure),
-            "steps": _metrics.step_rows(steps, m.coll, waits.wait),
+            "per_rank": per_rank, "straggler": strag, "steps": step_rows,
             "collectives": waits.collectives, "diagnostics": diags}
+
+
+def _with_lateness(per_rank: list, means: dict, clocks) -> None:
+    """Each rank's row with its mean start skew and work imbalance (µs, ``lateness``) and the
+    spread of its collective-end differences beside its offset (``clocks.spread``)."""
+    for p in per_rank:
+        sk, wi = means[p["rank"]]
+        sp = clocks.spread.get(p["rank"])
+        p.update(start_skew_us=None if sk is None else sk / 1e3, work_imbalance_us=None if wi is None else wi / 1e3,
+                 offset_spread_us=None if sp is None else sp / 1e3)
 
 
 def load_job(items, workers: int | None = None, load_opts: dict | None = None, progress=None):

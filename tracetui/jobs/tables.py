@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import msgspec
 import numpy as np
 
@@ -18,8 +20,10 @@ from tracetui.read.events import K
 
 # ---------------------------------------------------------------- one rank -> tables
 STEP_COLUMNS = ("step", "name", "start_ns", "end_ns", "window_ns", "busy_ns", "compute_ns", "comm_ns",
-                "comm_exposed_ns", "comm_overlapped_ns", "memcpy_ns", "memset_ns", "idle_ns", "kernels", "verdict")
-"""Per-step table; figures a CPU-only rank cannot have are -1 (null in JSON)."""
+                "comm_exposed_ns", "comm_overlapped_ns", "memcpy_ns", "memset_ns", "idle_ns", "kernels", "verdict",
+                "work_start_ns", "work_ns")
+"""Per-step table; figures a CPU-only rank cannot have are -1 (null in JSON). ``work_start_ns``
+and ``work_ns`` (``_work``) split a late arrival into start skew and work imbalance."""
 
 COMM_BOUND = ("communication-bound",
               "the step's exposed communication (its collectives' time not overlapped by compute kernels; "
@@ -44,7 +48,30 @@ def _backend_intervals(coll: dict) -> tuple[np.ndarray, np.ndarray]:
             np.array([coll["end_ns"][i] for i in rows], dtype=np.int64))
 
 
-def _step_figures(trace, step: int, ann: tuple) -> dict:
+def comm_op_pattern() -> re.Pattern:
+    """The taxonomy's rule for ops that launch a collective (``record_param_comms``, ``c10d::``, ...)."""
+    from tracetui.model.taxonomy import TABLE
+    return re.compile("|".join(r.pattern for r in TABLE if r.on == "op" and r.klass == "communication"))
+
+
+def _work(trace, w, ops: tuple, comm: tuple, compute_ns: int) -> dict:
+    """When the rank started working in the step and how long it worked: the first CPU op that
+    starts in the window (any thread; -1: none), and its compute time: the compute kernels' union
+    on a GPU rank (``compute_ns``), else the union of its CPU ops in the window less the time
+    covered by its communication: the backend's annotations and the collective ops
+    (``comm_op_pattern``; gloo's ``c10d::allreduce_`` blocks the caller for ms: waiting, not work)."""
+    o_s, o_e, o_comm = ops
+    mine = (o_s >= w.start) & (o_s < w.end)
+    s, e = o_s[mine], np.minimum(o_e[mine], w.end)
+    start = int(s[~o_comm[mine]].min()) if (~o_comm[mine]).any() else -1
+    if trace.has_gpu:
+        return {"work_start_ns": start, "work_ns": compute_ns}
+    c_s, c_e = np.r_[comm[0], s[o_comm[mine]]], np.minimum(np.r_[comm[1], e[o_comm[mine]]], w.end)
+    s, e = s[~o_comm[mine]], e[~o_comm[mine]]
+    return {"work_start_ns": start, "work_ns": _union(np.r_[s, c_s], np.r_[e, c_e]) - _union(c_s, c_e)}
+
+
+def _step_figures(trace, step: int, ann: tuple, ops: tuple) -> dict:
     """A step's per-class time over its window (``Trace.step_breakdown``): compute (the union of
     its non-communication, non-copy kernels), communication (exposed, overlapped), memcpy,
     memset, idle. Communication also counts the backend's annotations launched in the step
@@ -58,7 +85,7 @@ def _step_figures(trace, step: int, ann: tuple) -> dict:
         comm = _union(a_s, a_e)
         return {**out, "window_ns": w.end - w.start, "busy_ns": -1, "compute_ns": -1, "comm_ns": comm,
                 "comm_exposed_ns": -1, "comm_overlapped_ns": -1, "memcpy_ns": -1, "memset_ns": -1,
-                "idle_ns": -1, "kernels": 0,
+                "idle_ns": -1, "kernels": 0, **_work(trace, w, ops, (a_s, a_e), -1),
                 "verdict": COMM_BOUND[0] if comm >= COMM_BOUND_SHARE * (w.end - w.start) > 0 else "CPU only"}
     b = trace.step_breakdown(step)
     by_class = b["busy_by_class_ns"]
@@ -69,6 +96,7 @@ def _step_figures(trace, step: int, ann: tuple) -> dict:
         out.update(_with_backend_comm(trace, w, a_s, a_e))
     if out["comm_exposed_ns"] >= COMM_BOUND_SHARE * out["window_ns"] > 0:
         out["verdict"] = COMM_BOUND[0]
+    out.update(_work(trace, w, ops, (a_s, a_e), out["compute_ns"]))
     return out
 
 
@@ -115,10 +143,17 @@ def rank_tables(trace, rf: RankFile, world: int | None = None) -> dict:
 def _steps_table(trace, rank: int, base: int, ann: tuple) -> dict:
     """The rank's steps (``STEP_COLUMNS``), start and end on its own clock."""
     steps = {c: [] for c in ("rank",) + STEP_COLUMNS}
+    t = trace.tree
+    op = np.nonzero(t.kind == K["op"])[0]
+    is_comm = comm_op_pattern()
+    ops = (t.start[op].astype(np.int64), (t.start[op] + t.dur[op]).astype(np.int64),
+           np.array([bool(is_comm.match(t.name(i))) for i in op.tolist()], dtype=bool))
     for k, s in enumerate(trace.steps):
-        f = _step_figures(trace, s, ann)
+        f = _step_figures(trace, s, ann, ops)
         f["start_ns"] += base
         f["end_ns"] += base
+        if f["work_start_ns"] >= 0:
+            f["work_start_ns"] += base
         steps["rank"].append(rank)
         steps["step"].append(k)
         steps["name"].append(trace.name(s))
@@ -177,7 +212,7 @@ def memory_table(trace, base: int, rank: int, s0: np.ndarray, s1: np.ndarray) ->
     """The ``[memory]`` instants of a ``profile_memory`` trace (allocations > 0, frees < 0, the
     allocator's totals after each), read from the trace's bytes only when they hold one."""
     out = {c: [] for c in MEMORY_COLUMNS}
-    src = trace.store.source
+    src = trace.store.source_bytes()
     if src is None or b'"[memory]"' not in src:
         return out
     try:

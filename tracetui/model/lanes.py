@@ -134,7 +134,7 @@ def _outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 def gpu_annotations(store) -> list[dict]:
     """The ``gpu_user_annotation`` events of the file (the store skips their category): found by
     a byte search of the decoded source, each event decoded on its own. [] without a source."""
-    src = store.source
+    src = store.source_bytes()
     if not src:
         return []
     out, pos = [], 0

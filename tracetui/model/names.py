@@ -6,8 +6,10 @@ library come from the rule table in taxonomy.py.
 """
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from tracetui.model.taxonomy import CLASSES, classify
 
@@ -16,6 +18,9 @@ INDUCTOR_RE = re.compile(r"^(?:graph_\d+_)?(?:triton_(poi|red|per|tem|for|mm|bmm
 ``cpp.enable_kernel_profile``) ``graph_0_cpp_fused_…_3``."""
 _TILE_RE = re.compile(r"(?<![\dx])(\d{1,4}x\d{1,4}(?:x\d{1,4})?)(?![\dx])")
 _LAYOUT_RE = re.compile(r"(?:^|_)([TN]{2,3}|tn|nn|nt|tt)(?:_|$)")
+_ARCH_RE = re.compile(r"(sm\d{2,3}|ampere|hopper|volta|turing|ada|blackwell)")
+_ARCH_WORDS = ("sm", "ampere", "hopper", "volta", "turing", "ada", "blackwell")
+"""A name holds none of these: no arch, and ``_ARCH_RE`` (slow on long names) is not run."""
 _DTYPES = ("bf16", "fp16", "f16", "tf32", "fp32", "f32", "fp8", "e4m3", "e5m2", "s8", "i8", "f64", "fp64")
 
 KNOWN_OPS = (
@@ -51,6 +56,12 @@ class KernelName:
     variant: str | None = None     # Inductor's kernel kind (pointwise, persistent reduction, template ...)
 
 
+@lru_cache(maxsize=64)
+def _words(vocab: frozenset[str]) -> tuple[str, ...]:
+    """KNOWN_OPS and a trace's own op names, longest first (sorted once per vocabulary)."""
+    return tuple(sorted(set(KNOWN_OPS) | vocab, key=len, reverse=True))
+
+
 def inductor_ops(name: str, vocab: set[str] | None = None) -> tuple[list[str], bool]:
     """Op names in an Inductor kernel name (``triton_poi_fused__unsafe_view_gelu_mul_0``)."""
     m = INDUCTOR_RE.match(name)
@@ -64,7 +75,7 @@ def inductor_ops(name: str, vocab: set[str] | None = None) -> tuple[list[str], b
     truncated = numbered is None
     if numbered:
         body = body[: numbered.start()]
-    words = sorted(set(KNOWN_OPS) | (vocab or set()), key=len, reverse=True)
+    words = _words(frozenset(vocab or ()))
     ops, i = [], 0
     while i < len(body):
         for w in words:
@@ -81,38 +92,35 @@ def inductor_ops(name: str, vocab: set[str] | None = None) -> tuple[list[str], b
     return [o for o in ops if o], truncated
 
 
+_CPP_SPLIT = re.compile(r"([<>()])")
+
+
 def shorten_cpp(name: str, max_depth: int = 1) -> str:
-    """``void ns::k<4, ns::F<...>>(int, ...)`` -> ``ns::k<4, ns::F<…>>``: drop return type, params, deep templates."""
-    s = name
-    if s.startswith("void "):
-        s = s[5:]
+    """``void ns::k<4, ns::F<...>>(int, ...)`` -> ``ns::k<4, ns::F<…>>``: drop return type, params, deep templates.
+
+    Read a run of text at a time between the brackets (a kilobyte template name was read a
+    character at a time in Python)."""
+    s = name[5:] if name.startswith("void ") else name
     out, depth, paren = [], 0, 0
-    for ch in s:
-        if ch == "(" and depth == 0:
-            paren += 1
-            if paren == 1:
-                continue
-        if paren:
-            if ch == "(":
-                pass
-            elif ch == ")":
-                paren -= 1
+    for tok in _CPP_SPLIT.split(s):
+        if not tok:
             continue
-        if ch == "<":
+        if tok == "(" and (depth == 0 or paren):  # a parameter list opens at depth 0, nests in itself
+            paren += 1
+        elif paren:
+            paren -= tok == ")"
+        elif tok == "<":
             depth += 1
             if depth <= max_depth + 1:
                 out.append("<")
             if depth == max_depth + 1:
                 out.append("…")
-            continue
-        if ch == ">":
+        elif tok == ">":
             if depth <= max_depth + 1:
                 out.append(">")
             depth -= 1
-            continue
-        if depth > max_depth:
-            continue
-        out.append(ch)
+        elif depth <= max_depth:
+            out.append(tok)
     return "".join(out).strip() or name
 
 
@@ -138,7 +146,15 @@ def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False,
     Class and library come from the taxonomy (tracetui/model/taxonomy.py), which reads the
     launching op (the innermost op above the launch) before the name; this adds what the name
     itself spells out: tile, layout, dtype, arch, Inductor's fused ops, an ATen functor's op.
+    Each distinct (name, kind, user kernel, op) is decoded once; the caller gets its own copy.
     """
+    kn = copy.copy(_decode(name, kind, user_triton, launching_op))
+    kn.fused_ops = list(kn.fused_ops)
+    return kn
+
+
+@lru_cache(maxsize=65536)
+def _decode(name: str, kind: str, user_triton: bool, launching_op: str | None) -> KernelName:
     klass, library, reason = classify(name, kind, launching_op, user_triton)
     if kind in ("memcpy", "memset"):
         return KernelName(library=library, klass=klass, short=name, reason=reason)
@@ -150,14 +166,14 @@ def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False,
                           reason=reason, variant=sub)
     low = name.lower()
     kn = KernelName(library=library, klass=klass, short=shorten_cpp(name), reason=reason)
-    tile = _TILE_RE.search(name)
-    lay = _LAYOUT_RE.findall(name)
-    kn.tile = tile.group(1) if tile and ("gemm" in low or "nvjet" in low or "cutlass" in low or "xmma" in low) else None
-    if low.startswith("nvjet") and kn.tile is None and tile:
-        kn.tile = tile.group(1)
-    kn.layout = lay[-1] if lay and kn.tile else None
-    kn.dtype = next((d for d in _DTYPES if re.search(rf"(?:^|_){d}(?:_|$)", low)), None)
-    arch = re.search(r"(sm\d{2,3}|ampere|hopper|volta|turing|ada|blackwell)", low)
+    if "gemm" in low or "nvjet" in low or "cutlass" in low or "xmma" in low:  # tile and layout: GEMM names only
+        tile = _TILE_RE.search(name)
+        kn.tile = tile.group(1) if tile else None
+        lay = _LAYOUT_RE.findall(name) if tile else None
+        kn.layout = lay[-1] if lay else None
+    words = set(low.split("_"))  # a dtype is a whole '_'-separated word of the name
+    kn.dtype = next((d for d in _DTYPES if d in words), None)
+    arch = _ARCH_RE.search(low) if any(w in low for w in _ARCH_WORDS) else None
     kn.arch = arch.group(1) if arch else None
     if library == "ATen native":
         kn.hint_op = next((op for key, op in _FUNCTOR_HINTS if key in name), None)

@@ -45,7 +45,8 @@ write what they read (pointwise: the broadcast of their inputs; norm, softmax: t
 
 NOMINAL_GBPS = (
     (r"H200", 4800.0, "H200 datasheet HBM3e"),
-    (r"H100.*(?:SXM|HBM3)", 3350.0, "H100 SXM datasheet HBM3"),
+    # "H100, later SXM or HBM3", from the first H100 of a line only: H100.* from every H100 was quadratic
+    (r"(?m)^(?>.*?H100).*(?:SXM|HBM3)", 3350.0, "H100 SXM datasheet HBM3"),
     (r"H100", 2000.0, "H100 PCIe datasheet HBM2e"),
     (r"A100", 2039.0, "A100 80GB SXM datasheet"),
     (r"B200", 8000.0, "B200 datasheet HBM3e"),

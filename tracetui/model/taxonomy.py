@@ -49,6 +49,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tracetui.model.probes import Probes, search
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -68,6 +70,15 @@ CLASSES = ("gemm", "conv", "attention", "norm", "communication", "pointwise", "r
 
 _V = r"^(?:void )?"            # a C++ kernel name may start with its return type
 _A = _V + r"at::native::(?:\(anonymous namespace\)::)?"   # an ATen native kernel's head
+
+
+def _then(first: str, then: str) -> str:
+    """``first``, word characters, then ``then`` (both made of word characters), tried only from the
+    first ``first`` of each word: the same names as ``first\\w*then``, in linear time (that one
+    rescanned the rest of the word from every ``first``: a 20 kB name of repeats took 0.8 s a rule)."""
+    return rf"(?<!\w)(?>\w*?(?:{first}))\w*(?:{then})"
+
+
 _CONV_OPS = (r"^aten::(?:_?convolution|conv\d+d|conv_transpose\d+d|_convolution_mode|cudnn_convolution|"
              r"miopen_(?:depthwise_)?convolution|mkldnn_convolution|_?slow_conv|thnn_conv|_conv_depthwise|"
              r"conv_depthwise)\w*$|^(?:Cudnn|Miopen|Mkldnn)?Convolution\w*Backward\d*$")
@@ -156,12 +167,12 @@ TABLE: tuple[Rule, ...] = (
     Rule("name", r"MIOpen(?:BatchNorm|LayerNorm|GroupNorm)", "norm", "MIOpen", "MIOpen batch/layer/group norm"),
     Rule("name", r"cudnn::bn_|bn_fw_|bn_bw_|(?i:batchnorm)", "norm", "cuDNN", "cuDNN batch norm (cudnn::bn_fw_tr_*, bn_bw_*, batchnorm_*)"),
     Rule("name", r"LayerNorm|layer_norm|RowwiseMoments|GammaBetaBackward|batch_norm|GroupNorm|group_norm|"
-         r"Compute\w*FusedParams|ComputeInternalGradients|rms_norm|RMSNorm|RmsNorm|"
+         + _then("Compute", "FusedParams") + r"|ComputeInternalGradients|rms_norm|RMSNorm|RmsNorm|"
          r"instance_norm|cuApplyLayerNorm|cuApplyRMSNorm|cuComputeGradInput|cuComputePartGradGammaBeta|"
          r"cuComputeGradGammaBeta|ln_fwd|ln_bwd|rmsnorm", "norm", None,
          "a normalisation kernel (ATen layer/group/batch/RMS norm, Apex, Transformer Engine, Liger)"),
     # convolutions before GEMMs: implicit-GEMM convolutions have "gemm" in their names
-    Rule("name", r"cutlass_\w*cudnn|cask_cudnn|scudnn|cudnn_infer|cudnn_train|cudnn::(?:cnn|ops|engines_precompiled|winograd\w*|detail|gemm)::|"
+    Rule("name", _then("cutlass_", "cudnn") + r"|cask_cudnn|scudnn|cudnn_infer|cudnn_train|cudnn::(?:cnn|ops|engines_precompiled|winograd\w*|detail|gemm)::|"
          r"_cudnn(?:_infer|_train)?$|wgrad_alg\d|dgrad_alg\d|dgrad2d|dgrad_engine|wgrad_engine|"
          r"implicit_convolve|explicit_convolve|" + _V + r"fft2d_(?:r2c|c2r)|flip_filter",
          "conv", "cuDNN", "a cuDNN convolution engine or its helper (cask offsets, layout transform, winograd, FFT)"),
@@ -194,29 +205,30 @@ TABLE: tuple[Rule, ...] = (
     Rule("name", r"^[^<(]*cutlass", "gemm", "CUTLASS",
          "a CUTLASS kernel (cutlass_80_tensorop_*gemm, cutlass3x_sm90_*): cutlass in the kernel's own name, "
          "not only in a template argument (another kernel may take a CUTLASS type)"),
-    Rule("name", _V + r"Cijk_|^(?:void )?Custom_Cijk_|rocblas_\w*gem[mv]|hipblaslt", "gemm", "hipBLASLt / Tensile",
+    Rule("name", _V + r"Cijk_|^(?:void )?Custom_Cijk_|hipblaslt|" + _then("rocblas_", "gem[mv]"), "gemm", "hipBLASLt / Tensile",
          "an AMD hipBLASLt/Tensile GEMM (Cijk_Ailk_Bljk_...: C[i,j] += A[i,l] B[l,j])"),
     Rule("name", r"ck::kernel_gemm|ck_tile::\w*Gemm|DeviceGemm|gemm_xdl|GemmXdl", "gemm", "CK (Composable Kernel)",
          "a Composable Kernel GEMM"),
     Rule("name", r"^bmm_", "gemm", "TensorRT-LLM (batched GEMM)",
          "a trtllm-gen batched GEMM (bmm_E4m3_..., MoE experts in FlashInfer / TensorRT-LLM)"),
     Rule("name", r"deep_gemm", "gemm", "DeepGEMM", "a DeepGEMM FP8 GEMM"),
-    Rule("name", r"magma_\w*gemm", "gemm", "MAGMA", "a MAGMA GEMM (torch.linalg)"),
+    Rule("name", _then("magma_", "gemm"), "gemm", "MAGMA", "a MAGMA GEMM (torch.linalg)"),
     Rule("name", r"xmma_gemm|[sdhczi]\d*gemm|gcgemm|gemv|gemmk1|gemmSN|splitKreduce|cublas|scal_kernel|"
          r"epilogue::impl::globalKernel", "gemm", "cuBLAS",
          "a cuBLAS GEMM/GEMV or its split-K reduction, scaling or epilogue kernel (ampere_sgemm_*, gemv2T, ...)"),
     Rule("name", r"(?i)matmul|grouped_mm|fused_moe_kernel|_mm_kernel", "gemm", "Triton",
          "a Triton matmul (matmul_kernel, fused_moe_kernel, block-scaled FP8 matmul)"),
     # PyTorch native kernels
-    Rule("name", r"softmax_warp_|cunn_SoftMax|SoftMax\w*Forward|SoftMax\w*Backward", "reduction",
+    Rule("name", r"softmax_warp_|cunn_SoftMax|" + _then("SoftMax", "Forward|Backward"), "reduction",
          "ATen native", "softmax: a row-wise max and sum"),
     Rule("name", _A + r"reduce_kernel|ReduceOp<", "reduction", "ATen native", "ATen's TensorIterator reduction (sum, mean, max, var, norm)"),
     Rule("name", r"max_pool|avg_pool|adaptive_average_pool|adaptive_max_pool|AvgPool|MaxPool", "reduction", "ATen native",
          "pooling: a reduction over each window"),
     Rule("name", r"nll_loss_forward", "reduction", "ATen native", "NLL loss forward: a sum over the batch"),
-    Rule("name", r"cub::(?:\w+::)*Device(?:Scan|Reduce|SegmentedReduce)|tensor_kernel_scan|cumsum|cumprod", "reduction",
+    # at most 16 namespaces between cub:: and the kernel: unbounded, each cub:: rescanned the rest (quadratic)
+    Rule("name", r"cub::(?:\w+::){0,16}Device(?:Scan|Reduce|SegmentedReduce)|tensor_kernel_scan|cumsum|cumprod", "reduction",
          "CUB", "a CUB scan or reduction (cumsum, ...)"),
-    Rule("name", r"cub::(?:\w+::)*Device(?:RadixSort|Compact|Select|SegmentedSort|MergeSort)|radix_sort", "other",
+    Rule("name", r"cub::(?:\w+::){0,16}Device(?:RadixSort|Compact|Select|SegmentedSort|MergeSort)|radix_sort", "other",
          "CUB", "a CUB sort or compaction: neither elementwise nor a reduction"),
     Rule("name", _A + r"multi_tensor_apply_kernel", "pointwise", "ATen native",
          "a foreach / fused optimizer step: elementwise over many tensors"),
@@ -251,12 +263,28 @@ OTHER_REASON = "no rule matched: a kernel family the table does not know yet"
 def _compile(rule: Rule) -> re.Pattern:
     """Name rules match case-insensitively, done by lowercasing both sides: re.IGNORECASE on
     kilobyte-long C++ names made each search ~60x slower."""
-    if rule.on != "name":
-        return re.compile(rule.pattern)
-    return re.compile(rule.pattern.lower().replace("(?i)", "").replace("(?i:", "(?:"))
+    return re.compile(_lowered(rule.pattern) if rule.on == "name" else rule.pattern)
+
+
+def _lowered(pattern: str) -> str:
+    return pattern.lower().replace("(?i)", "").replace("(?i:", "(?:")
 
 
 _COMPILED = tuple((r, _compile(r)) for r in TABLE)
+
+_STEPS: tuple = ((), ())
+
+
+def _steps() -> tuple:
+    """(rule, regex, gate, probes) per row of ``_COMPILED``: each name rule split into cheap
+    probes (model/probes.py; rule by rule, 10^6 distinct names took 170 µs each: issue 44.15,
+    benchmarks/bench_classify.py). Built again if the table was replaced (tests add rows)."""
+    global _STEPS
+    if _STEPS[0] is not _COMPILED:
+        probes = [Probes(_lowered(r.pattern)) if r.on == "name" else None for r, _ in _COMPILED]
+        _STEPS = (_COMPILED, tuple((r, rx, p.gate if p else None, p.probes if p else None)
+                                   for (r, rx), p in zip(_COMPILED, probes)))
+    return _STEPS[1]
 
 
 @lru_cache(maxsize=65536)
@@ -264,7 +292,44 @@ def classify(kernel_name: str, kind: str = "kernel", launching_op: str | None = 
              user_triton: bool = False) -> tuple[str, str, str]:
     """(class, library, reason) of one GPU activity: ``kind`` is kernel/memcpy/memset,
     ``launching_op`` the innermost op above its runtime call, ``user_triton`` True for a kernel
-    launched by cuLaunchKernel outside any op."""
+    launched by cuLaunchKernel outside any op.
+
+    The table is read as ``classify_by_rules`` reads it, with each name rule's regex answered by
+    its probes (the same answer, tests/model/test_taxonomy.py)."""
+    low = kernel_name.lower()
+    kernel = kind == "kernel"
+    decided = None
+    for rule, rx, gate, probes in _steps():
+        if probes is None:  # a kind, op or user rule
+            if decided is None and _matches(-1, rule, rx, low, kind, launching_op, user_triton):
+                decided = rule
+                if rule.library is not None:
+                    return rule.klass, _lib(rule.library, user_triton), rule.reason
+            continue
+        if decided is None and not kernel or decided is not None and rule.library is None:
+            continue
+        if gate is not None:  # no gate string in the name: the rule cannot match (model/probes.py)
+            for g in gate:
+                if g in low:
+                    break
+            else:
+                continue
+        if not search(probes, low):
+            continue
+        if decided is None:
+            decided = rule
+            if rule.library is None:
+                continue
+        return decided.klass, _lib(rule.library, user_triton), decided.reason
+    if decided is None:
+        return "other", "other", OTHER_REASON
+    return decided.klass, "other", decided.reason
+
+
+def classify_by_rules(kernel_name: str, kind: str = "kernel", launching_op: str | None = None,
+                      user_triton: bool = False) -> tuple[str, str, str]:
+    """``classify`` read literally, one rule at a time in table order (the module docstring's
+    precedence): the reference the fast path is tested against."""
     decided = None
     low = kernel_name.lower()
     for i, (rule, rx) in enumerate(_COMPILED):
@@ -297,16 +362,16 @@ def name_class(kernel_name: str) -> str:
     return classify(kernel_name)[0]
 
 
-@lru_cache(maxsize=1 << 18)
-def _hit(i: int, low: str) -> bool:
-    """Whether name rule ``i`` matches the lowercased name ``low``: searched at most once per name,
-    however many ops launch it, and only if the table is read that far."""
-    return bool(_COMPILED[i][1].search(low))
-
-
 def _lib(library: str, user_triton: bool) -> str:
     """A Triton family's kernel launched by the user (outside any op) is the user's own."""
     return "Triton (user kernel)" if user_triton and library == "Triton" else library
+
+
+@lru_cache(maxsize=1 << 16)
+def _hit(i: int, low: str) -> bool:
+    """Whether name rule ``i`` matches the lowercased name ``low`` (``classify_by_rules``: searched
+    once per name, however many ops launch it)."""
+    return bool(_COMPILED[i][1].search(low))
 
 
 def _matches(i: int, rule: Rule, rx: re.Pattern, name: str, kind: str, op: str | None, user_triton: bool) -> bool:

@@ -16,7 +16,8 @@ from tracetui.read.heap import large_arrays_on_heap
 from tracetui.read.events import GPU_KINDS, K, KINDS, EventStore
 from tracetui.read.early import start_load, _Gunzipping  # noqa: F401 - the CLI's and tests' way in
 from tracetui.read.load import LOST_GPU_NOTE, Events, decode_store  # noqa: F401 - LOST_GPU_NOTE: tests
-from tracetui.read.source import LoadReport, read_input
+from tracetui.read import cache as store_cache
+from tracetui.read.source import LoadReport, read_input, resolve_input
 from tracetui.model.kclass import KernelClasses
 from tracetui.model.selftime import SelfTimeRule, self_time_rule
 from tracetui.model.stats import Agg, Rollups, aggregate, rollups, torch_device
@@ -198,6 +199,25 @@ class Trace(KernelClasses):
         return Windows(self)
 
     @cached_property
+    def step_labels(self) -> dict:
+        """Step node -> ``serving.StepLabel`` (prefill / decode / mixed, batch, tokens) where an
+        engine annotation says it (``phases.step_labels``)."""
+        from tracetui.model.phases import step_labels  # noqa: PLC0415
+        return step_labels(self)
+
+    @cached_property
+    def graph_gaps(self):
+        """CUDA/HIP graph launches and the steps whose graph work is hidden (``graphs.graph_gaps``)."""
+        from tracetui.model.graphs import graph_gaps  # noqa: PLC0415
+        return graph_gaps(self)
+
+    def phase_figures(self, top: int = 5) -> list[dict]:
+        """Per phase (prefill / decode / …): steps, device ns, kernels, top kernels; steps whose
+        graph work is hidden are counted but not summed (``phases.phase_figures``)."""
+        from tracetui.model.phases import phase_figures  # noqa: PLC0415
+        return phase_figures(self, self.step_labels, top, frozenset(self.graph_gaps.incomplete_steps))
+
+    @cached_property
     def memory(self):
         """The ``[memory]`` instants as a model (memory.py); reads their args (the lazy pass)."""
         from tracetui.model.memory import build_memory  # noqa: PLC0415
@@ -240,7 +260,8 @@ OUT_OF_MEMORY = ("ran out of memory while loading (a load needs about 2.4x the t
 
 
 def load_trace(path, progress: Progress | None = None, early=None,
-               steps: str | None = None, torch_version: str | None = None) -> Trace:
+               steps: str | None = None, torch_version: str | None = None, cache: bool = False,
+               workers: int | None = None) -> Trace:
     """Read, decode, link and roll up a trace file (or the newest trace in a folder).
 
     The stages, in order: resolve the input and read its bytes (read/source.py), the decode
@@ -248,7 +269,9 @@ def load_trace(path, progress: Progress | None = None, early=None,
     (tree.py), the rollups (stats.py). ``early`` is ``start_load``'s handle: used when it is
     for the same file, else discarded. ``steps`` is a regex naming the step markers (else
     ``steps.choose_steps`` decides); ``torch_version`` overrides the recording's version for
-    the self-time rule.
+    the self-time rule. ``cache``: reopen from the event store cached for this very file, and
+    cache it after a decode (read/cache.py; TRACETUI_NO_CACHE=1 turns it off). ``workers``:
+    processes decoding a large file (read/split.py; default one per usable CPU, at most 8).
     """
     say = progress or (lambda stage, frac: None)
     # Loading allocates millions of small objects and no cycles; the cyclic GC would rescan
@@ -260,11 +283,16 @@ def load_trace(path, progress: Progress | None = None, early=None,
         say("reading", 0.0)
         # read before the heap mode below: a buffer that grows (gunzip) must be free to move
         # by mremap, not copied on the heap (a gzip bomb reached 2x the limit there)
+        ident, events = _from_cache(path) if cache else (None, None)
+        if events is not None:
+            return _model(events, say, steps, torch_version, {"cache": time.perf_counter() - t0})
         src = read_input(path, early)
         read_s = time.perf_counter() - t0
         with large_arrays_on_heap():  # GB-sized traces: numpy temporaries reuse heap pages
             say("decoding", 0.15)
-            events = decode_store(src, early, say)
+            events = decode_store(src, early, say, workers)
+            if ident is not None:
+                store_cache.keep(src.path, ident, src.data, events)
             return _model(events, say, steps, torch_version, {"read": read_s, **events.timings})
     except MemoryError:
         raise TraceError(path, OUT_OF_MEMORY) from None
@@ -273,6 +301,16 @@ def load_trace(path, progress: Progress | None = None, early=None,
             early.cancel()  # a no-op once its result was collected
         if was:
             gc.enable()
+
+
+def _from_cache(path) -> tuple[list | None, Events | None]:
+    """(the file's identity, its events from the reopen cache or None); the identity is taken
+    before the file is read, so a file that changes while it is read is not cached."""
+    resolved = resolve_input(Path(path))
+    if not store_cache.enabled():
+        return None, None
+    ident = store_cache.identity(resolved)
+    return ident, store_cache.cached_events(resolved, ident)
 
 
 def _model(events: Events, say: Progress, steps: str | None, torch_version: str | None,
@@ -296,8 +334,11 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     say("done", 1.0)
     if "index" in timings:
         timings["index"] += t1 - t0
-    else:  # decode and index overlapped on two cores
-        timings["decode+index (2 processes)"] += t1 - t0
+    elif "cache" in timings:
+        timings["cache"] += t1 - t0
+    else:  # decode and index overlapped on several cores
+        key = next(k for k in timings if k.startswith("decode+index"))
+        timings[key] += t1 - t0
     timings.update(link=t2 - t1, rollup=t3 - t2)
     trace = Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
                   step_choice=choice, self_time=rule)

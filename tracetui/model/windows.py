@@ -228,8 +228,9 @@ class Windows:
     def breakdowns(self) -> list[dict]:
         """``breakdown`` of every window, in ``windows`` order, built together."""
         rows = self.figures.rows()
-        for out in rows:
-            out["verdict"], out["verdict_reason"] = verdict(out)
+        gaps = self.trace.graph_gaps.by_step
+        for w, out in zip(self.windows, rows):
+            out["verdict"], out["verdict_reason"] = _unknown(gaps.get(w.node)) or verdict(out)
         return rows
 
     def breakdown(self, w: StepWindow) -> dict:
@@ -240,8 +241,13 @@ class Windows:
         Invariant: ``busy + other_steps + idle == window`` and every part is >= 0.
         """
         out = self.figures.of(self._index[w.node])
-        out["verdict"], out["verdict_reason"] = verdict(out)
+        out["verdict"], out["verdict_reason"] = _unknown(self.trace.graph_gaps.by_step.get(w.node)) or verdict(out)
         return out
+
+
+def _unknown(gaps) -> tuple[str, str] | None:
+    """A step whose CUDA-graph work is hidden (``graphs.StepGaps``) has no verdict: its idle is unknown."""
+    return ("unknown", gaps.note()) if gaps is not None and gaps.incomplete else None
 
 
 def _intersection_ns(a_s, a_e, b_s, b_e) -> int:

@@ -8,6 +8,7 @@ import os
 import threading
 from pathlib import Path
 
+from tracetui.read import cache as store_cache
 from tracetui.read import split as _split
 from tracetui.read.errors import TraceError
 from tracetui.read.source import LoadReport, read_bytes, resolve_input
@@ -66,16 +67,19 @@ class _Gunzipping:
             self._early.cancel()
 
 
-def start_load(path) -> "_split.Early | _Gunzipping | None":
+def start_load(path, cache: bool = False) -> "_split.Early | _Gunzipping | None":
     """Begin loading a large trace file before the UI is imported.
 
     An uncompressed file is read and the decode of its tail starts in a forked child; a gzipped
     one is gunzipped in a thread. Returns the handle for ``load_trace(path, early=...)``, or None
     where it would not help (a small file, no fork, an envelope it cannot place): loading then
-    starts later as usual. Reading errors are left for ``load_trace`` to report.
+    starts later as usual. Reading errors are left for ``load_trace`` to report. None too where
+    ``cache`` is on and the reopen cache holds this file (read/cache.py): nothing to decode.
     """
     try:
         path = resolve_input(Path(path))
+        if store_cache.enabled(cache) and store_cache.fresh(path):
+            return None
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
             size = os.fstat(f.fileno()).st_size

@@ -37,6 +37,7 @@ CATEGORY_KIND = {
 
 _any_decoder = msgspec.json.Decoder()
 _RAW_LOCK = threading.Lock()  # the app's worker and its UI thread may both ask for args first
+_SRC_LOCK = threading.Lock()
 
 
 _I64 = 1 << 63
@@ -143,6 +144,7 @@ class EventStore:
     negative_durations: int = 0    # kept with dur 0
     unreadable: dict = field(default_factory=dict)  # events left out: a field of the wrong type -> count
     memory: "Instants" = field(default_factory=lambda: Instants())  # [memory] instants (memory.py)
+    reread: Callable[[], bytes | None] | None = None  # the source read again (a store from the cache)
     _raw: list | None = None
 
     def __len__(self) -> int:
@@ -152,12 +154,22 @@ class EventStore:
     def args_loaded(self) -> bool:
         return self._raw is not None
 
+    def source_bytes(self) -> bytes | None:
+        """The decoded bytes the store points into: kept from the load, or read again from the
+        file for a store from the reopen cache (None where the file changed since: read/cache.py)."""
+        with _SRC_LOCK:
+            if self.source is None and self.reread is not None:
+                reread, self.reread = self.reread, None
+                self.source = reread()
+        return self.source
+
     def load_args(self) -> None:
         """The lazy second pass over the file (~0.3 s per 60 MB); the app runs it in a worker."""
         with _RAW_LOCK:
             if self._raw is None:
                 from tracetui.read.schema import raw_args  # noqa: PLC0415
-                self._raw = raw_args(self.source) if self.source is not None else []
+                src = self.source_bytes()
+                self._raw = raw_args(src) if src is not None else []
 
     def args(self, i: int) -> dict:
         """All args of event ``i``, decoded on demand (the first call scans the file once more)."""

@@ -52,23 +52,25 @@ LOST_GPU_NOTE = ("no GPU activity survived the cut (Kineto writes runtime calls 
 """Said of a truncated trace of a GPU run (it lists devices) whose kept part has no GPU activity."""
 
 
-def decode_store(src: Source, early=None, progress: Callable[[str, float], None] | None = None) -> Events:
+def decode_store(src: Source, early=None, progress: Callable[[str, float], None] | None = None,
+                 workers: int | None = None) -> Events:
     """Stages 3-5: the decode strategy -> events -> store. Two processes where the file is large
     and valid (``early``'s child, started before the UI, or one forked now), else one process:
     fast, or tolerant for invalid JSON. ``progress(stage, fraction of the whole load)``: decoding
-    from 0.15 to 0.75 after each piece decoded here (it may raise to cancel), indexing at 0.55."""
+    from 0.15 to 0.75 after each piece decoded here (it may raise to cancel), indexing at 0.55.
+    ``workers``: decode processes (``split.default_workers()`` when None; 1: this one only)."""
     say = progress or (lambda stage, frac: None)
     decoded = lambda frac: say("decoding", 0.15 + 0.6 * frac)  # noqa: E731
     path, data, report = src.path, src.data, src.report
     t0 = time.perf_counter()
     split = early.finish(decoded) if early is not None and early.path == path else None
     if split is None:
-        split = _split.decode_index(data, progress=decoded)  # None: small, invalid or no fork
+        split = _split.decode_index(data, progress=decoded, workers=workers)  # None: small, invalid, no fork
     if split is not None:
         doc, store, lenient = split
         if lenient:
             report.repairs.append(LENIENT_NOTE)
-        timings = {"decode+index (2 processes)": time.perf_counter() - t0}
+        timings = {f"decode+index ({_split.TIMES.get('processes', 2)} processes)": time.perf_counter() - t0}
     else:
         doc, data = decode(path, data, report)
         t1 = time.perf_counter()

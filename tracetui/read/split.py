@@ -8,6 +8,7 @@ also the one that repairs broken files. The result is the same store the one-pro
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from itertools import pairwise
@@ -166,39 +167,81 @@ def _full_envelope(data: bytes) -> tuple[_Envelope, memoryview, None] | None:
     return env, memoryview(env.traceEvents), None  # the array's offset in data is not known
 
 
+WORKERS_ENV = "TRACETUI_WORKERS"
+MAX_DEFAULT_WORKERS = 8
+"""The default number of decode processes: one per CPU this process may run on
+(``os.sched_getaffinity``), at most this many; ``--workers N`` or TRACETUI_WORKERS=N say otherwise."""
+
+
+def default_workers() -> int:
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if raw.isdigit() and int(raw) >= 1:
+        return int(raw)
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_DEFAULT_WORKERS))
+
+
 def decode_index(data: bytes, min_bytes: int | None = None,
-                 progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
+                 progress: Callable[[float], None] | None = None,
+                 workers: int | None = None) -> tuple[Document, EventStore, bool] | None:
     """(document without its events, the full event store, needed the lenient schema) or None.
 
-    ``progress(fraction)`` is called after each piece of this process's part (it may raise to
-    stop the load: the helper is then killed)."""
-    if not enabled(data, min_bytes) or first_byte(data) != b"{":
+    ``workers`` processes (default ``default_workers()``; one: None, the one-process path)
+    each decode and index one part of the events. ``progress(fraction)`` is called after each
+    piece of this process's part (it may raise to stop the load: the helpers are then killed)."""
+    workers = default_workers() if workers is None else workers
+    if workers < 2 or not enabled(data, min_bytes) or first_byte(data) != b"{":
         return None
     try:
         with decode_limit():  # the same nesting limit whatever the process set (read/depth.py)
             found = _quick_envelope(data)
-            got = _decode_halves(data, *found, progress) if found else None
+            got = _decode_parts(data, *found, progress, workers) if found else None
             if got is None:
                 found = _full_envelope(data)
-                got = _decode_halves(data, *found, progress) if found else None
+                got = _decode_parts(data, *found, progress, workers) if found else None
     except RecursionError:  # nested too deep: the one-process path says so
         return None
     return got
 
 
-def _decode_halves(data: bytes | bytearray, env: _Envelope, arr: memoryview, base: int | None,
-                   progress: Callable[[float], None] | None = None) -> tuple[Document, EventStore, bool] | None:
-    """Fork; each process decodes and indexes one half of ``arr`` (the traceEvents array)."""
-    c = _split_point(arr)
-    if c is None:
+def _decode_parts(data: bytes | bytearray, env: _Envelope, arr: memoryview, base: int | None,
+                  progress: Callable[[float], None] | None = None,
+                  workers: int = 2) -> tuple[Document, EventStore, bool] | None:
+    """Fork ``workers - 1`` children, each decoding and indexing one part of ``arr`` (the
+    traceEvents array) while this process does the first; the parts' stores are joined in order."""
+    cuts = [0]
+    for k in range(1, workers):
+        c = _split_point(arr, pos=max(len(arr) * k // workers, cuts[-1] + 1))
+        if c is not None and cuts[-1] < c < len(arr) - 1:
+            cuts.append(c)
+    cuts.append(len(arr) - 1)
+    if len(cuts) < 3:
         return None
-    first, second = _parts(data, arr, base, c)
+    part = _part_decoder(data, arr, base)
     t0 = time.perf_counter()
+    pending = []
+    for lo, hi in list(pairwise(cuts))[1:]:  # every child forks before this process touches the bytes
+        p = forked.spawn(lambda lo=lo, hi=hi: part(lo, hi, child=True))
+        if p is None:
+            break
+        pending.append(p)
     try:
-        got, mine = forked.beside(second, lambda: first(progress), retry=False)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None  # a split inside a value, or a broken file: the one-process path decides
-    return _joined(env, mine, got, t0)
+        if len(pending) < len(cuts) - 2:
+            return None  # no fork: the one-process path
+        try:
+            mine = part(cuts[0], cuts[1], child=False, progress=progress)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None  # a split inside a value, or a broken file: the one-process path decides
+        mine[0].source = data
+        t_mine = time.perf_counter() - t0
+        got = [p.result(extra=4 * t_mine) for p in pending]
+    finally:
+        for p in pending:
+            p.cancel()  # a no-op for those collected
+    return _joined_parts(env, [mine, *got], t0)
 
 
 PIECE_BYTES = 8 << 20
@@ -212,7 +255,24 @@ helper; 60 pieces of 8 MB 10.2-10.9 s and 180 MB; 15 of 32 MB 9.07-9.48 s and 24
 
 
 def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -> tuple[Callable, Callable]:
-    """(first, second): decode and index the events before / after the comma at ``arr[c]``.
+    """(first, second): decode and index the events before / after the comma at ``arr[c]``."""
+    part = _part_decoder(data, arr, base)
+
+    def second() -> tuple:
+        store, _, lenient, times = part(c, len(arr) - 1, child=True)
+        return store, lenient, times
+
+    def first(progress=None) -> tuple:
+        store, n, lenient, times = part(0, c, child=False, progress=progress)
+        store.source = data
+        return store, n, lenient, times
+
+    return first, second
+
+
+def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) -> Callable:
+    """``part(lo, hi, child, progress)``: decode and index the events of ``arr`` between the
+    commas (or brackets) at ``lo`` and ``hi`` -> (store, events, lenient, times).
 
     Each piece of a part needs brackets at its two ends (the array's own, or commas between
     events). When ``data`` is a bytearray and ``base`` is where ``arr`` starts in it, those
@@ -261,16 +321,29 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
             times["child private MB"] = peak
         return store, n, lenient, times
 
-    def second() -> tuple:
-        store, _, lenient, times = part(c, len(arr) - 1, child=True)
-        return store, lenient, times
+    return part
 
-    def first(progress=None) -> tuple:
-        store, n, lenient, times = part(0, c, child=False, progress=progress)
-        store.source = data
-        return store, n, lenient, times
 
-    return first, second
+def _joined_parts(env: _Envelope, parts: list, t0: float) -> tuple[Document, EventStore, bool] | None:
+    """The document and whole store from every part's (store, events, lenient, times), in
+    file order; None when a child gave none."""
+    if any(p is None for p in parts):
+        return None  # a child failed: the one-process path, as for any surprise
+    TIMES.clear()
+    for _, _, _, times in parts:
+        for k, v in times.items():
+            TIMES[k] = max(TIMES.get(k, v), v) if k == "child private MB" else TIMES.get(k, 0) + v
+    TIMES.update({"both": time.perf_counter() - t0, "processes": len(parts)})
+    offsets = [0]
+    for _, n, _, _ in parts[:-1]:
+        offsets.append(offsets[-1] + n)
+    return _document(env), concat_stores([p[0] for p in parts], offsets), any(p[2] for p in parts)
+
+
+def _document(env: _Envelope) -> Document:
+    return Document(traceEvents=[], deviceProperties=env.deviceProperties, distributedInfo=env.distributedInfo,
+                    tracetui=env.tracetui, schemaVersion=env.schemaVersion,
+                    baseTimeNanoseconds=env.baseTimeNanoseconds, host_name=env.host_name)
 
 
 def _joined(env: _Envelope, mine: tuple, got: tuple | None, t0: float) -> tuple[Document, EventStore, bool] | None:
@@ -281,10 +354,7 @@ def _joined(env: _Envelope, mine: tuple, got: tuple | None, t0: float) -> tuple[
     store2, lenient2, child_t = got
     TIMES.clear()
     TIMES.update({**parent_t, **child_t, "both": time.perf_counter() - t0})
-    doc = Document(traceEvents=[], deviceProperties=env.deviceProperties, distributedInfo=env.distributedInfo,
-                   tracetui=env.tracetui, schemaVersion=env.schemaVersion,
-                   baseTimeNanoseconds=env.baseTimeNanoseconds, host_name=env.host_name)
-    return doc, concat_stores([store1, store2], [0, offset]), lenient1 or lenient2
+    return _document(env), concat_stores([store1, store2], [0, offset]), lenient1 or lenient2
 
 
 EARLY_HEAD_BYTES = 32 << 20

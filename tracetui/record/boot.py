@@ -32,11 +32,35 @@ PROVENANCE_KEY = "tracetui"
 """Top-level trace key with how the trace was made (the key ``tracetui gen`` writes too)."""
 
 
-def trace_name(host: str, rank: int, cycle: int | None) -> str:
-    """``<host>.rank<R>[.cycle<k>].pt.trace.json.gz``: rank and host in the name, as tools that
-    read a folder of ranks (tracetui ranks, HTA) expect; a cycle index only when repeating."""
+def trace_name(host: str, rank: int, cycle: int | None, run: str | None = None) -> str:
+    """``<host>.<run>.rank<R>[.cycle<k>].pt.trace.json.gz``: rank and host in the name, as tools that
+    read a folder of ranks (tracetui ranks, HTA) expect; the run (``run_id``, one per ``tracetui
+    record``) so that two runs into one folder never share a name; a cycle index only when repeating."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", host) or "host"
-    return f"{safe}.rank{rank}{'' if cycle is None else f'.cycle{cycle}'}.pt.trace.json.gz"
+    run_part = f".{re.sub(r'[^A-Za-z0-9_-]', '_', run)}" if run else ""
+    return f"{safe}{run_part}.rank{rank}{'' if cycle is None else f'.cycle{cycle}'}.pt.trace.json.gz"
+
+
+def run_id(now: float, pid: int) -> str:
+    """One ``tracetui record`` run: its start (UTC, to the second) and the launcher's PID, unique
+    among the runs of one host at a time, and sorting by start."""
+    import time
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + f"-{pid}"
+
+
+def place(tmp: Path, final: Path) -> None:
+    """Move a finished trace to its name, never over a file that is there (a hard link fails
+    with EEXIST where a rename would replace): a recording is never lost to another one."""
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        raise FileExistsError(f"{final.name} is already there: not replaced") from None
+    except OSError:  # no hard links on this file system: check, then rename
+        if os.path.lexists(final):
+            raise FileExistsError(f"{final.name} is already there: not replaced") from None
+        os.replace(tmp, final)
+        return
+    os.unlink(tmp)
 
 
 def _exit_code(code) -> int:
@@ -208,7 +232,7 @@ class Recorder:
             "step_marker": f"record_function:{c['steps']}" if c.get("steps") else "optimizer",
             "with_stack": bool(c.get("stack")), "record_shapes": bool(c.get("shapes")),
             "profile_memory": bool(c.get("memory")), "cycle": self.cycle,
-            "program": c.get("program"), "python": platform.python_version(),
+            "program": c.get("program"), "run": c.get("run"), "python": platform.python_version(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
 
@@ -218,7 +242,7 @@ class Recorder:
         leaves no temporary behind (Kineto's own ``.tmp`` beside ours included)."""
         cycle = self.cycle
         self.cycle += 1
-        name = trace_name(self.host, self.rank, None if self.repeat == 1 else cycle)
+        name = trace_name(self.host, self.rank, None if self.repeat == 1 else cycle, self.cfg.get("run"))
         final = self.out / name
         stem = f".{name}.{os.getpid()}"
         raw = self.out / f"{stem}.json.tmp"
@@ -231,7 +255,7 @@ class Recorder:
             doc[PROVENANCE_KEY] = self.provenance()
             with gzip.open(tmp, "wb", compresslevel=6) as f:
                 f.write(json.dumps(doc, separators=(",", ":")).encode())
-            os.replace(tmp, final)
+            place(tmp, final)
             self.written.append(str(final))
             print(f"[tracetui record] rank {self.rank}: wrote {final}", file=sys.stderr, flush=True)
         except Exception as e:  # noqa: BLE001 - the program's run and exit code come first

@@ -121,8 +121,11 @@ def _torchrun(rest: list[str], CliError) -> list[str]:
             sys.executable, "-c", BOOT, kind, ns.training_script, *ns.training_script_args]
 
 
-def _traces_in(folder: Path) -> dict:
-    return {p: p.stat().st_mtime_ns for p in folder.glob("*.pt.trace.json.gz") if p.is_file()}
+def _traces_of(folder: Path, run: str) -> list[Path]:
+    """The traces this run wrote: the ones with its run id in their name (boot.trace_name), never
+    another run's that happened to change in the same folder meanwhile."""
+    import glob
+    return [p for p in folder.glob(f"*.{glob.escape(run)}.rank*.pt.trace.json.gz") if p.is_file()]
 
 
 def run_record(args, CliError, opener=None) -> int:
@@ -131,7 +134,9 @@ def run_record(args, CliError, opener=None) -> int:
     import json
     import subprocess
 
-    from tracetui.record.boot import ENV
+    import time
+
+    from tracetui.record.boot import ENV, run_id
     cmd, kind = build_command(args.program or [], CliError)
     for k in ("wait", "warmup", "active", "repeat"):
         if getattr(args, k) < (1 if k == "active" else 0):
@@ -148,12 +153,11 @@ def run_record(args, CliError, opener=None) -> int:
         raise CliError(f"record: {args.output}: cannot create folder ({e.strerror or e})") from None
     cfg = {"out": str(out), "wait": args.wait, "warmup": args.warmup, "active": args.active, "repeat": args.repeat,
            "stack": args.stack, "memory": args.memory, "shapes": args.shapes, "steps": args.steps,
-           "program": shlex.join(args.program)}
+           "program": shlex.join(args.program), "run": run_id(time.time(), os.getpid())}
     env = dict(os.environ)
     env[ENV] = json.dumps(cfg)
     root = str(Path(__file__).resolve().parents[2])  # so the program's interpreter finds the bootstrap
     env["PYTHONPATH"] = os.pathsep.join([p for p in (env.get("PYTHONPATH"), root) if p])
-    before = _traces_in(out)
     print(f"[tracetui record] {shlex.join(args.program)} -> {out}", file=sys.stderr, flush=True)
     try:
         proc = subprocess.Popen(cmd, env=env)
@@ -163,7 +167,7 @@ def run_record(args, CliError, opener=None) -> int:
     rc = 128 - rc if rc < 0 else rc  # killed by a signal: the shell's convention
     if hung_up:  # the terminal is gone: nothing to report to
         return rc
-    written = sorted((p for p, m in _traces_in(out).items() if before.get(p) != m), key=_rank_order)
+    written = sorted(_traces_of(out, cfg["run"]), key=_rank_order)
     if not written:
         print(f"[tracetui record] no trace written (program exit code {rc})", file=sys.stderr)
         return rc

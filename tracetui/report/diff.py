@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tracetui.report.memory import emit_memory_diff
 from tracetui.report.output import write_json, emit_report, write_line, short_name, shown
+from tracetui.shorten import column, fit_arrow, name_room
 from tracetui.textsafe import visible
 
 
@@ -64,17 +65,24 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
             emit("\ncompile pre-ops (per step, B's CPU µs): " + ", ".join(
                 f"{visible(o['name'])} {o['b_cpu_us']:.1f}" for o in pre))
     if rows:
-        emit("\nkernels per step (aligned; Δ = what the row adds to B)        A µs      B µs      Δ µs  status")
-        for k in j["kernels"]:
+        emit("\nkernels per step (aligned; Δ = what the row adds to B)")
+        emit(f"  {'A µs':>9s} {'B µs':>9s} {'Δ µs':>9s}  {'status':8s}  kernel  (why)")
+        names = column([visible(k["name"]) for k in j["kernels"]], used=2 + 30 + 12, short=short_name)
+        for k, name in zip(j["kernels"], names):
             au = f"{k['a_us']:9.1f}" if k["a_us"] is not None else " " * 9
             bu = f"{k['b_us']:9.1f}" if k["b_us"] is not None else " " * 9
             why = k["reason"] or k["detail"] or ("unexplained" if k["status"] in ("added", "removed") else "")
             extra = f"  ({visible(why)})" if why else ""
-            emit(f"  {visible(short_name(k['name']))[:58]:58s} {au} {bu} {k['delta_us']:+9.1f}  {k['status']}{extra}")
+            emit(f"  {au} {bu} {k['delta_us']:+9.1f}  {k['status']:8s}  {name}{extra}")
 
     if mem is not None:
         emit_memory_diff(mem, emit)
 
+
+
+def _name(name: str, used: int = 2) -> str:
+    """One kernel's name in a text line: whole into a pipe or file, else fitted to the terminal."""
+    return column([visible(name)], used, short=short_name)[0]
 
 
 def fusion_lines(j: dict, top: int, emit) -> None:
@@ -82,15 +90,15 @@ def fusion_lines(j: dict, top: int, emit) -> None:
     if j["fused"]:
         emit("\nfusion (each instance; replaced kernels of A, in launch order):")
         for f in j["fused"][: top * 3 if top else None]:
-            emit(f"  {visible(short_name(f['kernel']))} replaces {len(f['replaces'])} kernel(s) "
+            emit(f"  {_name(f['kernel'])} replaces {len(f['replaces'])} kernel(s) "
                  f"(ops {', '.join(f['ops'])}; matched by {f['matched_by']}"
                  + (f"; block {', '.join(f['blocks_a'])}" if f["blocks_a"] else "") + "):")
             if f.get("evidence"):
                 emit(f"    evidence: {visible(f['evidence'])}")
             if f["gemm"]:
-                emit(f"    = {visible(short_name(f['gemm']))[:90]}  (the GEMM it replaced)")
-            for r in f["replaces"]:
-                emit(f"    - {visible(short_name(r))[:90]}")
+                emit(f"    = {_name(f['gemm'], 6)}  (the GEMM it replaced)")
+            for r, name in zip(f["replaces"], column([visible(r) for r in f["replaces"]], 6, short=short_name)):
+                emit(f"    - {name}")
             emit(f"    saves {f['saved_us']:.1f} µs and {f['launches_saved']} launch(es) per step"
                  + (f"; intermediate no longer in HBM: {f['intermediate_bytes'] / 1e6:.1f} MB "
                     f"({f['hbm_traffic_saved_bytes'] / 1e6:.1f} MB of traffic)" if f["intermediate_bytes"] else ""))
@@ -99,12 +107,12 @@ def fusion_lines(j: dict, top: int, emit) -> None:
     if j.get("unfused"):
         emit("\nfusion undone (a kernel of A that B runs as several, in launch order):")
         for f in j["unfused"][: top * 3 if top else None]:
-            emit(f"  {visible(short_name(f['kernel']))} runs as {len(f['parts'])} kernel(s) (matched by "
+            emit(f"  {_name(f['kernel'])} runs as {len(f['parts'])} kernel(s) (matched by "
                  f"{f['matched_by']}): {f['a_us']:.1f} → {f['b_us']:.1f} µs per step")
             if f["evidence"]:
                 emit(f"    evidence: {visible(f['evidence'])}")
-            for p in f["parts"]:
-                emit(f"    + {visible(short_name(p))[:90]}")
+            for name in column([visible(p) for p in f["parts"]], 6, short=short_name):
+                emit(f"    + {name}")
 
 
 def diff_header(j: dict) -> list[str]:
@@ -145,7 +153,8 @@ def change_lines(changes: list[dict], top: int = 10) -> list[str]:
             why = f"  ({c['detail']})" if c["detail"] and kind in ("added", "removed", "implementation") else ""
             if kind in ("added", "removed") and not c["detail"]:
                 why = "  (unexplained)"
-            out.append(f"  {c['delta_us']:+10.1f}  {visible(c['title'])[:90]}{rep}{visible(why)[:80]}")
+            room = name_room(14 + len(rep) + min(len(why), 40))
+            out.append(f"  {c['delta_us']:+10.1f}  {fit_arrow(visible(c['title']), room)}{rep}{visible(why)}")
         if top and len(group) > top:
             rest = sum(c["delta_us"] for c in group[top:])
             out.append(f"  {rest:+10.1f}  … {len(group) - top} more")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from tracetui.report.output import write_json, write_line, shown
+from tracetui.shorten import fit_arrow, name_room
 from tracetui.textsafe import visible
 
 
@@ -32,15 +33,13 @@ def ladder_tables(ld: dict, names: list[str]) -> list:
             records_table("changes", changes("top")), records_table("cpu_changes", changes("cpu_top"))]
 
 
-def _cut(text: str, n: int) -> str:
-    """``text`` in at most ``n`` characters, an ellipsis saying where it was cut."""
-    return text if len(text) <= n else text[:n - 1] + "…"
-
-
 def ladder_lines(ld: dict, names: list[str]) -> list[str]:
-    out = ["per step           device µs   kernels  launches  launch CPU µs    CPU µs   file"]
+    """The rungs (a rung's name is never cut: its column is as wide as the longest), then the
+    biggest changes between neighbours, each title fitted to a terminal, whole into a pipe."""
+    w = max([14] + [len(visible(n)) for n in names])
+    out = [f"{'per step':{w + 2}s} {'device µs':>11s}   kernels  launches  launch CPU µs    CPU µs   file"]
     for name, r in zip(names, ld["rungs"]):
-        out.append(f"  {visible(name)[:14]:14s} {r['device_us_per_step']:11,.1f} {r['kernels_per_step']:9d} "
+        out.append(f"  {visible(name):{w}s} {r['device_us_per_step']:11,.1f} {r['kernels_per_step']:9d} "
                    f"{r['launches_per_step']:9.0f} {r['launch_cpu_us_per_step']:14,.1f} {r['cpu_us_per_step']:9,.1f}   "
                    f"{visible(r['file'])}")
     for s in ld["steps"]:
@@ -51,7 +50,8 @@ def ladder_lines(ld: dict, names: list[str]) -> list[str]:
                    f"unexplained rows {t['unexplained']}")
         for c in s["top"]:
             rep = f"  [{c['repeat']}]" if c["repeat"] else ""
-            out.append(f"  {c['delta_us']:+10.1f}  {c['label']}: {_cut(visible(c['title']), 80)}{rep}")
+            room = name_room(16 + len(c["label"]) + len(rep))
+            out.append(f"  {c['delta_us']:+10.1f}  {c['label']}: {fit_arrow(visible(c['title']), room)}{rep}")
         for c in s["cpu_top"]:
-            out.append(f"  {c['delta_us']:+10.1f}  CPU: {_cut(visible(c['title']), 80)}")
+            out.append(f"  {c['delta_us']:+10.1f}  CPU: {fit_arrow(visible(c['title']), name_room(19))}")
     return out

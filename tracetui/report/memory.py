@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracetui.model.trace import Trace
 from tracetui.report.output import US, emit_report, write_line
+from tracetui.shorten import column
 from tracetui.textsafe import visible
 
 
@@ -15,9 +16,9 @@ def emit_memory_diff(mem: dict, emit) -> None:
              f"({'+' if p['change_bytes'] >= 0 else '-'}{fmt_bytes(abs(p['change_bytes']))})")
     if mem["ops"]:
         emit(f"  largest per-op changes in allocation size{' per step' if mem['per_step'] else ''} (A → B):")
-        for o in mem["ops"]:
+        for o, name in zip(mem["ops"], column([visible(o["name"]) for o in mem["ops"]], 2 + 6 + 1 + 12 + 3 + 12 + 2)):
             emit(f"  {o['device']:>6} {fmt_bytes(o['a_allocation_bytes']):>12} → {fmt_bytes(o['b_allocation_bytes']):>12}  "
-                 f"{visible(o['name'])[:60]}")
+                 f"{name}")
 
 
 def print_memory(t: Trace, as_json: bool = False, top: int = 10, fmt: str | None = None,
@@ -61,10 +62,11 @@ def print_memory(t: Trace, as_json: bool = False, top: int = 10, fmt: str | None
                 write_line(f"      {fmt_bytes(r['bytes']):>12}  {r['op']}  ·  {r['module']}  ·  {r['step']}  at {at(r['ts_us'])}")
     if j["steps"]:
         write_line("\nper step (peak inside the step's host interval; top holder by op):")
+        w = max([16] + [len(s["name"]) for s in j["steps"]])  # a step's name is never cut
         for s in j["steps"]:
             top_op = s["holders"]["op"][0] if s["holders"]["op"] else None
             held = f"  top: {top_op['op']} {fmt_bytes(top_op['bytes'])}" if top_op else ""
-            write_line(f"  {s['name'][:30]:30s} {s['device']:>5} {fmt_bytes(s['peak_bytes']):>12}{held}")
+            write_line(f"  {s['name']:{w}s} {s['device']:>5} {fmt_bytes(s['peak_bytes']):>12}{held}")
     write_line("\nper op (TensorBoard plugin definitions; self = not counting child ops):")
     write_line(f"  {'device':>6} {'calls':>7} {'allocs':>7} {'alloc size':>11} {'self allocs':>11} {'self size':>11} "
          f"{'increase':>11} {'self incr.':>11}  name")

@@ -1,6 +1,8 @@
 """``tracetui opportunities``: the fusion chains of one trace as text or JSON (tracetui/model/opportunities.py)."""
 from __future__ import annotations
 
+from tracetui.report.output import short_name
+from tracetui.shorten import column
 from tracetui.textsafe import visible
 
 
@@ -29,8 +31,8 @@ def text_lines(o: dict, path: str) -> list[str]:
                    f"stream {visible(c['stream'])}): saves ~{save} per step; {len(c['kernels'])} kernels take "
                    f"{c['us_per_step']:,.1f} µs, intermediates {mb}{'' if c['bytes_complete'] else ' (partly unknown)'}")
         out.append("   ops: " + visible(" → ".join(x.replace("aten::", "") for x in c["ops"])))
-        for k in c["kernels"][:8]:
-            out.append(f"   - {visible(k)[:110]}")
+        for k in column([visible(k) for k in c["kernels"][:8]], 5, short=short_name):
+            out.append(f"   - {k}")
         if len(c["kernels"]) > 8:
             out.append(f"   … {len(c['kernels']) - 8} more")
     if o["truncated"]:

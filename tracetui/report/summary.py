@@ -7,11 +7,16 @@ from tracetui.read.events import K
 from tracetui.model.trace import Trace
 from tracetui.model.tree import diagnostic_lines
 from tracetui.report.output import US, emit_report, write_line, short_name
+from tracetui.shorten import column
+from tracetui.report.serving import cuda_graphs, honest, marker_lines, print_phases, serving_phases, step_line
 from tracetui.textsafe import visible
 
 
 TEXT_OP_KINDS = ("op", "annotation", "step", "runtime")
-"""The text summary's op table leaves Python frames and modules to the tree; --json lists every row."""
+"""The op table's rows in every format: Python frames and modules only under ``--python`` (as in
+``tree``). ``summary_dict`` without ``op_kinds`` (the MCP tools, the key_averages() tests) keeps
+every row."""
+PYTHON_OP_KINDS = TEXT_OP_KINDS + ("module", "python")
 
 
 def attribution(t: Trace, node: int) -> dict:
@@ -60,7 +65,9 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
                                **attribution(t, g)})
     return {
         "file": str(t.path), "device": t.device_name, "steps": t.n_steps, "events": len(t.store),
-        "step_marker": {"rule": t.step_choice.rule, "description": t.step_choice.description},
+        "step_marker": {"rule": t.step_choice.rule, "description": t.step_choice.description,
+                        "reason": t.step_choice.reason or None, "hint": t.step_choice.hint or None},
+        "phases": serving_phases(t), "cuda_graphs": cuda_graphs(t),
         "self_time_rule": {"frames_own_time": t.self_time.frames_own_time, "label": t.self_time.label,
                            "reason": t.self_time.reason},
         "provenance": t.provenance or None, "per_step": steps, "kernel_classes": classes,
@@ -74,7 +81,7 @@ def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
     """One step's breakdown over its window, in µs (``windows.Windows.breakdown``; ``b``: given)."""
     b = t.step_breakdown(step) if b is None else b
     us = lambda ns: ns * US  # noqa: E731
-    return {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
+    return honest(t, step, {"name": t.name(step), "cpu_us": us(b["cpu_ns"]), "window_us": us(b["window_ns"]),
             "gpu_busy_us": us(b["busy_ns"]), "other_steps_us": us(b["other_steps_ns"]),
             "gpu_idle_us": us(b["idle_ns"]), "idle_split_us": {k: us(v) for k, v in b["idle_split_ns"].items()},
             "device_us": us(b["device_ns"]), "kernels": b["kernels"], "gpu_events": b["gpu_events"],
@@ -82,19 +89,21 @@ def step_dict(t: Trace, step: int, b: dict | None = None) -> dict:
             "comm_exposed_us": us(b["comm_exposed_ns"]), "comm_overlapped_us": us(b["comm_overlapped_ns"]),
             "launch_cpu_us": us(b["launch_cpu_ns"]), "launches": b["launches"],
             "sync_cpu_us": us(b["sync_cpu_ns"]), "syncs": b["syncs"], "threads": b["threads"],
-            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]}
+            "verdict": b["verdict"], "verdict_reason": b["verdict_reason"]})
 
 
 def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | None = None,
-                  table: str | None = None) -> None:
+                  table: str | None = None, python: bool = False) -> None:
     fmt = fmt or ("json" if as_json else "text")
     text = fmt == "text"
-    d = summary_dict(t, top=top, op_kinds=TEXT_OP_KINDS if text else None, step_rows=TEXT_STEP_ROWS if text else None)
+    kinds = PYTHON_OP_KINDS if python else TEXT_OP_KINDS  # the same rows in every format
+    d = summary_dict(t, top=top, op_kinds=kinds, step_rows=TEXT_STEP_ROWS if text else None)
+    shown_ops = sum(1 for a in t.op_table if a.kind in kinds)
     if fmt != "text":  # csv: the ops table unless --table names another
         emit_report(d, fmt, table=table, first="ops", title=f"tracetui summary: {t.path.name}")
         if fmt == "json" and top:  # the cap said on stderr (tracetui/report/caps.py)
             from tracetui.report.caps import note_truncated
-            note_truncated([(k, len(d[k]), n) for k, n in (("kernels", len(t.kernel_table)), ("ops", len(t.op_table)))
+            note_truncated([(k, len(d[k]), n) for k, n in (("kernels", len(t.kernel_table)), ("ops", shown_ops))
                             if len(d[k]) < n])
         return
     write_line(f"{visible(t.path.name)}: {d['events']:,} events, {d['steps']} step(s), device: {visible(t.device_label)}")
@@ -108,30 +117,32 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     for r in d["load"]["repairs"]:
         write_line(f"  ! {r}")
     write_line(f"  steps: {d['step_marker']['description']}")
+    for line in marker_lines(d):
+        write_line(line)
     write_line(f"  CPU self time: {d['self_time_rule']['label']} — {d['self_time_rule']['reason']}")
     if d["per_step"]:
         write_line("\nper step (window: host start → end of its last GPU work; all threads and streams; µs)")
         w = max(16, *(len(visible(s["name"])) for s in d["per_step"]))  # a step's name is never cut
         write_line(f"  {'step':{w}s} {'window':>9s}      busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
         for s in d["per_step"]:
-            sp = s["idle_split_us"]
-            write_line(f"  {visible(s['name']):{w}s} {s['window_us']:9.1f} {s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} "
-                 f"{s['gpu_idle_us']:9.1f} ({sp['host_wait']:.1f}/{sp['kernel_wait']:.1f}/{sp['other']:.1f})"
-                 f" {s['launch_cpu_us']:11.1f} {s['sync_cpu_us']:9.1f} {s['kernels']:7d}  {s['verdict']}")
+            write_line(step_line(s, w))
         if d["steps"] > len(d["per_step"]):
             write_line(f"  … {d['steps'] - len(d['per_step']):,} more steps (summary --json lists every one)")
         s = d["per_step"][0]
         write_line(f"  {visible(s['name'])}: {s['verdict']} — {s['verdict_reason']}")
-        classes = s["busy_by_class_us"]
+        classes = s["busy_by_class_us"] or {}
         if classes:
             write_line("  busy by class: " + ", ".join(f"{c} {v:.1f}" for c, v in sorted(classes.items(), key=lambda x: -x[1]))
                  + (f"; communication exposed {s['comm_exposed_us']:.1f}, overlapped {s['comm_overlapped_us']:.1f}"
                     if s["comm_exposed_us"] or s["comm_overlapped_us"] else ""))
+    print_phases(d["phases"])
     if d["first_step_kernels"]:
         write_line(f"\nkernels in {visible(t.name(t.steps[0]))} (first step), in launch order, with the ops that launched them:")
-        for k in d["first_step_kernels"][:40]:
+        first = d["first_step_kernels"][:40]
+        names = column([visible(k["name"]) for k in first], used=2 + 13 + 1 + 9 + 5, short=short_name)
+        for k, name in zip(first, names):
             src = (" > ".join(k["ops"]) or "(no ATen op)")
-            write_line(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {visible(short_name(k['name']))[:58]:58s}"
+            write_line(f"  {k['class']:13s} {k['device_us']:9.1f} µs  {name}"
                  f"  <- {visible(src)}{' in ' + visible(k['module']) if k['module'] else ''}")
         if len(d["first_step_kernels"]) > 40:
             write_line(f"  … {len(d['first_step_kernels']) - 40} more")
@@ -139,14 +150,21 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
         write_line("\nkernel classes: " + ", ".join(f"{c} {v['count']}× {v['total_us']:.1f} µs"
                                               for c, v in sorted(d["kernel_classes"].items(), key=lambda x: -x[1]["total_us"])))
     if d["kernels"]:
-        write_line(f"\n{'top kernels by device time':72s} {'count':>6s} {'total µs':>10s} {'mean µs':>10s}")
-        for k in d["kernels"]:
-            write_line(f"  {visible(short_name(k['name']))[:70]:70s} {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}")
+        write_line("\ntop kernels by device time")
+        write_line(f"  {'count':>6s} {'total µs':>10s} {'mean µs':>10s}  name")
+        names = column([visible(k["name"]) for k in d["kernels"]], used=2 + 6 + 11 + 11 + 2, short=short_name)
+        for k, name in zip(d["kernels"], names):
+            write_line(f"  {k['count']:6d} {k['total_us']:10.1f} {k['mean_us']:10.2f}  {name}")
             if k.get("classes_us"):  # its instances differ in class (launching ops): say how
                 write_line("    mixed classes: " + ", ".join(f"{c} {v:.1f} µs" for c, v in k["classes_us"].items()))
-    write_line(f"\n{'top ops':44s} {'count':>6s} {'CPU total µs':>13s} {'CPU self µs':>12s} {'device µs':>10s}")
-    for o in d["ops"]:
-        write_line(f"  {visible(o['name'])[:42]:42s} {o['count']:6d} {o['cpu_total_us']:13.1f} {o['cpu_self_us']:12.1f} {o['device_total_us']:10.1f}")
+    # device µs: key_averages()'s (what the op's own thread's ops launched); under op µs: all GPU work
+    # launched inside the op, also outside any ATen op (graph replays, NCCL, a user's Triton kernel)
+    write_line("\ntop ops (µs: CPU total, CPU self, device as key_averages() counts it, and all GPU work under the op)")
+    write_line(f"  {'count':>6s} {'CPU µs':>10s} {'self µs':>10s} {'device µs':>10s} {'under op':>10s}  name")
+    names = column([visible(o["name"]) for o in d["ops"]], used=2 + 6 + 4 * 11 + 2)
+    for o, name in zip(d["ops"], names):
+        write_line(f"  {o['count']:6d} {o['cpu_total_us']:10.1f} {o['cpu_self_us']:10.1f} {o['device_total_us']:10.1f}"
+                   f" {o['device_scope_us']:10.1f}  {name}")
     diag = diagnostic_lines(d["diagnostics"])
     if diag:
         write_line("\ndiagnostics (nothing is dropped silently):")

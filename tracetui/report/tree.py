@@ -44,7 +44,7 @@ def _dump_tree(doc: dict) -> None:
     """``tree --json``: orjson where the nesting fits its limit (254 levels); deeper trees are
     written node by node from a stack (same fields, same escaping), so no depth breaks the output."""
     try:
-        write_json(doc)
+        write_json(doc)  # rounds µs to the ns (report/output.round_us) before it tries
         return
     except orjson.JSONEncodeError:
         pass

@@ -17,7 +17,7 @@ from tracetui.ui.explorer import ExplorerScreen
 from tracetui.ui.idle_gc import IdleCollector
 from tracetui.ui.loading import LoadingScreen
 from tracetui.ui.modals import HelpScreen, OpenScreen
-from tracetui.ui.navigate import OpenDiff, OpenOpportunities, OpenRank, OpenTrace
+from tracetui.ui.navigate import OpenDiff, OpenOpportunities, OpenRank, OpenRanksTimeline, OpenTrace
 from tracetui.ui.threads import DaemonExecutor
 
 
@@ -104,6 +104,12 @@ class TraceApp(App):
         """Chains of kernels a fusion could merge, ranked by projected saving."""
         from tracetui.ui.opportunities_view import OpportunitiesScreen
         self.push_screen(OpportunitiesScreen(message.trace, on_jump=message.on_jump))
+
+    @on(OpenRanksTimeline)
+    def open_ranks_timeline(self, message: OpenRanksTimeline) -> None:
+        """The job's ranks as lanes of one timeline, over the job view."""
+        from tracetui.ui.ranks_timeline import RanksTimelineScreen
+        self.push_screen(RanksTimelineScreen(message.doc, message.lanes))
 
     @on(OpenRank)
     def open_rank(self, message: OpenRank) -> None:

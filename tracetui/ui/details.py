@@ -256,6 +256,18 @@ def _step_section(tr, node: int, t: Text) -> None:
         _line(t, "verdict", b["verdict"], "bold yellow")
         t.append("\n")
         return
+    lab = tr.step_labels.get(node)
+    if lab is not None:
+        _line(t, "phase", f"{lab.text} ({lab.engine} annotation)", "cyan")
+    gaps = tr.graph_gaps.by_step.get(node)
+    if gaps is not None and gaps.incomplete:  # the record is not whole: no idle, busy or verdict as if it were
+        _line(t, "CUDA graphs", gaps.note(), "yellow")
+        _line(t, "GPU recorded", f"{fmt_us(b['device_ns'])} in {b['kernels']} kernels (not the step's whole work)")
+        _line(t, "verdict", b["verdict"], "bold yellow")
+        t.append("\n")
+        return
+    if gaps is not None:
+        _line(t, "CUDA graphs", f"{gaps.launches} launch(es), kernels linked: replays attributed exactly")
     _line(t, "GPU busy", f"{fmt_us(b['busy_ns'])} ({pct(b['busy_ns'])}), {b['kernels']} kernels")
     if b["other_steps_ns"]:
         _line(t, "other steps", f"{fmt_us(b['other_steps_ns'])} ({pct(b['other_steps_ns'])}): the GPU was behind")

@@ -20,7 +20,7 @@ from tracetui.textsafe import visible
 
 from tracetui.ui.exporting import EXPORT_BINDINGS, ExportsView
 from tracetui.ui.footer import StableFooter
-from tracetui.ui.navigate import OpenRank
+from tracetui.ui.navigate import OpenRank, OpenRanksTimeline
 
 METRICS = (
     ("step_us", "step time µs", "the step's host interval on that rank"),
@@ -142,6 +142,7 @@ class JobScreen(ExportsView, Screen):
         Binding("enter", "open_rank", "Open rank"),
         Binding("D", "diagnostics", "Diagnostics"),
         Binding("c", "collectives", "Collectives"),
+        Binding("t", "timeline", "Ranks timeline"),
         Binding("escape", "cancel", "Cancel loading / back", show=False),
         *EXPORT_BINDINGS,
     ]
@@ -154,6 +155,7 @@ class JobScreen(ExportsView, Screen):
         self.load_opts = load_opts or {}
         self.n_workers = workers
         self.doc: dict | None = None
+        self.lanes = None          # the ranks timeline's lanes (jobs.lanes), built with the doc
         self.files: dict = {}      # rank -> file
         self.metric = 0
 
@@ -193,7 +195,10 @@ class JobScreen(ExportsView, Screen):
         if len(self.paths) == 1 and (self.paths[0] / MANIFEST).exists():
             from tracetui.jobs.index import analyze_index, read_manifest
             self.files = {r["rank"]: Path(r["file"]) for r in read_manifest(self.paths[0])["ranks"]}
-            return analyze_index(self.paths[0])
+            doc = analyze_index(self.paths[0])
+            from tracetui.jobs.lanes import from_index, offsets_of
+            self.lanes = from_index(self.paths[0], offsets_of(doc))
+            return doc
         from tracetui.jobs.pool import Stopped, run_map
         from tracetui.jobs.ranks import analyze_tables, discover, load_rank, require_ranks
 
@@ -211,7 +216,12 @@ class JobScreen(ExportsView, Screen):
                              progress, should_stop=lambda: worker.is_cancelled)
         except Stopped:
             return None
-        return None if worker.is_cancelled else analyze_tables(job, tables)
+        if worker.is_cancelled:
+            return None
+        doc = analyze_tables(job, tables)
+        from tracetui.jobs.lanes import from_tables, offsets_of
+        self.lanes = from_tables(tables, offsets_of(doc))
+        return doc
 
     def _progress(self, done: int, total: int) -> None:
         self.query_one("#job-progress", ProgressBar).update(progress=100 * done / max(total, 1))
@@ -310,7 +320,8 @@ class JobScreen(ExportsView, Screen):
         t.append(f"rank {r}", style="bold")
         t.append(f"  clock {visible(p['clock'])} offset {fmt(p['offset_us'])} µs · waited {fmt(p['wait_total_us'])} µs "
                  f"(mean {fmt(p['wait_mean_us'])}) · last at {p['last_count']}/{p['collectives']} · "
-                 f"caused {fmt(p['caused_wait_us'])} µs · HTA {p['hta_straggler_count']}")
+                 f"caused {fmt(p['caused_wait_us'])} µs · HTA {p['hta_straggler_count']} · start skew "
+                 f"{fmt(p.get('start_skew_us'))} µs · work imbalance {fmt(p.get('work_imbalance_us'))} µs a step")
         _, names, cell = self._grid()
         if not names:  # a heatmap with no columns, and no word why
             t.append("\nno steps in these ranks (ProfilerStep#N, or a numbered step annotation): the map has no "
@@ -322,8 +333,12 @@ class JobScreen(ExportsView, Screen):
                      f"{fmt(c['comm_exposed_us'])} · overlap {ov} · wait {fmt(c['wait_us'])} µs in "
                      f"{c['collectives']} collective{'' if c['collectives'] == 1 else 's'} · compute {fmt(c['compute_us'])} · idle {fmt(c['idle_us'])} "
                      f"· {c['verdict']}")
-        if self.doc["straggler"]["rank"] is not None:
-            t.append("\n" + visible(self.doc["straggler"]["evidence"]), style="dim")
+        s = self.doc["straggler"]
+        if s["rank"] is not None:
+            if s.get("cause"):
+                t.append(f"\nrank {s['rank']} is late by {s['cause']}: start skew {fmt(s['start_skew_us'])} µs, "
+                         f"work imbalance {fmt(s['work_imbalance_us'])} µs a step", style="bold")
+            t.append("\n" + visible(s["evidence"]), style="dim")
         self.query_one("#job-detail", Static).update(t)
 
     @on(DataTable.CellHighlighted)
@@ -351,6 +366,11 @@ class JobScreen(ExportsView, Screen):
         """The job's collectives as a table (``JobCollectivesScreen``)."""
         if self.doc is not None:
             self.app.push_screen(JobCollectivesScreen(list(self.doc["collectives"])))
+
+    def action_timeline(self) -> None:
+        """Every rank as a lane of one timeline, collectives drawn across them (``ranks_timeline``)."""
+        if self.doc is not None and self.lanes is not None:
+            self.post_message(OpenRanksTimeline(self.doc, self.lanes))
 
     def action_diagnostics(self) -> None:
         if self.doc is not None:
@@ -382,4 +402,6 @@ class JobScreen(ExportsView, Screen):
                 ("Open rank in the explorer", "the selected rank at the selected step (Enter)", self.action_open_rank),
                 ("Job diagnostics", "files left out, ranks missing, collectives that disagree (D)", self.action_diagnostics),
                 ("Job collectives", "every collective matched across ranks: size, latency, waits (c)",
-                 self.action_collectives)]
+                 self.action_collectives),
+                ("Ranks timeline", "every rank as a lane of one timeline, collectives drawn across them (t)",
+                 self.action_timeline)]

@@ -45,3 +45,12 @@ class OpenOpportunities(Message):
     def __init__(self, trace: Trace, on_jump=None):
         super().__init__()
         self.trace, self.on_jump = trace, on_jump
+
+
+class OpenRanksTimeline(Message):
+    """Show a job's ranks on one timeline (the job view's `t`): its ``ranks`` document and its
+    lanes (``jobs.lanes.JobLanes``)."""
+
+    def __init__(self, doc: dict, lanes):
+        super().__init__()
+        self.doc, self.lanes = doc, lanes

@@ -115,6 +115,13 @@ class TraceTree(FastTreeLines, Tree[Row]):
             t.append(" › ", style="dim")
         name = tr.name(node)
         t.append(plain(shorten_cpp(name) if len(name) > 100 else name))
+        if kind == "step":  # a serving step says its phase; a step whose graph work is hidden says so
+            lab = tr.step_labels.get(node)
+            if lab is not None:
+                t.append(plain(f"  {lab.text}", "cyan"))
+            gaps = tr.graph_gaps.by_step.get(node)
+            if gaps is not None and gaps.incomplete:
+                t.append(plain("  [graph work hidden: idle unknown]", "yellow"))
         r = tr.roll
         metrics = []
         if r.cpu_total[node]:

@@ -25,13 +25,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+WORK_DIM = 512
+"""Side of the square matmuls a step runs ``more_work[1]`` times (twice on the heavy rank)."""
+
 COMM_HEAVY_ELEMS = 1 << 21
 """Floats each of ``comm_heavy``'s all-reduces moves (8 MiB): tens of ms a call on gloo over
 loopback, against well under a ms of compute in the step."""
 
 
 def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: float, steps: int,
-            subgroup: tuple = (), p2p: bool = False, comm_heavy: bool = False, device: str = "cpu") -> None:
+            subgroup: tuple = (), p2p: bool = False, comm_heavy: bool = False, device: str = "cpu",
+            late: tuple = (-1, 0.0), more_work: tuple = (-1, 0)) -> None:
     import torch
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -52,7 +56,13 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
         if rank == slow_rank:
             time.sleep(slow_s)
 
+    work = torch.randn(WORK_DIM, WORK_DIM, device=dev)
+
     def step() -> None:
+        if rank == late[0]:  # starts the step's work late: before any op of the step
+            time.sleep(late[1])
+        for _ in range(more_work[1] * (2 if rank == more_work[0] else 1)):  # the heavy rank computes twice as long
+            torch.mm(work, work)
         slow()
         loss = ddp(x).square().mean()
         loss.backward()            # DDP all-reduces the gradients here
@@ -100,16 +110,18 @@ def _worker(rank: int, world: int, out: str, port: int, slow_rank: int, slow_s: 
 
 def record_gloo_job(out_dir, world: int = 3, slow_rank: int = 1, slow_s: float = 0.01,
                     steps: int = 3, subgroup: tuple = (), p2p: bool = False, comm_heavy: bool = False,
-                    device: str = "cpu") -> list[Path]:
+                    device: str = "cpu", late: tuple = (-1, 0.0), more_work: tuple = (-1, 0)) -> list[Path]:
     """Run the job and return the rank files, rank order. With ``subgroup`` (ranks), each step
     also runs an all-reduce on a ``new_group`` of those ranks and a reduce-scatter on the world
     (gloo runs it as an all-reduce); with ``p2p``, a ring of send/recv; ``comm_heavy`` and
-    ``device``: the module docstring."""
+    ``device``: the module docstring. ``late`` (rank, seconds): that rank sleeps at the start of
+    each step, before any op (it starts the step late); ``more_work`` (rank, n): every rank runs ``n``
+    matmuls a step before its forward, that rank ``2n`` (it computes longer)."""
     import torch.multiprocessing as mp
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     mp.spawn(_worker, args=(world, str(out), _free_port(), slow_rank, slow_s, steps, tuple(subgroup), p2p,
-                            comm_heavy, device),
+                            comm_heavy, device, tuple(late), tuple(more_work)),
              nprocs=world, join=True)
     return [out / f"job_rank-{r}.pt.trace.json" for r in range(world)]
 

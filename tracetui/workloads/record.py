@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from tracetui.atomic import write_all
+from tracetui.atomic import target_kind, write_all
 from tracetui.workloads.models import COMPILED, Workload
 
 NEEDS_TRITON = ("triton", "fused", "fused-compile", "fused-graphs")
@@ -153,7 +153,7 @@ def record(w: Workload, impl: str, out: Path, device: str | None = None, dtype: 
                                        backward_thread)
     data = json.dumps(trace, separators=(",", ":")).encode()
     files = {out: gzip.compress(data, compresslevel=9) if str(out).endswith(".gz") else data}
-    if save_key_averages:
+    if save_key_averages and target_kind(out) != "through":  # -o /dev/null: no sidecar beside it in /dev
         files[key_averages_path(out)] = json.dumps({"torch": torch.__version__, "rows": key_averages_rows(prof)},
                                                    indent=0).encode()
     write_all(files)  # both or neither: a full disk leaves no truncated trace, no empty sidecar

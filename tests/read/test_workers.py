@@ -1,0 +1,82 @@
+"""The chunked decode (read/split.py: N processes, each a part of traceEvents) builds exactly the
+store the one-process decode builds, event for event, on every bundled trace and every peer trace,
+with 1, 2 and 5 workers (issue 39.1)."""
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from tracetui.model import load_trace
+from tracetui.read import split
+from tracetui.read.events import build_store
+from tracetui.read.load import LoadReport, decode, read_bytes
+
+from tests.conftest import PEER, TRACES
+
+ARRAYS = ("name_id", "kind", "track", "ts", "dur", "corr", "ext", "seq", "fwd_tid", "file_index")
+FIELDS = ("names", "track_keys", "thread_names", "process_names", "flows", "skipped", "unreadable",
+          "missing_fields", "wrong_types", "times_out_of_range", "negative_durations")
+
+BUNDLED = sorted(TRACES.glob("*.json.gz"))
+PEERS = sorted(PEER.glob("*.json*")) + sorted((PEER.parent / "tracelens").glob("*.json*"))
+
+
+def _serial(path):
+    report = LoadReport()
+    data = read_bytes(path, report)
+    doc, data = decode(path, data, report)
+    return data, build_store(doc.traceEvents, source=data)
+
+
+def _same(a, b):
+    for f in ARRAYS:
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    for f in FIELDS:
+        assert getattr(a, f) == getattr(b, f), f
+    assert np.array_equal(a.memory.file_index, b.memory.file_index) and a.memory.keys == b.memory.keys
+
+
+@pytest.mark.parametrize("path", BUNDLED + PEERS, ids=lambda p: p.name)
+def test_chunked_decode_equals_one_process(path):
+    data, want = _serial(path)
+    assert split.decode_index(data, min_bytes=0, workers=1) is None  # one worker: this process only
+    for workers in (2, 5):
+        before = bytes(data)
+        buf = bytearray(data)
+        got = split.decode_index(buf, min_bytes=0, workers=workers)
+        assert got is not None and split.TIMES["processes"] == workers  # every file here splits N ways
+        assert buf == before  # the brackets swapped in for each piece are the file's bytes again
+        doc, store, _ = got
+        _same(want, store)
+        assert len(store) == len(want.kind)
+
+
+@pytest.mark.parametrize("name", ["transformer_eager.json.gz", "transformer_compile.json.gz"])
+def test_five_workers_are_five_processes_and_load_the_same_trace(name, tmp_path):
+    p = tmp_path / name.replace(".gz", "")
+    p.write_bytes(gzip.decompress((TRACES / name).read_bytes()))
+    one = load_trace(p, workers=1)
+    split_min = split.MIN_BYTES
+    split.MIN_BYTES = 0
+    try:
+        five = load_trace(p, workers=5)
+    finally:
+        split.MIN_BYTES = split_min
+    assert split.TIMES["processes"] == 5 and "decode+index (5 processes)" in five.timings
+    assert "index" in one.timings
+    _same(one.store, five.store)
+    for f in ("kind", "parent", "start", "dur"):
+        assert np.array_equal(getattr(one.tree, f), getattr(five.tree, f)), f
+    assert np.array_equal(one.roll.device, five.roll.device) and np.array_equal(one.roll.cpu_self, five.roll.cpu_self)
+
+
+def test_default_workers_follow_affinity_and_env(monkeypatch):
+    import os
+    monkeypatch.delenv(split.WORKERS_ENV, raising=False)
+    assert split.default_workers() == max(1, min(len(os.sched_getaffinity(0)), split.MAX_DEFAULT_WORKERS))
+    monkeypatch.setenv(split.WORKERS_ENV, "3")
+    assert split.default_workers() == 3
+    monkeypatch.setenv(split.WORKERS_ENV, "zero")
+    assert split.default_workers() == max(1, min(len(os.sched_getaffinity(0)), split.MAX_DEFAULT_WORKERS))
