@@ -117,44 +117,46 @@ def _backward(ctx, dh, _dpre):
 geglu_mlp.register_autograd(_backward, setup_context=_setup_context)
 
 
-class _Direct(torch.autograd.Function):
-    """The ops' two Python bodies under a plain autograd.Function: the same kernels and tensors,
-    without the dispatcher's trip into Python and custom_op's autograd wrapper (host µs per step
-    that a plain eager step, host-bound, pays; see ``fused_gate_up``)."""
+class FusedGeGLU(torch.autograd.Function):
+    """Eager autograd for the fused GeGLU: the ops' bodies called directly (``via_op`` False: no
+    dispatcher trip into Python, no custom_op wrapper, host µs a host-bound eager step saves), or
+    the registered ops themselves (``via_op`` True, while a profiler records: the trace then shows
+    module -> FusedGeGLU -> ``tracetui::geglu_mlp`` -> kernel, the op innermost around its kernel
+    with the input and weight shapes, and ``tracetui::geglu_mlp_backward`` in the backward)."""
 
     @staticmethod
-    def forward(ctx, x, w, path):
-        h, pre = _forward_impl(x, w, True, path)
+    def forward(ctx, x, w, path, via_op):
+        h, pre = (torch.ops.tracetui.geglu_mlp if via_op else _forward_impl)(x, w, True, path)
         ctx.save_for_backward(x, pre, w)
+        ctx.via_op = via_op
+        ctx.mark_non_differentiable(pre)
         ctx.set_materialize_grads(False)
         return h
 
     @staticmethod
     def backward(ctx, dh):
         if dh is None:
-            return None, None, None
+            return None, None, None, None
         x, pre, w = ctx.saved_tensors
         need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        dx, dw = _backward_impl(dh, x, pre, w, need_dx, need_dw)
-        return (dx if need_dx else None), (dw if need_dw else None), None
-
-
-def watched() -> bool:
-    """torch.compile is tracing, or a profiler is recording: the call must be the registered op
-    (one graph node for dynamo; ``tracetui::geglu_mlp`` by name, with its shapes, in the trace)."""
-    return torch.compiler.is_compiling() or torch._C._autograd._profiler_enabled()
+        dx, dw = (torch.ops.tracetui.geglu_mlp_backward if ctx.via_op else _backward_impl)(
+            dh, x, pre, w, need_dx, need_dw)
+        return (dx if need_dx else None), (dw if need_dw else None), None, None
 
 
 def fused_gate_up(x: torch.Tensor, w: torch.Tensor, path: str | None = None) -> torch.Tensor:
     """``gelu_tanh(x @ w[0::2].T) * (x @ w[1::2].T)``; saves the pre-activations only when autograd
     wants a gradient. ``path`` forces one of ``fused.PATHS`` instead of the rule table.
 
-    Under torch.compile or a profiler: the op ``tracetui::geglu_mlp`` (no graph break; named in
-    the trace). Otherwise the same bodies run directly (``_Direct``): plain eager is host-bound,
-    and the op's dispatch costs host time the GPU then waits for (``benchmarks/bench_train_launch.py``)."""
+    Under torch.compile: the op ``tracetui::geglu_mlp`` with its registered autograd (one graph
+    node, no break). In eager: ``FusedGeGLU``, calling the registered ops while a profiler records
+    (named in the trace) and their bodies directly otherwise: plain eager is host-bound, and the
+    op's dispatch costs host time the GPU waits for (``benchmarks/bench_train_launch.py``)."""
     save = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
-    if watched():
-        return torch.ops.tracetui.geglu_mlp(x, w, save, path or "")[0]
+    path = path or ""
+    if torch.compiler.is_compiling():
+        return torch.ops.tracetui.geglu_mlp(x, w, save, path)[0]
+    via_op = torch._C._autograd._profiler_enabled()
     if save:
-        return _Direct.apply(x, w, path or "")
-    return _forward_impl(x, w, False, path or "")[0]
+        return FusedGeGLU.apply(x, w, path, via_op)
+    return (torch.ops.tracetui.geglu_mlp if via_op else _forward_impl)(x, w, False, path)[0]

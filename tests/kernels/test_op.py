@@ -155,7 +155,7 @@ def test_recorded_fused_train_step_chains_module_op(tmp_path):
     mods = [e for e in ev if e["name"].startswith("nn.Module: GateUpProj")]
     fwd = [e for e in ev if e["name"] == "tracetui::geglu_mlp"]
     bwd = [e for e in ev if e["name"] == "tracetui::geglu_mlp_backward"]
-    nodes = [e for e in ev if e["name"].startswith("autograd::engine::evaluate_function: GeneratedBackwardFor_tracetui")]
+    nodes = [e for e in ev if e["name"] == "autograd::engine::evaluate_function: FusedGeGLUBackward"]
     assert len(fwd) == len(bwd) == len(nodes) == 2 and len(mods) >= 2
     assert all(any(_inside(f, m) for m in mods) for f in fwd)
     assert all(any(_inside(b, n) for n in nodes) for b in bwd)
