@@ -90,7 +90,7 @@ case "$PHASE" in
   # the least device time that answers issue 42's training question: both train shapes in every
   # host mode (compile modes default and max-autotune only), the default forward shape, no traces
   graphs42) bench bench $(( $(left) - 10 )) --no-check --no-v5 --modes default,max-autotune \
-              --shapes 8192x768x3072 --train-shapes 8192x768x3072,2048x768x3072 ;;
+              --shapes ${FWD_SHAPES:-8192x768x3072} --train-shapes ${TRAIN_SHAPES:-8192x768x3072,2048x768x3072} ;;
   gen) gen ;;
   tune) tune $(( $(left) - 10 )) ;;
   *) echo "usage: $0 [all|train|train42|graphs42|more|calibrate|gen|tune]"; exit 2 ;;
