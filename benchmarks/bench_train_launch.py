@@ -28,7 +28,7 @@ os.environ.pop("TRITON_INTERPRET", None)  # the kernels never run here
 
 import torch  # noqa: E402
 
-from tracetui.kernels import fused, gate_up, geglu  # noqa: E402
+from tracetui.kernels import fused, gate_up, geglu, op  # noqa: E402
 
 
 class Stub:
@@ -45,7 +45,8 @@ class Stub:
 def stub_kernels() -> Stub:
     s = Stub()
     for mod, names in [(fused, ("geglu_dual_gemm_tma_kernel", "geglu_dual_gemm_kernel", "geglu_interleaved_kernel")),
-                       (geglu, ("geglu_interleaved_bwd_kernel",)), (gate_up, ("geglu_interleaved_bwd_kernel",))]:
+                       (geglu, ("geglu_interleaved_bwd_kernel",)),
+                       (fused, ("_TMA", "_POINTER", "_INTERLEAVE")), (op, ("_BWD",))]:  # the Launchers
         for name in names:
             setattr(mod, name, s)
     return s
@@ -92,8 +93,7 @@ def main(argv=None) -> int:
             wg.add_(0.0), wu.add_(0.0)
         wg.grad = wu.grad = None
 
-    mod = gate_up.GateUpProj(k, n)
-    mod._packed = fused.PackedGeGLU.over(mod.weight, path="tma")
+    mod = gate_up.GateUpProj(k, n, path="tma")  # through the custom ops tracetui::geglu_mlp(_backward)
     w = mod.weight
 
     def new():
@@ -102,19 +102,29 @@ def main(argv=None) -> int:
             w.add_(0.0)
         w.grad = None
 
+    def via_op():  # the same step through the registered op, as under torch.compile or a profiler
+        torch.ops.tracetui.geglu_mlp(x, w, True, "tma")[0].backward(dh)
+        with torch.no_grad():
+            w.add_(0.0)
+        w.grad = None
+
     res = per_step_us({"old: fused_geglu, separate weights (re-pack + strided grads)": old,
-                       "new: GateUpProj, packed parameter": new}, args.steps, args.repeats)
+                       "new: GateUpProj, packed parameter (plain eager: direct)": new,
+                       "new, through the op tracetui::geglu_mlp (compile/profiler)": via_op},
+                      args.steps, args.repeats)
     for name, (med, lo) in res.items():
         print(f"{name:64s} {med:7.2f} µs/step (min {lo:.2f})", flush=True)
     packs = old_packed.packs
-    assert packs > args.steps and mod._packed.packs == 0 and stub.calls > 0  # the old path re-packed each step
-    (o, _), (nw, _) = res.values()
-    print(f"ratio old / new: {o / nw:.2f}x  (old re-packed {packs} times, new 0)")
+    assert packs > args.steps and mod.plans().packs == 0 and stub.calls > 0  # the old path re-packed each step
+    (o, _), (nw, _), (vo, _) = res.values()
+    print(f"ratio old / new: {o / nw:.2f}x  (old re-packed {packs} times, new 0); "
+          f"op dispatch / direct: {vo / nw:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "machine": platform.processor() or platform.machine(), "python": platform.python_version(),
             "torch": torch.__version__, "shape": [m, k, n], "steps": args.steps, "repeats": args.repeats,
-            "us_per_step_median_min": res, "ratio_old_over_new": o / nw}, indent=1))
+            "us_per_step_median_min": res, "ratio_old_over_new": o / nw,
+            "ratio_op_over_direct": vo / nw}, indent=1))
     return 0
 
 

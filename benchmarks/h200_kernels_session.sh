@@ -82,8 +82,17 @@ case "$PHASE" in
   train) bench bench_train $(( $(left) - 60 )) --no-check --no-v5 --no-graphs --shapes 8192x768x3072 \
            --train-shapes 8192x768x3072,2048x768x3072
          gen ;;
+  # issue 42 when device time is short: correctness (op and compile cases), the default forward
+  # shape, training at both done-when shapes in every host mode, then the traces (DEADLINE=450)
+  train42) bench bench $(( $(left) - ${GEN_S:-100} )) --no-v5 --shapes 8192x768x3072 \
+             --train-shapes 8192x768x3072,2048x768x3072
+           gen ;;
+  # the least device time that answers issue 42's training question: both train shapes in every
+  # host mode (compile modes default and max-autotune only), the default forward shape, no traces
+  graphs42) bench bench $(( $(left) - 10 )) --no-check --no-v5 --modes default,max-autotune \
+              --shapes ${FWD_SHAPES:-8192x768x3072} --train-shapes ${TRAIN_SHAPES:-8192x768x3072,2048x768x3072} ;;
   gen) gen ;;
   tune) tune $(( $(left) - 10 )) ;;
-  *) echo "usage: $0 [all|train|more|calibrate|gen|tune]"; exit 2 ;;
+  *) echo "usage: $0 [all|train|train42|graphs42|more|calibrate|gen|tune]"; exit 2 ;;
 esac
 echo "[session] done in $SECONDS s"

@@ -13,7 +13,9 @@ Peers at every shape: eager, ``torch.compile`` in modes default, max-autotune-no
 max-autotune, cuBLAS + our pointwise kernel (``triton``), the fused path as shipped before issue
 26 (``fused_v5``: host descriptors per call) and the fused path through ``PackedGeGLU``
 (``fused``). Training (forward + backward, no optimizer) is compared the same way at the train
-shapes. ``--cpu-check`` runs the CPU-checkable parts (argument parsing, the sweep table, the
+shapes. Each impl also runs in its other host modes (issue 42): graphed (``*_graph`` forward,
+``*_graphed`` training, CUDA graphs) and, for fused, compiled (``fused_compile_*``: the
+``tracetui::geglu_mlp`` op inside a compiled module); the report compares best modes. ``--cpu-check`` runs the CPU-checkable parts (argument parsing, the sweep table, the
 dispatch choices, every table's code at a tiny shape, correctness) under TRITON_INTERPRET=1.
 """
 from __future__ import annotations

@@ -34,9 +34,7 @@ def host_modes(impl: str, modes, graph_suffix: str) -> dict[str, str]:
     mode; for fused, our op inside a compiled module)."""
     if impl == "compile":
         return {m: f"compile_{m}" for m in modes}
-    out = {"plain": impl}
-    if impl != "compile":
-        out["graphed"] = impl + graph_suffix
+    out = {"plain": impl, "graphed": impl + graph_suffix}
     if impl == "fused":
         out.update({f"compile {m}": f"fused_compile_{m}" for m in FUSED_COMPILE_MODES})
     return out

@@ -53,14 +53,16 @@ def _empty(like: torch.Tensor) -> torch.Tensor:
     return like.new_empty((0,))
 
 
-@torch.library.custom_op(FORWARD, mutates_args=(), device_types=("cuda", "cpu"))
-def geglu_mlp(x: torch.Tensor, w: torch.Tensor, save_pre: bool, path: str = "") -> tuple[torch.Tensor, torch.Tensor]:
+def _forward_impl(x: torch.Tensor, w: torch.Tensor, save_pre: bool, path: str = "") -> tuple[torch.Tensor, torch.Tensor]:
     k = w.shape[1]
     x2 = x if x.dim() == 2 else x.reshape(-1, k)
     pre = x.new_empty((x2.shape[0], w.shape[0])) if save_pre else None
     h = plans_for(w, path or None)(x2, pre=pre)
     h = h if x.dim() == 2 else h.view(*x.shape[:-1], w.shape[0] // 2)
     return h, (pre if save_pre else _empty(x))
+
+
+geglu_mlp = torch.library.custom_op(FORWARD, _forward_impl, mutates_args=(), device_types=("cuda", "cpu"))
 
 
 @geglu_mlp.register_fake
@@ -70,9 +72,8 @@ def _geglu_mlp_fake(x, w, save_pre, path=""):
     return h, (x.new_empty((m, w.shape[0])) if save_pre else x.new_empty((0,)))
 
 
-@torch.library.custom_op(BACKWARD, mutates_args=(), device_types=("cuda", "cpu"))
-def geglu_mlp_backward(dh: torch.Tensor, x: torch.Tensor, pre: torch.Tensor, w: torch.Tensor,
-                       need_dx: bool, need_dw: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _backward_impl(dh: torch.Tensor, x: torch.Tensor, pre: torch.Tensor, w: torch.Tensor,
+                   need_dx: bool, need_dw: bool) -> tuple[torch.Tensor, torch.Tensor]:
     dh = dh if dh.is_contiguous() else dh.contiguous()
     x2 = x if x.dim() == 2 else x.reshape(-1, w.shape[1])
     dpre = torch.empty_like(pre)  # [M, 2N]: dgate, dup interleaved, one pass
@@ -82,6 +83,9 @@ def geglu_mlp_backward(dh: torch.Tensor, x: torch.Tensor, pre: torch.Tensor, w: 
     dx = torch.mm(dpre, w).view(x.shape) if need_dx else _empty(x)
     dw = torch.mm(dpre.t(), x2) if need_dw else _empty(w)  # [2N, K] like w: AccumulateGrad copies nothing
     return dx, dw
+
+
+geglu_mlp_backward = torch.library.custom_op(BACKWARD, _backward_impl, mutates_args=(), device_types=("cuda", "cpu"))
 
 
 @geglu_mlp_backward.register_fake
@@ -113,9 +117,46 @@ def _backward(ctx, dh, _dpre):
 geglu_mlp.register_autograd(_backward, setup_context=_setup_context)
 
 
+class FusedGeGLU(torch.autograd.Function):
+    """Eager autograd for the fused GeGLU: the ops' bodies called directly (``via_op`` False: no
+    dispatcher trip into Python, no custom_op wrapper, host µs a host-bound eager step saves), or
+    the registered ops themselves (``via_op`` True, while a profiler records: the trace then shows
+    module -> FusedGeGLU -> ``tracetui::geglu_mlp`` -> kernel, the op innermost around its kernel
+    with the input and weight shapes, and ``tracetui::geglu_mlp_backward`` in the backward)."""
+
+    @staticmethod
+    def forward(ctx, x, w, path, via_op):
+        h, pre = (torch.ops.tracetui.geglu_mlp if via_op else _forward_impl)(x, w, True, path)
+        ctx.save_for_backward(x, pre, w)
+        ctx.via_op = via_op
+        ctx.mark_non_differentiable(pre)
+        ctx.set_materialize_grads(False)
+        return h
+
+    @staticmethod
+    def backward(ctx, dh):
+        if dh is None:
+            return None, None, None, None
+        x, pre, w = ctx.saved_tensors
+        need_dx, need_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dx, dw = (torch.ops.tracetui.geglu_mlp_backward if ctx.via_op else _backward_impl)(
+            dh, x, pre, w, need_dx, need_dw)
+        return (dx if need_dx else None), (dw if need_dw else None), None, None
+
+
 def fused_gate_up(x: torch.Tensor, w: torch.Tensor, path: str | None = None) -> torch.Tensor:
-    """``gelu_tanh(x @ w[0::2].T) * (x @ w[1::2].T)`` through ``tracetui::geglu_mlp``; saves the
-    pre-activations only when autograd wants a gradient (traceable by dynamo: no graph break).
-    ``path`` forces one of ``fused.PATHS`` instead of the rule table (tests, bench)."""
+    """``gelu_tanh(x @ w[0::2].T) * (x @ w[1::2].T)``; saves the pre-activations only when autograd
+    wants a gradient. ``path`` forces one of ``fused.PATHS`` instead of the rule table.
+
+    Under torch.compile: the op ``tracetui::geglu_mlp`` with its registered autograd (one graph
+    node, no break). In eager: ``FusedGeGLU``, calling the registered ops while a profiler records
+    (named in the trace) and their bodies directly otherwise: plain eager is host-bound, and the
+    op's dispatch costs host time the GPU waits for (``benchmarks/bench_train_launch.py``)."""
     save = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
-    return torch.ops.tracetui.geglu_mlp(x, w, save, path or "")[0]
+    path = path or ""
+    if torch.compiler.is_compiling():
+        return torch.ops.tracetui.geglu_mlp(x, w, save, path)[0]
+    via_op = torch._C._autograd._profiler_enabled()
+    if save:
+        return FusedGeGLU.apply(x, w, path, via_op)
+    return (torch.ops.tracetui.geglu_mlp if via_op else _forward_impl)(x, w, False, path)[0]

@@ -296,7 +296,7 @@ def test_gen_records_a_fused_train_step(tmp_path):
     steps = [n for n in names if n.startswith("ProfilerStep#")]
     assert len(steps) == 2
     # the custom ops by name: one forward and one backward per step (the backward under autograd's node)
-    assert sum(n.endswith("GeneratedBackwardFor_tracetui_geglu_mlp_defaultBackward") and "evaluate_function" in n
+    assert sum(n.endswith("FusedGeGLUBackward") and "evaluate_function" in n
                for n in names) == 2
     assert sum(n == "tracetui::geglu_mlp" for n in names) == 2
     assert sum(n == "tracetui::geglu_mlp_backward" for n in names) == 2

@@ -155,7 +155,7 @@ def test_recorded_fused_train_step_chains_module_op(tmp_path):
     mods = [e for e in ev if e["name"].startswith("nn.Module: GateUpProj")]
     fwd = [e for e in ev if e["name"] == "tracetui::geglu_mlp"]
     bwd = [e for e in ev if e["name"] == "tracetui::geglu_mlp_backward"]
-    nodes = [e for e in ev if e["name"].startswith("autograd::engine::evaluate_function: GeneratedBackwardFor_tracetui")]
+    nodes = [e for e in ev if e["name"] == "autograd::engine::evaluate_function: FusedGeGLUBackward"]
     assert len(fwd) == len(bwd) == len(nodes) == 2 and len(mods) >= 2
     assert all(any(_inside(f, m) for m in mods) for f in fwd)
     assert all(any(_inside(b, n) for n in nodes) for b in bwd)
@@ -169,3 +169,24 @@ def test_graph_rung_refuses_the_cpu_with_one_line():
         record(workloads(train_mlp=True)["mlp"], "fused-graphs", "x.json.gz", device="cpu")
     with pytest.raises(ValueError, match="compile mode needs --impl compile or fused-compile"):
         record(workloads()["mlp"], "fused", "x.json.gz", device="cpu", mode="max-autotune")
+
+
+def test_plain_eager_path_and_the_op_agree_exactly():
+    """Plain eager runs the op's bodies directly (no dispatcher trip); under a profiler the op runs.
+    Same kernels, so the same bits: h, dx and dW equal, and only the profiled call shows the op."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.manual_seed(5)
+    mod = GateUpProj(24, 40)
+    x = torch.randn(37, 24)
+    got = []
+    for watched in (False, True):
+        xr = x.clone().requires_grad_()
+        mod.weight.grad = None
+        with profile(activities=[ProfilerActivity.CPU]) if watched else torch.autograd.graph.saved_tensors_hooks(
+                lambda t: t, lambda t: t) as prof:
+            h = mod(xr)
+            h.square().sum().backward()
+        got.append((h.detach(), xr.grad, mod.weight.grad))
+    assert all(torch.equal(a, b) for a, b in zip(*got))
+    names = {e.name for e in prof.events()}
+    assert {"tracetui::geglu_mlp", "tracetui::geglu_mlp_backward"} <= names
