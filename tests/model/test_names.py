@@ -88,3 +88,21 @@ def test_decode_cached_copies_are_independent():
     a.tile = "1x1"
     b = decode_kernel("triton_poi_fused__unsafe_view_gelu_mul_0")
     assert b.fused_ops == ["_unsafe_view", "gelu", "mul"] and b.tile is None
+
+
+def test_tile_search_from_the_first_digit_x_digit():
+    """decode_kernel reads a GEMM's tile from 3 characters before the first digit-x-digit: the
+    same tile, at the same place, as ``_TILE_RE`` read from the start (random strings of digits,
+    x and letters, where tiles, too-long numbers and x-runs crowd together)."""
+    import random
+
+    from tracetui.model.names import _DXD_RE, _TILE_RE
+    rng = random.Random(7)
+    names = ["".join(rng.choice("0123x9_a") for _ in range(rng.randrange(1, 30))) for _ in range(20000)]
+    names += ["12345x6_64x64", "x1x2_128x256x64", "sm90_gemm_1x2x1_128x128"]
+    for n in names:
+        dxd = _DXD_RE.search(n)
+        fast = _TILE_RE.search(n, max(dxd.start() - 3, 0)) if dxd else None
+        slow = _TILE_RE.search(n)
+        assert (fast and (fast.start(), fast.group(1))) == (slow and (slow.start(), slow.group(1))), n
+    assert decode_kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cluster1x2x1").tile == "128x128x64"

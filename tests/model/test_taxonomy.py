@@ -174,6 +174,11 @@ def _variants() -> list[tuple[str, str, str | None, bool]]:
         out.append((f"x{name}", "kernel", None, False))  # anchored rules must not match after a prefix
     out += [("my_kernel_7", "kernel", None, False), ("", "kernel", None, False), ("gemm", "memcpy", None, False),
             ("void " * 50 + "at::native::x", "kernel", None, False)]
+    # the gates read the name's UTF-8 bytes cut at bytes no gate holds (taxonomy._Gates)
+    out += [("ge\x00mm_kernel", "kernel", None, False), ("gémm", "kernel", None, False),
+            ("éé_gemm_é", "kernel", None, False), ("cutlass\ud800_gemm", "kernel", None, False),
+            ("void at::native::elementwise_kernel<é, copy_kernel>", "kernel", "aten::addmm", False),
+            ("nccl" + "\u00e9" * 3, "kernel", None, False), ("flash\u2603fwd", "kernel", None, False)]
     return out
 
 

@@ -6,6 +6,7 @@ conv work, the same name under no op (no runtime link) is decided by its name al
 """
 from __future__ import annotations
 
+from collections import Counter
 from functools import cached_property
 
 import numpy as np
@@ -32,6 +33,11 @@ class KernelClasses:
         """``kernel_info(n).klass`` of each GPU node in ``nodes``, classifying each (name, launching
         op, kind, launched as a user Triton kernel) once: the timeline colours every kernel of a step
         (100k on a large one), and ``kernel_info`` per node took ~20 µs."""
+        return [c for c, _lib in self.kernel_class_libs(nodes)]
+
+    def kernel_class_libs(self, nodes: np.ndarray) -> list[tuple[str, str]]:
+        """``(kernel_info(n).klass, kernel_info(n).library)`` of each GPU node in ``nodes``, each
+        distinct (name, launching op, kind, user kernel) classified once (``kernel_classes``)."""
         t = self.tree
         nodes = np.asarray(nodes, dtype=np.int64)
         if not nodes.size:
@@ -58,14 +64,24 @@ class KernelClasses:
             rest, u = divmod(k, 2)
             rest, kd = divmod(rest, 16)
             nid, oid = divmod(rest, n_names)
-            cls.append(classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[0])
+            cls.append(classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[:2])
         return [cls[i] for i in inv.ravel().tolist()]
+
+    @cached_property
+    def _gpu_class_libs(self) -> tuple[np.ndarray, np.ndarray]:
+        both = self.kernel_class_libs(self._gpu_nodes)
+        return (np.array([c for c, _lib in both], dtype=object), np.array([lib for _c, lib in both], dtype=object))
 
     @cached_property
     def gpu_classes(self) -> np.ndarray:
         """The class of every GPU node (aligned with ``_gpu_nodes``), decoded once per trace: the
         step windows, the rank tables and the collectives all ask for them."""
-        return np.array(self.kernel_classes(self._gpu_nodes), dtype=object)
+        return self._gpu_class_libs[0]
+
+    @cached_property
+    def gpu_libraries(self) -> np.ndarray:
+        """``kernel_info(n).library`` of every GPU node (aligned with ``_gpu_nodes``)."""
+        return self._gpu_class_libs[1]
 
     def nodes_of_class(self, klass: str) -> np.ndarray:
         """The GPU nodes of one class (``gemm``, ``attention`` ...), in node order: what a search
@@ -104,3 +120,33 @@ class KernelClasses:
         top = next(iter(classes))
         at = nodes[self.classes_of(nodes) == top][0]
         return self.kernel_info(int(at)), classes
+
+    def table_classes(self, rows: list[np.ndarray]) -> list[tuple[str, str, dict[str, float], dict[str, int]]]:
+        """For each kernel-table row's ``nodes``: ``row_info``'s class and library, its
+        ``row_classes`` and the instances per class, every row at once: per row, ``row_info``
+        (three ``classes_of`` and a ``kernel_info``) took ~50 µs, most of a summary of 10^6
+        distinct kernel names (issue 44.15). Class and library are ``gpu_classes`` and
+        ``gpu_libraries`` at the row's first instance of its biggest class."""
+        if not rows:
+            return []
+        nodes = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows])
+        at = np.searchsorted(self._gpu_nodes, nodes)
+        cls = self.gpu_classes[at].tolist()
+        lib = self.gpu_libraries[at].tolist()
+        dur = self.tree.dur[nodes].astype(np.float64).tolist()
+        out = []
+        a = 0
+        for r in rows:
+            b = a + len(r)
+            if b - a == 1:  # one instance (every row, when each kernel has its own name)
+                c = cls[a]
+                out.append((c, lib[a], {c: 0.0 + dur[a] / 1e3}, {c: 1}))
+            else:
+                us: dict[str, float] = {}
+                for c, d in zip(cls[a:b], dur[a:b]):
+                    us[c] = us.get(c, 0.0) + d / 1e3
+                us = dict(sorted(us.items(), key=lambda kv: -kv[1]))
+                k = cls.index(next(iter(us)), a, b)
+                out.append((cls[k], lib[k], us, dict(Counter(cls[a:b]))))
+            a = b
+        return out

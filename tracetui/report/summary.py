@@ -1,8 +1,6 @@
 """``tracetui summary``: per-step figures, kernel classes, top kernels and ops, as text or data."""
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from tracetui.read.events import K
@@ -42,14 +40,16 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
         steps = [step_dict(t, s, b) for s, b in zip(t.steps, t.windows.breakdowns())]  # all steps in one pass
     classes: dict = {}
     kernels = []
-    for a in t.kernel_table:
-        info, by_class = t.row_info(a.nodes)  # each instance classed with its own launching op
-        for k, n in sorted(Counter(t.classes_of(a.nodes).tolist()).items()):  # np.unique per row: 50 µs
+    table = t.kernel_table
+    # each instance classed with its own launching op; the class and library of a row are its
+    # biggest class's (Trace.row_info), found for every row at once (per row: ~50 µs)
+    for a, (klass, library, by_class, counts) in zip(table, t.table_classes([a.nodes for a in table])):
+        for k, n in sorted(counts.items()):
             c = classes.setdefault(str(k), {"count": 0, "total_us": 0.0})
             c["count"] += int(n)
             c["total_us"] += by_class[str(k)]
         row = {"name": a.name, "count": a.count, "total_us": a.device_total_us, "mean_us": a.mean_device_us,
-               "class": info.klass, "library": info.library}
+               "class": klass, "library": library}
         if len(by_class) > 1:  # a name with mixed classes says so: µs per class, biggest first
             row["classes_us"] = by_class
         kernels.append(row)
