@@ -55,8 +55,6 @@ def _dynamic() -> dict[tuple[str, str], tuple[str, object]]:
     return {
         ("model/probes.py", "compile_probes"): ("the name rules' top-level branches (taxonomy's probes)",
                                                 probe_patterns),
-        ("jobs/tables.py", "comm_op_pattern"): ("the taxonomy's communication op rules, joined",
-                                                lambda: [tables.comm_op_pattern()]),
         ("model/serving.py", "<module>"): ("ENGINE_RULES, compiled at import", None),
         ("model/steps.py", "_named_steps"): ("the user's own --steps regex: theirs to keep linear", lambda: []),
         ("cli/common.py", "load_opts"): ("the user's --steps regex, compiled to check it", lambda: []),

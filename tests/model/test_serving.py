@@ -132,6 +132,29 @@ def test_no_steps_hint_names_the_annotation(tmp_path):
     assert load_trace(p, steps="^mlp_train$").n_steps == n
 
 
+def test_both_vllm_forms_in_one_trace_are_all_steps(tmp_path):
+    """A trace holding vLLM's detailed form and its execute_new_N_cached_M form (two versions of the
+    worker, or a mixed capture): every annotation of the engine is a step, not only the first form's."""
+    names = [_vllm_name(4, 2048, 0, 0), "execute_new_0_cached_3", _vllm_name(0, 0, 32, 32), "execute_new_2_cached_0"]
+    p = _write(tmp_path, _serving_doc(names))
+    raw_names = [e["name"] for e in json.loads(p.read_text())["traceEvents"]
+                 if e.get("cat") == "user_annotation" and e["name"].startswith("execute_")]
+    t = load_trace(p)
+    assert t.step_choice.rule == "engine annotation"
+    assert sorted(t.name(s) for s in t.steps) == sorted(raw_names) and len(raw_names) == 4
+
+
+def test_the_hint_quotes_a_name_for_the_shell(tmp_path):
+    """The hint's --steps is a command the user pastes: a quote in the annotation's name stays quoted."""
+    import shlex
+    doc = training_trace(marker="user's step", steps=4)
+    p = _write(tmp_path, doc)
+    hint = load_trace(p).step_choice.hint
+    arg = hint.split("try --steps ", 1)[1].rsplit(" (", 1)[0]
+    assert shlex.split(arg) == ["^" + re.escape("user's step") + "$"], hint
+    assert load_trace(p, steps=shlex.split(arg)[0]).n_steps == 4
+
+
 def test_engine_patterns_are_linear_on_hostile_names():
     """Names come from untrusted files: every engine pattern and the hint finish fast on 100,000
     characters built to make a backtracking regex quadratic."""

@@ -18,7 +18,8 @@ EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_NOT_COMPARABLE = 0, 1, 2, 3
 EXIT_CODES = (
     (EXIT_OK, "the gate passed (B is not worse than A by more than PCT), or no gate was asked"),
     (EXIT_REGRESSED, "B is worse than A by more than PCT on the gated metric"),
-    (EXIT_BAD_INPUT, "bad input: a file that cannot be read, a bad argument (one line on stderr)"),
+    (EXIT_BAD_INPUT, "bad input: a file that cannot be read, a bad argument, or output that cannot be written "
+                     "(full disk, closed pipe) (one line on stderr)"),
     (EXIT_NOT_COMPARABLE, "the two traces are not comparable (device, shapes, step count or steps "
                           "marker differ), so the gate cannot judge"),
 )

@@ -11,7 +11,6 @@ lanes shown, not the events behind them.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,11 +98,12 @@ class JobLanes:
     end: int
 
 
-def rank_lanes(rank: int, offset: int, kernels: dict | None, ops: dict | None, coll: dict | None,
-               comm_op: re.Pattern) -> tuple[Lane, list[Lane]]:
+def rank_lanes(rank: int, offset: int, kernels: dict | None, ops: dict | None,
+               coll: dict | None) -> tuple[Lane, list[Lane]]:
     """A rank's lane and its sub-lanes from its tables (columns as lists or arrays): a GPU rank
     (kernels) by its kernels' classes and streams; a CPU rank by its ops (the collective ops, the
-    taxonomy's ``comm_op``, as communication) and its backend's annotations (communication)."""
+    taxonomy's communication ops) and its backend's annotations (communication)."""
+    from tracetui.jobs.tables import is_comm_op
     a = lambda t, c: np.asarray((t or {}).get(c, []))  # noqa: E731
     ann = [i for i, src in enumerate((coll or {}).get("source", [])) if src == "annotation"]
     c_s, c_e = a(coll, "start_ns")[ann].astype(np.int64) - offset, a(coll, "end_ns")[ann].astype(np.int64) - offset
@@ -126,7 +126,7 @@ def rank_lanes(rank: int, offset: int, kernels: dict | None, ops: dict | None, c
         os_ = a(ops, "start_ns").astype(np.int64) - offset
         oe = os_ + a(ops, "dur_ns").astype(np.int64)
         names = a(ops, "name").tolist()
-        is_c = np.array([bool(comm_op.match(str(n))) for n in names], dtype=bool)
+        is_c = np.array([is_comm_op(str(n)) for n in names], dtype=bool)
         cs, ce = _merged(np.r_[c_s, os_[is_c]], np.r_[c_e, oe[is_c]])
         lane.add("comm", cs, ce)
         ws, we = _minus(*_merged(os_[~is_c], oe[~is_c]), cs, ce)
@@ -162,14 +162,12 @@ def _assemble(parts: list) -> JobLanes:
 
 def from_tables(tables: list[dict], offsets: dict) -> JobLanes:
     """The lanes of the ranks that loaded (``tables.load_rank``'s results; the skipped left out)."""
-    from tracetui.jobs.tables import comm_op_pattern
-    pat = comm_op_pattern()
     parts = []
     for t in tables:
         if "skipped" in t:
             continue
         r = t["info"]["rank"][0]
-        parts.append((r, *rank_lanes(r, offsets.get(r, 0), t.get("kernels"), t.get("ops"), t.get("collectives"), pat)))
+        parts.append((r, *rank_lanes(r, offsets.get(r, 0), t.get("kernels"), t.get("ops"), t.get("collectives"))))
     return _assemble(parts)
 
 
@@ -177,8 +175,6 @@ def from_index(index: Path, offsets: dict) -> JobLanes:
     """The lanes of an index's ranks, from its Parquet tables (``index.read_columns``: the columns
     used, nothing else; a CPU rank's ops read only where it has no kernels)."""
     from tracetui.jobs.index import read_columns
-    from tracetui.jobs.tables import comm_op_pattern
-    pat = comm_op_pattern()
     coll = read_columns(index, "collectives", ["rank", "source", "start_ns", "end_ns"])
     by_rank: dict = {}
     for i, r in enumerate(coll["rank"]):
@@ -189,5 +185,5 @@ def from_index(index: Path, offsets: dict) -> JobLanes:
         c = {k: [coll[k][i] for i in rows] for k in ("source", "start_ns", "end_ns")}
         kern = read_columns(index, "kernels", ["start_ns", "dur_ns", "class", "stream"], rank=r)
         ops = None if kern else read_columns(index, "ops", ["name", "start_ns", "dur_ns", "tid"], rank=r)
-        parts.append((r, *rank_lanes(r, offsets[r], kern, ops, c, pat)))
+        parts.append((r, *rank_lanes(r, offsets[r], kern, ops, c)))
     return _assemble(parts)

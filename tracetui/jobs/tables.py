@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import re
 
 import msgspec
 import numpy as np
@@ -48,10 +47,11 @@ def _backend_intervals(coll: dict) -> tuple[np.ndarray, np.ndarray]:
             np.array([coll["end_ns"][i] for i in rows], dtype=np.int64))
 
 
-def comm_op_pattern() -> re.Pattern:
-    """The taxonomy's rule for ops that launch a collective (``record_param_comms``, ``c10d::``, ...)."""
-    from tracetui.model.taxonomy import TABLE
-    return re.compile("|".join(r.pattern for r in TABLE if r.on == "op" and r.klass == "communication"))
+def is_comm_op(name: str) -> bool:
+    """An op that launches a collective (``record_param_comms``, ``c10d::``, ...): the taxonomy's
+    answer (``op_class``, cached per name), not a second pattern."""
+    from tracetui.model.taxonomy import op_class
+    return op_class(name) == "communication"
 
 
 def _work(trace, w, ops: tuple, comm: tuple, compute_ns: int) -> dict:
@@ -59,7 +59,7 @@ def _work(trace, w, ops: tuple, comm: tuple, compute_ns: int) -> dict:
     starts in the window (any thread; -1: none), and its compute time: the compute kernels' union
     on a GPU rank (``compute_ns``), else the union of its CPU ops in the window less the time
     covered by its communication: the backend's annotations and the collective ops
-    (``comm_op_pattern``; gloo's ``c10d::allreduce_`` blocks the caller for ms: waiting, not work)."""
+    (``is_comm_op``; gloo's ``c10d::allreduce_`` blocks the caller for ms: waiting, not work)."""
     o_s, o_e, o_comm = ops
     mine = (o_s >= w.start) & (o_s < w.end)
     s, e = o_s[mine], np.minimum(o_e[mine], w.end)
@@ -145,9 +145,8 @@ def _steps_table(trace, rank: int, base: int, ann: tuple) -> dict:
     steps = {c: [] for c in ("rank",) + STEP_COLUMNS}
     t = trace.tree
     op = np.nonzero(t.kind == K["op"])[0]
-    is_comm = comm_op_pattern()
     ops = (t.start[op].astype(np.int64), (t.start[op] + t.dur[op]).astype(np.int64),
-           np.array([bool(is_comm.match(t.name(i))) for i in op.tolist()], dtype=bool))
+           np.array([is_comm_op(t.name(i)) for i in op.tolist()], dtype=bool))
     for k, s in enumerate(trace.steps):
         f = _step_figures(trace, s, ann, ops)
         f["start_ns"] += base

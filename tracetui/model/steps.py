@@ -6,6 +6,8 @@ chosen events with the ``step`` kind so the tree keeps them on top of their thre
 """
 from __future__ import annotations
 
+import shlex
+
 import re
 from dataclasses import dataclass
 
@@ -87,9 +89,10 @@ def _engine_steps(store: EventStore, ann: np.ndarray) -> StepChoice | None:
     names = store.names
     nids = np.unique(store.name_id[ann]).tolist()
     for rule in ENGINE_RULES:
-        hit = [n for n in nids if rule.rx.match(names[n])]
-        if not hit:
+        if not any(rule.rx.match(names[n]) for n in nids):
             continue
+        # every form of that engine counts (vLLM writes execute_…_context_… and execute_new_…_cached_…)
+        hit = [n for n in nids if any(r.rx.match(names[n]) for r in ENGINE_RULES if r.engine == rule.engine)]
         ev = _outermost(store, ann[np.isin(store.name_id[ann], hit)])
         store.kind[ev] = K["step"]
         return StepChoice("engine annotation", f"{rule.engine} step annotations {rule.form} (detected, {ev.size} found)",
@@ -208,4 +211,4 @@ def step_hint(store: EventStore, ann: np.ndarray) -> str:
     if not out:
         return "no user annotation repeats without overlapping itself; --steps REGEX names the one that marks a step"
     out.sort()
-    return "; ".join(f"try --steps '{key}' ({-n} annotations)" for n, _, key in out[:HINTS])
+    return "; ".join(f"try --steps {shlex.quote(key)} ({-n} annotations)" for n, _, key in out[:HINTS])

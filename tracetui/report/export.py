@@ -58,7 +58,7 @@ def is_us(key: str) -> bool:
     return key.endswith("_us") or "_us_" in key or "_us." in key or "µs" in key
 
 
-def _ns(header: list[str], rows: list[list]) -> list[list]:
+def round_rows(header: list[str], rows: list[list]) -> list[list]:
     """Floats of the µs columns rounded to the ns (3 decimals), the resolution of a trace's times."""
     cols = [i for i, h in enumerate(header) if is_us(str(h))]
     if not cols:
@@ -74,7 +74,7 @@ def _ns(header: list[str], rows: list[list]) -> list[list]:
 
 
 def render(fmt: str, header: list[str], rows: list[list]) -> str:
-    rows = _ns(header, rows)  # an app's export writes µs as the CLI's csv does (issue 43)
+    rows = round_rows(header, rows)  # an app's export writes µs as the CLI's csv does (issue 43)
     return to_csv(header, rows) if fmt == "csv" else to_markdown(header, rows)
 
 

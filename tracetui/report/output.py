@@ -231,14 +231,10 @@ def emit_report(doc: dict, fmt: str, table: str | None = None, first: str | None
         write_json(doc)
         return
     round_us(doc)
-    from tracetui.report.export import render_report, report_tables
+    from tracetui.report.export import render_report, report_tables, round_rows
     tabs = tables if tables is not None else report_tables(doc)
     for tab in tabs:  # tables built before the rounding (a ladder's) are rounded the same way
-        cols = [i for i, c in enumerate(tab.columns) if is_us(c)]
-        for row in tab.rows:
-            for i in cols:
-                if isinstance(row[i], float):
-                    row[i] = round(row[i], 3)
+        tab.rows = round_rows(tab.columns, tab.rows)
     if first and fmt == "csv":  # csv writes one table: the main one unless --table names another
         tabs = sorted(tabs, key=lambda t: t.name != first)
     write_text(render_report(doc, fmt, tables=tabs, table=table, title=title))
