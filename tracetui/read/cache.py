@@ -57,8 +57,13 @@ def cache_dir() -> Path:
 
 def enabled(flag: bool | None = True) -> bool:
     """Whether to use the cache: the caller asked (``--no-cache`` says False) and the
-    environment does not turn it off."""
-    return bool(flag) and os.environ.get(OFF_ENV, "").strip().lower() in ("", "0", "false", "no")
+    environment does not turn it off. Not under an address-space limit (``ulimit -v``, ``prlimit
+    --as``): there msgspec's allocation of an entry can fail inside C and end the process with
+    SIGSEGV (a 30 MB name under a cap 100 MB above the imports did), where the load alone gives
+    whole output or one line; the cache only saves time, so a capped run goes without it."""
+    from tracetui.read.source import _address_space
+    return (bool(flag) and os.environ.get(OFF_ENV, "").strip().lower() in ("", "0", "false", "no")
+            and not _address_space())
 
 
 def max_bytes() -> int:
