@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from tests.cli.test_signals_and_writes import SLOW_HELPER, _children, _running
-from tracetui.read import split
+from tests.cli.test_signals_and_writes import SLOW_HELPER, _children, _running, big_trace
 
 TRACE = {"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
                           "ts": 0, "dur": 10}]}
@@ -71,11 +70,7 @@ def test_stdin_of_nuls_is_refused_before_it_is_read(tmp_path):
 def test_the_decode_helper_dies_with_the_cli(tmp_path, sig):
     """An SSH session closing sends SIGHUP: no handler of ours runs (SIGTERM's does), and the
     helper went on after the CLI was gone (about 3 s on a real trace; here it sleeps 60 s first)."""
-    evs = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 50}", "pid": 1, "tid": 1, "ts": float(i),
-            "dur": 0.5, "args": {"External id": i}} for i in range(170_000)]
-    p = tmp_path / "big.json"
-    p.write_bytes(json.dumps({"traceEvents": evs}).encode())
-    assert p.stat().st_size >= split.MIN_BYTES  # large enough for the two-process decode
+    p = big_trace(tmp_path)
     env = dict(os.environ, TRACETUI_PARALLEL="1")
     proc = subprocess.Popen([sys.executable, "-c", SLOW_HELPER, "summary", str(p)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

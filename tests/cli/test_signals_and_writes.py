@@ -42,14 +42,20 @@ def _running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
-                    reason="the forked helper runs on Linux with two cores")
-def test_sigterm_kills_the_forked_decode_helper(tmp_path):
+def big_trace(tmp_path):
+    """A trace just large enough for the two-process decode (``split.MIN_BYTES``)."""
     evs = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 50}", "pid": 1, "tid": 1, "ts": float(i),
             "dur": 0.5, "args": {"External id": i}} for i in range(170_000)]
     p = tmp_path / "big.json"
     p.write_bytes(json.dumps({"traceEvents": evs}).encode())
-    assert p.stat().st_size >= split.MIN_BYTES  # large enough for the two-process decode
+    assert p.stat().st_size >= split.MIN_BYTES
+    return p
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
+                    reason="the forked helper runs on Linux with two cores")
+def test_sigterm_kills_the_forked_decode_helper(tmp_path):
+    p = big_trace(tmp_path)
     env = dict(os.environ, TRACETUI_PARALLEL="1")
     proc = subprocess.Popen([sys.executable, "-c", SLOW_HELPER, "summary", str(p)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

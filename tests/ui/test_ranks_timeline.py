@@ -4,50 +4,19 @@ snapshot at 160x48."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
-import json
 
 import pytest
 
-from tracetui.cli.main import main
 from tracetui.ui.app import TraceApp
 from tracetui.ui.job_view import JobScreen
 from tracetui.ui.modals import HelpScreen
 from tracetui.ui.ranks_timeline import LABEL_W, RanksTimelineScreen
 
-from tests.conftest import DATA
-
-
-@pytest.fixture(scope="module")
-def job_dir(tmp_path_factory):
-    from tracetui.workloads.replicate import replicate
-    out = tmp_path_factory.mktemp("tl_job")
-    replicate(DATA / "gloo_rank0.pt.trace.json.gz", out, 4, per_host=2, straggler=2, delay_ns=250_000, seed=3)
-    return out
-
-
-@pytest.fixture(scope="module")
-def job_json(job_dir):
-    buf = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    with contextlib.redirect_stdout(buf):
-        assert main(["ranks", str(job_dir), "--json", "--workers", "1"]) == 0
-    buf.flush()
-    return json.loads(buf.buffer.getvalue())
-
-
-async def _job_ready(pilot):
-    for _ in range(1500):
-        s = pilot.app.screen
-        if isinstance(s, JobScreen) and s.doc is not None:
-            break
-        await pilot.pause(0.02)
-    for _ in range(10):
-        await pilot.pause()
+from tests.ui.test_job_view import _ready, job_dir, job_json  # noqa: F401 - the same job, its fixtures
 
 
 async def _timeline(pilot):
-    await _job_ready(pilot)
+    await _ready(pilot)
     await pilot.press("t")
     for _ in range(50):
         if isinstance(pilot.app.screen, RanksTimelineScreen):
@@ -151,7 +120,7 @@ def test_the_key_is_in_the_footer_and_the_palette(job_dir):
 async def _key_shown(job_dir):
     app = TraceApp([job_dir], job=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        await _job_ready(pilot)
+        await _ready(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Ranks timeline" in titles
         assert any(b.key == "t" and b.description == "Ranks timeline" for b in JobScreen.BINDINGS)
