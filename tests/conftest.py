@@ -1,7 +1,10 @@
 """Shared fixtures: bundled traces, peer traces (skipped when ../shared is absent), CPU recordings."""
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
+import shutil
 import sys
 from pathlib import Path
 
@@ -31,6 +34,27 @@ def reaped(pid: int) -> bool:
     return False
 
 
+def built_once(tmp_path_factory, name: str, make):
+    """``make(folder)``, once per test session. Alone, a session fixture already runs once; under
+    pytest-xdist each worker is a session of its own, so the first worker to ask builds it under a
+    lock and the others wait for and reuse what it built (the same files, as one process's session
+    fixture would give every test), instead of recording the same job again beside it."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return make(tmp_path_factory.mktemp(name))
+    root = tmp_path_factory.getbasetemp().parent  # this run's folder, shared by its workers
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / f"{name}.pickle"
+        if done.exists():
+            return pickle.loads(done.read_bytes())
+        folder = root / name
+        shutil.rmtree(folder, ignore_errors=True)  # a worker that failed half-way
+        folder.mkdir()
+        made = make(folder)
+        done.write_bytes(pickle.dumps(made))
+        return made
+
+
 @pytest.fixture(scope="session")
 def peer_dir() -> Path:
     if not PEER.is_dir():
@@ -44,15 +68,17 @@ def cpu_traces(tmp_path_factory) -> dict:
     pytest.importorskip("torch")
     from tracetui.workloads.models import workloads
     from tracetui.workloads.record import record
-    out = tmp_path_factory.mktemp("cpu_traces")
-    ws = workloads(batch=4, seq=16, dim=64, hidden=128, in_features=32, out_features=64)
-    made = {}
-    for wl, impl, stack in [("linear", "eager", False), ("mlp", "eager", True), ("mlp", "eager", False),
-                            ("mlp", "compile", True)]:
-        name = f"{wl}_{impl}{'_stack' if stack else ''}"
-        made[name] = record(ws[wl], impl, out / f"{name}.json.gz", device="cpu", with_stack=stack,
-                            warmup_iters=2, active=3)
-    return made
+
+    def make(out: Path) -> dict:
+        ws = workloads(batch=4, seq=16, dim=64, hidden=128, in_features=32, out_features=64)
+        made = {}
+        for wl, impl, stack in [("linear", "eager", False), ("mlp", "eager", True), ("mlp", "eager", False),
+                                ("mlp", "compile", True)]:
+            name = f"{wl}_{impl}{'_stack' if stack else ''}"
+            made[name] = record(ws[wl], impl, out / f"{name}.json.gz", device="cpu", with_stack=stack,
+                                warmup_iters=2, active=3)
+        return made
+    return built_once(tmp_path_factory, "cpu_traces", make)
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +86,7 @@ def cpu_memory_trace(tmp_path_factory) -> Path:
     """A CPU training recording with profile_memory=True and a planted leak (tests/memory_workload.py)."""
     pytest.importorskip("torch")
     from tests.memory_workload import record_memory_trace
-    return record_memory_trace(tmp_path_factory.mktemp("memory") / "train_memory.json")
+    return built_once(tmp_path_factory, "memory", lambda out: record_memory_trace(out / "train_memory.json"))
 
 
 @pytest.fixture(autouse=True)

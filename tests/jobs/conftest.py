@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import built_once
+
 GLOO_WORLD = 3
 GLOO_SLOW = 1
 
@@ -16,8 +18,8 @@ def gloo_job(tmp_path_factory) -> list[Path]:
     """A 3-process gloo job (DDP + explicit collectives) recorded on CPU; rank 1 slowed on purpose."""
     pytest.importorskip("torch.distributed")
     from tracetui.workloads.gloo_job import record_gloo_job
-    out = tmp_path_factory.mktemp("gloo_job")
-    return record_gloo_job(out, world=GLOO_WORLD, slow_rank=GLOO_SLOW, slow_s=0.02, steps=3)
+    return built_once(tmp_path_factory, "gloo_job", lambda out: record_gloo_job(
+        out, world=GLOO_WORLD, slow_rank=GLOO_SLOW, slow_s=0.02, steps=3))
 
 
 LATE, HEAVY = 1, 2
@@ -31,16 +33,16 @@ def late_job(tmp_path_factory) -> list[Path]:
     the matmuls of the others (the straggler split's two causes)."""
     pytest.importorskip("torch.distributed")
     from tracetui.workloads.gloo_job import record_gloo_job
-    out = tmp_path_factory.mktemp("late_job")
-    return record_gloo_job(out, world=3, slow_rank=-1, steps=3, late=(LATE, 0.8), more_work=(HEAVY, 60))
+    return built_once(tmp_path_factory, "late_job", lambda out: record_gloo_job(
+        out, world=3, slow_rank=-1, steps=3, late=(LATE, 0.8), more_work=(HEAVY, 60)))
 
 
 @pytest.fixture(scope="session")
 def gen_job(gloo_job, tmp_path_factory) -> dict:
     """Rank 0 of the gloo job replicated into 6 ranks on 3 hosts, rank 4 a planted straggler."""
     from tracetui.workloads.replicate import replicate
-    out = tmp_path_factory.mktemp("gen_job")
-    return replicate(gloo_job[0], out, 6, per_host=2, straggler=4, delay_ns=300_000, seed=7)
+    return built_once(tmp_path_factory, "gen_job", lambda out: replicate(
+        gloo_job[0], out, 6, per_host=2, straggler=4, delay_ns=300_000, seed=7))
 
 
 def raw(path) -> dict:
