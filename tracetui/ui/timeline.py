@@ -7,6 +7,7 @@ legend or the range's summary. Lanes scroll vertically to keep the cursor's lane
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from rich.segment import Segment
@@ -44,6 +45,12 @@ ZOOM_MIN_NS_PER_CELL = 1.0
 """The closest zoom: one nanosecond per cell (the trace's resolution)."""
 HEAD_ROWS = 3
 """Title, axis labels, axis ticks."""
+
+
+@lru_cache(maxsize=256)
+def _style(color: str | None = None, bgcolor: str | None = None, bold: bool = False) -> Style:
+    """One Style per look: a lane paints a few looks over ~100 cells, and Style() costs ~5 µs."""
+    return Style(color=color, bgcolor=bgcolor, bold=bold)
 
 
 @dataclass
@@ -101,6 +108,8 @@ class Timeline(Widget, can_focus=True):
         self.summary: dict | None = None
         self.message = ""
         self._strips: list[Strip] | None = None
+        self._strips_size = None       # the size they were built at
+        self._rows_of: tuple | None = None  # (lanes, their rows)
         self._drag: tuple[int, float] | None = None
 
     # ---- model
@@ -382,6 +391,8 @@ class Timeline(Widget, can_focus=True):
         self.action_zoom(2, at=self._at(event.x) if event.x >= self._label_w() else None)
 
     def on_resize(self, event) -> None:
+        if event.size == self._strips_size:  # shown again at the size it was painted (back to 4)
+            return
         self._strips = None
         self._keep_lane_visible()
         self.refresh()
@@ -389,13 +400,16 @@ class Timeline(Widget, can_focus=True):
     # ---- painting
     def _rows(self) -> list[tuple[str, object]]:
         """The lane area's rows: ("group", name) headers and ("lane", index) rows."""
-        out, group = [], None
-        for i, lane in enumerate(self.lanes):
-            if lane.group != group:
-                group = lane.group
-                out.append(("group", group))
-            out.append(("lane", i))
-        return out
+        lanes = self.lanes
+        if self._rows_of is None or self._rows_of[0] is not lanes:
+            out, group = [], None
+            for i, lane in enumerate(lanes):
+                if lane.group != group:
+                    group = lane.group
+                    out.append(("group", group))
+                out.append(("lane", i))
+            self._rows_of = (lanes, out)
+        return self._rows_of[1]
 
     def _lane_rows_shown(self) -> int:
         return max(1, (self.size.height or 20) - HEAD_ROWS - self._foot_rows())
@@ -416,6 +430,7 @@ class Timeline(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         if self._strips is None:
             self._strips = self.build_strips()
+            self._strips_size = self.size
         if y < len(self._strips):
             return self._strips[y]
         return Strip.blank(self.size.width)
@@ -424,14 +439,15 @@ class Timeline(Widget, can_focus=True):
         """Every row of the widget as a Strip: the head, the lanes shown, the foot."""
         width = self.size.width or 100
         lw, w = self._label_w(), self._width()
-        out = [self._title(width), *self._axis(lw, w)]
+        steps = self._step_cells(w)
+        out = [self._title(width), *self._axis(lw, w, steps)]
         rows = self._rows()
         shown = self._lane_rows_shown()
         for what, v in rows[self.top:self.top + shown]:
             if what == "group":
                 out.append(Strip([Segment(f"▾ {visible(v)}"[:width].ljust(width), Style(bold=True, underline=True))]))
             else:
-                out.append(self._lane_strip(v, lw, w))
+                out.append(self._lane_strip(v, lw, w, steps))
         while len(out) < HEAD_ROWS + shown:
             out.append(Strip.blank(width))
         out += self._foot(width)
@@ -450,7 +466,18 @@ class Timeline(Widget, can_focus=True):
             segs.append(Segment("  " + self.message, Style(color="cyan", bold=True)))
         return Strip(segs).crop(0, width).extend_cell_length(width)
 
-    def _axis(self, lw: int, w: int) -> list[Strip]:
+    def _step_cells(self, w: int) -> set[int]:
+        """The cells of the ``w`` shown where a step starts (one pass for the axis and every lane)."""
+        steps = np.asarray(self.trace.steps, dtype=np.int64)
+        if not steps.size:
+            return set()
+        px = (self.hi - self.lo) / w
+        c = ((self.trace.tree.start[steps] - self.lo) / px).astype(np.int64)  # int(): toward zero
+        return set(c[(c >= 0) & (c < w)].tolist())
+
+    def _axis(self, lw: int, w: int, steps: set[int] | None = None) -> list[Strip]:
+        if steps is None:
+            steps = self._step_cells(w)
         origin = self.full[0]
         labels = [" "] * w
         marks = ["─"] * w
@@ -459,11 +486,8 @@ class Timeline(Widget, can_focus=True):
             marks[cell] = "┴"
             if cell + len(text) <= w and all(c == " " for c in labels[max(0, cell - 1):cell + len(text)]):
                 labels[cell:cell + len(text)] = list(text)
-        px = (self.hi - self.lo) / w
-        for s in self.trace.steps:
-            c = int((self.trace.tree.start[s] - self.lo) / px)
-            if 0 <= c < w:
-                marks[c], mstyle[c] = "┃", Style(color="magenta", bold=True)
+        for c in steps:
+            marks[c], mstyle[c] = "┃", _style("magenta", bold=True)
         for a, b, st in self._range_cells(w):
             for c in range(a, b + 1):
                 mstyle[c] = Style(color="bright_cyan", bold=True)
@@ -502,8 +526,10 @@ class Timeline(Widget, can_focus=True):
                 self._colour_cache[li] = LANE_COLOUR.get(lane.kind, FALLBACK)
         return self._colour_cache[li]
 
-    def _lane_strip(self, li: int, lw: int, w: int) -> Strip:
+    def _lane_strip(self, li: int, lw: int, w: int, steps: set[int] | None = None) -> Strip:
         lane = self.lanes[li]
+        if steps is None:
+            steps = self._step_cells(w)
         is_cur = li == self.cur.lane
         label = visible(lane.label)
         if len(label) > lw - 1:
@@ -522,15 +548,10 @@ class Timeline(Widget, can_focus=True):
                 merged = merged.copy()
                 rep[c0:c1 + 1] = cur
                 merged[c0:c1 + 1] = False
-        steps = set()
-        for s in self.trace.steps:
-            c = int((self.trace.tree.start[s] - self.lo) / px)
-            if 0 <= c < w:
-                steps.add(c)
         rng = self._range_cells(w)
-        in_range = np.zeros(w, dtype=bool)
+        in_range = [False] * w
         for a, b, _ in rng:
-            in_range[a:b + 1] = True
+            in_range[a:b + 1] = [True] * (b + 1 - a)
         rl, ml = rep.tolist(), merged.tolist()
         x = 0
         while x < w:
@@ -542,9 +563,9 @@ class Timeline(Widget, can_focus=True):
             colour = (cols[r] if isinstance(cols, list) else cols) if r >= 0 else None
             if r < 0:
                 text = "".join("┊" if c in steps else " " for c in range(x, y))
-                segs.append(Segment(text, Style(color="#af5faf", bgcolor="#303030" if in_range[x] else None)))
+                segs.append(Segment(text, _style("#af5faf", "#303030" if in_range[x] else None)))
             elif m:
-                segs.append(Segment("▒" * n, Style(color=colour, bgcolor="#303030" if in_range[x] else None)))
+                segs.append(Segment("▒" * n, _style(colour, "#303030" if in_range[x] else None)))
             else:
                 name = shorten_cpp(visible(lane.name(self.trace, r)))
                 if n >= 3:
@@ -553,9 +574,9 @@ class Timeline(Widget, can_focus=True):
                     text = " " * n
                 text = text.ljust(n)
                 if r == cur:
-                    st = Style(color="black", bgcolor="bright_white", bold=True)
+                    st = _style("black", "bright_white", bold=True)
                 else:
-                    st = Style(color="black" if colour in DARK_TEXT else "white", bgcolor=colour)
+                    st = _style("black" if colour in DARK_TEXT else "white", colour)
                 if x > 0 and rl[x - 1] >= 0 and not ml[x - 1]:  # two events side by side stay apart
                     text = "▏" + text[1:]
                 segs.append(Segment(text, st))
