@@ -6,13 +6,14 @@ legend or the range's summary. Lanes scroll vertically to keep the cursor's lane
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
-from textual import events
+from textual import events, work
 from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
@@ -45,6 +46,20 @@ ZOOM_MIN_NS_PER_CELL = 1.0
 """The closest zoom: one nanosecond per cell (the trace's resolution)."""
 HEAD_ROWS = 3
 """Title, axis labels, axis ticks."""
+BUILD_IN_WORKER = 50_000
+"""Events from which `4` builds the lanes in a worker when the prefetch has not built them yet
+(~0.75 µs an event, 0.2 s at 270k: over a key's 50 ms); the view says so meanwhile, and its keys
+wait. Under it they are built in the key (a test's `4` finds them at once)."""
+
+
+def _needs_lanes(handler):
+    """A key or mouse handler that does nothing while the worker builds the lanes."""
+    @wraps(handler)
+    def run(self, *args, **kw):
+        if self._lanes is None and self._building:
+            return None
+        return handler(self, *args, **kw)
+    return run
 
 
 @lru_cache(maxsize=256)
@@ -108,6 +123,9 @@ class Timeline(Widget, can_focus=True):
         self.summary: dict | None = None
         self.message = ""
         self._strips: list[Strip] | None = None
+        self._lanes_lock = threading.Lock()  # the prefetch worker and `4`'s worker build them once
+        self._building = False               # `4`'s worker is building the lanes
+        self._pending: int | None = None     # the node `4` asked for meanwhile
         self._strips_size = None       # the size they were built at
         self._rows_of: tuple | None = None  # (lanes, their rows)
         self._drag: tuple[int, float] | None = None
@@ -116,12 +134,32 @@ class Timeline(Widget, can_focus=True):
     @property
     def lanes(self) -> list[Lane]:
         if self._lanes is None:
-            lanes = build_lanes(self.trace)  # (the prefetch worker and `4` may both get here)
-            if self._lanes is None:
-                self.full = extent(lanes)
-                self.lo, self.hi = self.full
-                self._lanes = lanes
+            with self._lanes_lock:  # (the prefetch worker and `4`'s may both get here)
+                if self._lanes is None:
+                    lanes = build_lanes(self.trace)
+                    self.full = extent(lanes)
+                    self.lo, self.hi = self.full
+                    self._lanes = lanes
         return self._lanes
+
+    @property
+    def ready(self) -> bool:
+        """The lanes are built (else `4` shows that they are being built, in a worker)."""
+        return self._lanes is not None
+
+    @work(thread=True, group="timeline")
+    def _build(self) -> None:
+        self.prepare()
+        try:
+            self.app.call_from_thread(self._built)
+        except RuntimeError:  # the app closed meanwhile
+            pass
+
+    def _built(self) -> None:
+        self._building = False
+        node, self._pending = self._pending, None
+        if node is not None:
+            self.show(node)
 
     def prepare(self) -> None:
         """Build the lanes and decode their kernel classes now (the app calls this in a worker
@@ -199,7 +237,16 @@ class Timeline(Widget, can_focus=True):
 
     # ---- entry points
     def show(self, node: int) -> None:
-        """Put the cursor on ``node`` (or its nearest ancestor in a lane) and open on its scope."""
+        """Put the cursor on ``node`` (or its nearest ancestor in a lane) and open on its scope;
+        on a large trace whose lanes are not built yet, once a worker has built them."""
+        if self._lanes is None and (self._building or len(self.trace.store) > BUILD_IN_WORKER):
+            self._pending = node
+            self._strips = None
+            self.refresh()
+            if not self._building:
+                self._building = True
+                self._build()
+            return
         self.lanes  # noqa: B018 - builds them
         c = self.find(node)
         self.lo, self.hi = self.scope(node)
@@ -237,6 +284,7 @@ class Timeline(Widget, can_focus=True):
         self.lo, self.hi = lo, lo + span
 
     # ---- actions
+    @_needs_lanes
     def action_move(self, d: int) -> None:
         lane = self._lane()
         if lane is None or not len(lane):
@@ -248,6 +296,7 @@ class Timeline(Widget, can_focus=True):
             i = int(np.clip(i + d, 0, len(lane) - 1))
         self.select(self.cur.lane, i)
 
+    @_needs_lanes
     def action_lane(self, d: int) -> None:
         ls = self.lanes
         ev = self._event()
@@ -259,6 +308,7 @@ class Timeline(Widget, can_focus=True):
             return
         self.select(li, ls[li].index_at(t))
 
+    @_needs_lanes
     def action_zoom(self, factor: float, at: float | None = None) -> None:
         """Zoom by ``factor`` (< 1: in) around time ``at``, else the cursor's event (where it is on
         screen; centred when it is off screen), else the middle of the view."""
@@ -275,6 +325,7 @@ class Timeline(Widget, can_focus=True):
         self._clamp()
         self._changed()
 
+    @_needs_lanes
     def action_pan(self, d: float) -> None:
         span = self.hi - self.lo
         self.lo += d * span
@@ -282,10 +333,12 @@ class Timeline(Widget, can_focus=True):
         self._clamp()
         self._changed()
 
+    @_needs_lanes
     def action_whole(self) -> None:
         self.lo, self.hi = self.full
         self._changed()
 
+    @_needs_lanes
     def action_flow(self) -> None:
         """Between a launch and the GPU work it launched: a kernel goes to its launch, a launch
         (or an op) to its first kernel."""
@@ -307,12 +360,14 @@ class Timeline(Widget, can_focus=True):
             return
         self.select(c.lane, c.index)
 
+    @_needs_lanes
     def action_open(self) -> None:
         if self.node > 0:
             self.post_message(self.Opened(self.node))
         else:
             self.app.notify("this event is not in the tree (a GPU user annotation)", severity="warning")
 
+    @_needs_lanes
     def action_mark(self) -> None:
         ev = self._event()
         if ev is None:
@@ -336,12 +391,14 @@ class Timeline(Widget, can_focus=True):
         self.post_message(self.RangeChanged(self.summary))
         self._changed()
 
+    @_needs_lanes
     def action_clear_range(self) -> None:
         self.anchor = self.range = self.summary = None
         self.message = ""
         self.post_message(self.RangeChanged(None))
         self._changed()
 
+    @_needs_lanes
     def action_zoom_range(self) -> None:
         if self.range:
             self.lo, self.hi = self._padded(*self.range)
@@ -358,11 +415,13 @@ class Timeline(Widget, can_focus=True):
             return rows[k][1]
         return None
 
+    @_needs_lanes
     def on_mouse_down(self, event: events.MouseDown) -> None:
         if event.x >= self._label_w():
             self._drag = (event.x, self._at(event.x))
             self.capture_mouse()
 
+    @_needs_lanes
     def on_mouse_up(self, event: events.MouseUp) -> None:
         self.release_mouse()
         drag, self._drag = self._drag, None
@@ -382,10 +441,12 @@ class Timeline(Widget, can_focus=True):
             self.focus()
             self.select(li, i, keep_view=True)
 
+    @_needs_lanes
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         event.stop()
         self.action_zoom(0.5, at=self._at(event.x) if event.x >= self._label_w() else None)
 
+    @_needs_lanes
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         event.stop()
         self.action_zoom(2, at=self._at(event.x) if event.x >= self._label_w() else None)
@@ -394,7 +455,8 @@ class Timeline(Widget, can_focus=True):
         if event.size == self._strips_size:  # shown again at the size it was painted (back to 4)
             return
         self._strips = None
-        self._keep_lane_visible()
+        if self._lanes is not None:
+            self._keep_lane_visible()
         self.refresh()
 
     # ---- painting
@@ -438,6 +500,10 @@ class Timeline(Widget, can_focus=True):
     def build_strips(self) -> list[Strip]:
         """Every row of the widget as a Strip: the head, the lanes shown, the foot."""
         width = self.size.width or 100
+        if self._lanes is None and self._building:
+            title = Strip([Segment(f"building the timeline of {len(self.trace.store):,} events…"[:width],
+                                   Style(bold=True))]).extend_cell_length(width)
+            return [title] + [Strip.blank(width)] * max(0, (self.size.height or 1) - 1)
         lw, w = self._label_w(), self._width()
         steps = self._step_cells(w)
         out = [self._title(width), *self._axis(lw, w, steps)]
