@@ -1,13 +1,13 @@
-"""Textual's Footer, rebuilt only when no key widget it has can show the new keys.
+"""Textual's Footer, whose key widgets are kept and shown or hidden as the active keys change.
 
 Textual's Footer recomposes (new key widgets, restyled, laid out) on every change of the
 active bindings, a frame after the key that changed them, and a focus change is one: `/`
 (tree -> search box), Enter (back) and every view switch (1-5) rebuilt it, ~30-50 ms of the
-key's CPU on a 270k-event trace (cProfile, benchmarks/bench_ui.py). Here the same keys skip
-the rebuild, and other keys are written into the key widgets already mounted, in the key's
-own frame: each takes its new key and description, and those left over are hidden. Only a
-change of the palette key, of compactness, a group of keys, or more keys than there are
-widgets recomposes.
+key's CPU on a 270k-event trace (cProfile, benchmarks/bench_ui.py). Here the footer keeps a
+pool of key widgets, every key it has shown, in an order where each set of keys shown so far
+is a subsequence: a change shows the pool's widgets of the new keys and hides the others, in
+the key's own frame. A key the pool lacks recomposes once, with the pool and the new keys
+merged; so do a new palette key, a change of compactness, and grouped keys (Footer's own).
 """
 from __future__ import annotations
 
@@ -31,31 +31,71 @@ class _Key(FooterKey):
     virtual_size: Reactive[Size] = Reactive(Size(0, 0))
 
 
+def _ident(k: tuple) -> tuple:
+    """What makes a key the same key to the pool: its action and description (`?` and `f1` are
+    both Help: the search box takes `?`)."""
+    return k[1], k[2]
+
+
+def merged(wanted: list[tuple], pool: list[tuple]) -> list[tuple]:
+    """``wanted`` in its order, with each key of ``pool`` it lacks after the key before it in
+    ``pool`` (the pool's first keys first): both stay subsequences where they can."""
+    out = list(wanted)
+    have = {_ident(k) for k in out}
+    for j, k in enumerate(pool):
+        if _ident(k) in have:
+            continue
+        prev = _ident(pool[j - 1]) if j else None
+        at = next((i + 1 for i, o in enumerate(out) if _ident(o) == prev), 0)
+        out.insert(at, k)
+        have.add(_ident(k))
+    return out
+
+
 class StableFooter(Footer):
     _shown: tuple | None = None
+    _pool: list[tuple] = []  # per key widget mounted, in order: (key, action, description, enabled, tooltip, group)
+
+    def _wanted(self, keys: tuple) -> list[tuple]:
+        """One key per action, the first, in order (as Footer.compose)."""
+        first: dict[str, tuple] = {}
+        for k in keys[0]:
+            first.setdefault(k[1], k)
+        return list(first.values())
 
     def compose(self) -> ComposeResult:
-        """Footer.compose, with ``_Key`` for its keys (grouped keys: Footer's own)."""
+        """Footer.compose with ``_Key`` widgets for the pool (grouped keys: Footer's own)."""
         if not self._bindings_ready:
             return
         active = self.screen.active_bindings
-        if any(b.group is not None for _, b, _, _ in active.values() if b.show):
+        keys = self._keys(self.screen)
+        if any(k[5] is not None for k in keys[0]):
+            self._pool = []
             yield from super().compose()
             return
-        first: dict[str, tuple] = {}
-        for _, binding, enabled, tooltip in active.values():
-            if binding.show:
-                first.setdefault(binding.action, (binding, enabled, tooltip))
-        self.styles.grid_size_columns = len(first)
-        for binding, enabled, tooltip in first.values():
-            yield _Key(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                       disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
+        wanted = self._wanted(keys)
+        shown = {_ident(k) for k in wanted}
+        self._pool = merged(wanted, self._pool)
+        self.styles.grid_size_columns = len(wanted)
+        for key, action, description, enabled, tooltip, _ in self._pool:
+            w = _Key(key, self.app.get_key_display(self._binding(key, action)), description, action,
+                     disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
+            w.display = (action, description) in shown
+            yield w
         palette = active.get(self.app.COMMAND_PALETTE_BINDING)
         if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE and palette is not None:
             _, binding, enabled, _ = palette
             yield _Key(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
                        classes="-command-palette", disabled=not enabled,
                        tooltip=binding.tooltip or binding.description)
+
+    def _binding(self, key: str, action: str):
+        """The active binding of ``key`` and ``action`` (the pool's hidden keys: any screen's)."""
+        for _, b, _, _ in self.screen.active_bindings.values():
+            if b.key == key and b.action == action:
+                return b
+        from textual.binding import Binding
+        return Binding(key, action)
 
     def on_resize(self, event) -> None:
         narrow = event.size.width < COMPACT_BELOW
@@ -73,45 +113,43 @@ class StableFooter(Footer):
         keys = self._keys(screen)
         if self._bindings_ready and keys == self._shown:
             return
-        if self._bindings_ready and self._relabel(screen, keys):
+        if self._bindings_ready and self._show_from_pool(screen, keys):
             self._shown = keys
             return
         super().bindings_changed(screen)
         if screen.app.app_focus and self.is_attached and screen is self.screen:
             self._shown = keys  # the recompose Footer just scheduled shows these
 
-    def _relabel(self, screen: Screen, keys: tuple) -> bool:
-        """Show ``keys`` in the key widgets mounted (False: they cannot, recompose)."""
+    def _show_from_pool(self, screen: Screen, keys: tuple) -> bool:
+        """Show ``keys`` with the pool's widgets (False: the pool cannot, recompose)."""
         if self._shown is None or keys[1:] != self._shown[1:] or not screen.app.app_focus \
                 or not self.is_attached or screen is not self.screen:
             return False
-        wanted: dict[str, tuple] = {}  # one key per action, in order (as Footer.compose)
-        for k in keys[0]:
-            if k[5] is not None:  # a binding group: compose lays these out in their own widgets
-                return False
-            wanted.setdefault(k[1], k)
-        mounted = [w for w in self.children if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
-        if len(wanted) > len(mounted) or len(mounted) != len(self.children) - self._palette_keys():
+        wanted = self._wanted(keys)
+        if any(k[5] is not None for k in wanted):
             return False
-        # the keys wanted in the order of the widgets that show them now (`/` hides a few of the
-        # tree's): those widgets keep their size, hidden ones come back at theirs, no relayout
-        by_key = {(w.key, w.action, w.description): w for w in mounted}
-        keep = [by_key.get(k[:3]) for k in wanted.values()]
-        if all(keep) and all(mounted.index(a) < mounted.index(b) for a, b in zip(keep, keep[1:])):
-            mounted = keep + [w for w in mounted if w not in keep]
-        bindings = {(b.key, b.action): b for _, b, _, _ in screen.active_bindings.values()}
-        for w, (key, action, description, enabled, tooltip, _) in zip(mounted, wanted.values()):
-            if (w.key, w.action, w.description, w._disabled, w.tooltip or "") != (key, action, description,
-                                                                                  not enabled, tooltip or ""):
-                w.key, w.action, w.description = key, action, description
-                w.key_display = self.app.get_key_display(bindings[key, action])
+        mounted = [w for w in self.children if isinstance(w, _Key) and not w.has_class("-command-palette")]
+        if len(mounted) != len(self._pool) or len(mounted) + self._palette_keys() != len(self.children):
+            return False
+        at = {_ident(k): i for i, k in enumerate(self._pool)}
+        where = [at.get(_ident(k), -1) for k in wanted]
+        if -1 in where or where != sorted(where):
+            return False
+        show = dict(zip(where, wanted))
+        for i, w in enumerate(mounted):
+            k = show.get(i)
+            if k is None:
+                w.display = False
+                continue
+            key, action, description, enabled, tooltip, _ = k
+            if (w.key, w._disabled, w.tooltip or "") != (key, not enabled, tooltip or ""):  # `?` -> `f1`
+                w.key, w.key_display = key, self.app.get_key_display(self._binding(key, action))
                 w._disabled = not enabled
                 w.set_class(not enabled, "-disabled")
                 w.tooltip = tooltip or None
                 w.refresh(layout=True)
+                self._pool[i] = k
             w.display = True
-        for w in mounted[len(wanted):]:
-            w.display = False
         return True
 
     def _palette_keys(self) -> int:
