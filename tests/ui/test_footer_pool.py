@@ -31,8 +31,11 @@ def test_every_view_seen_stays_a_subsequence_of_the_pool():
         assert all(_is_subsequence(view, pool) for view in order)  # every view: show and hide only
 
 
-def test_a_key_with_a_new_key_name_is_the_same_widget():
-    """`?` and `f1` are both Help (the search box takes `?`): one widget, relabelled."""
+def test_a_new_key_name_for_an_action_is_a_widget_of_its_own_next_to_the_old():
+    """`?` and `f1` are both Help (the search box takes `?`): two widgets side by side, one
+    shown, so opening the search hides one and shows the other, resizing nothing."""
     help_q, help_f1 = _k("help"), ("f1",) + _k("help")[1:]
-    pool = merged([_k("slash"), help_q], [])
-    assert merged([_k("slash"), help_f1], pool) == [_k("slash"), help_f1]
+    tree, search = [_k("slash"), _k("n"), help_q, _k("open")], [_k("slash"), help_f1, _k("open")]
+    pool = merged(search, merged(tree, []))
+    assert pool == [_k("slash"), _k("n"), help_q, help_f1, _k("open")]
+    assert _is_subsequence(tree, pool) and _is_subsequence(search, pool)

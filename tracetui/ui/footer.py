@@ -32,9 +32,9 @@ class _Key(FooterKey):
 
 
 def _ident(k: tuple) -> tuple:
-    """What makes a key the same key to the pool: its action and description (`?` and `f1` are
-    both Help: the search box takes `?`)."""
-    return k[1], k[2]
+    """What makes a key the same widget in the pool: key, action and description (`? Help` and
+    `f1 Help`, when the search box takes `?`, are two widgets, one shown: no relabel, no resize)."""
+    return k[0], k[1], k[2]
 
 
 def merged(wanted: list[tuple], pool: list[tuple]) -> list[tuple]:
@@ -54,6 +54,16 @@ def merged(wanted: list[tuple], pool: list[tuple]) -> list[tuple]:
 
 class StableFooter(Footer):
     _shown: tuple | None = None
+    # its keys' total width, which showing and hiding keys changes in the layout that placed
+    # them: no second layout for it (scrolling the footer still follows it)
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0))
+    # its scrollbars are 0 cells (Footer's CSS): whether one is "shown" when the keys overflow
+    # (the timeline's at 120 columns) changes no layout
+    show_horizontal_scrollbar: Reactive[bool] = Reactive(False)
+    show_vertical_scrollbar: Reactive[bool] = Reactive(False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        self._scroll_update(size)
     _pool: list[tuple] = []  # per key widget mounted, in order: (key, action, description, enabled, tooltip, group)
 
     def _wanted(self, keys: tuple) -> list[tuple]:
@@ -80,7 +90,7 @@ class StableFooter(Footer):
         for key, action, description, enabled, tooltip, _ in self._pool:
             w = _Key(key, self.app.get_key_display(self._binding(key, action)), description, action,
                      disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
-            w.display = (action, description) in shown
+            w.display = (key, action, description) in shown
             yield w
         palette = active.get(self.app.COMMAND_PALETTE_BINDING)
         if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE and palette is not None:
@@ -136,20 +146,21 @@ class StableFooter(Footer):
         if -1 in where or where != sorted(where):
             return False
         show = dict(zip(where, wanted))
+        toggled = False
         for i, w in enumerate(mounted):
             k = show.get(i)
-            if k is None:
-                w.display = False
-                continue
-            key, action, description, enabled, tooltip, _ = k
-            if (w.key, w._disabled, w.tooltip or "") != (key, not enabled, tooltip or ""):  # `?` -> `f1`
-                w.key, w.key_display = key, self.app.get_key_display(self._binding(key, action))
-                w._disabled = not enabled
-                w.set_class(not enabled, "-disabled")
-                w.tooltip = tooltip or None
-                w.refresh(layout=True)
+            # display set as a rule, and one layout of the screen asked directly: a widget's
+            # refresh(layout=True) posts its Layout from its own message loop at its next idle,
+            # and one that came after the screen's next frame laid the screen out a second time
+            toggled |= w.styles.set_rule("display", "block" if k is not None else "none")
+            if k is not None and (w._disabled, w.tooltip or "") != (not k[3], k[4] or ""):
+                w._disabled = not k[3]
+                w.set_class(not k[3], "-disabled")
+                w.tooltip = k[4] or None
                 self._pool[i] = k
-            w.display = True
+        if toggled:
+            self._nodes.updated()  # the displayed children, and the arrangement keyed on them
+            self.screen.refresh(layout=True)  # the screen's own flag: its next frame lays out, once
         return True
 
     def _palette_keys(self) -> int:
