@@ -12,6 +12,7 @@ merged; so do a new palette key, a change of compactness, and grouped keys (Foot
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.screen import Screen
@@ -54,6 +55,8 @@ def merged(wanted: list[tuple], pool: list[tuple]) -> list[tuple]:
 
 class StableFooter(Footer):
     _shown: tuple | None = None
+    _pool: list[tuple] | tuple = ()
+    """Per key widget mounted, in order: (key, action, description, enabled, tooltip, group)."""
     # its keys' total width, which showing and hiding keys changes in the layout that placed
     # them: no second layout for it (scrolling the footer still follows it)
     virtual_size: Reactive[Size] = Reactive(Size(0, 0))
@@ -64,7 +67,6 @@ class StableFooter(Footer):
 
     def watch_virtual_size(self, size: Size) -> None:
         self._scroll_update(size)
-    _pool: list[tuple] = []  # per key widget mounted, in order: (key, action, description, enabled, tooltip, group)
 
     def _wanted(self, keys: tuple) -> list[tuple]:
         """One key per action, the first, in order (as Footer.compose)."""
@@ -80,7 +82,7 @@ class StableFooter(Footer):
         active = self.screen.active_bindings
         keys = self._keys(self.screen)
         if any(k[5] is not None for k in keys[0]):
-            self._pool = []
+            self._pool = ()
             yield from super().compose()
             return
         wanted = self._wanted(keys)
@@ -104,7 +106,6 @@ class StableFooter(Footer):
         for _, b, _, _ in self.screen.active_bindings.values():
             if b.key == key and b.action == action:
                 return b
-        from textual.binding import Binding
         return Binding(key, action)
 
     def on_resize(self, event) -> None:
