@@ -1,0 +1,74 @@
+"""The model's part of the reopen cache: the tree, the rollups and the step windows that
+``load_trace`` builds over the event store, kept beside the store's entry (read/cache.py).
+
+A 1 GB trace spends ~9 s of CPU on these after its store is read back; from the entry they
+cost what reading the entry costs. The entry has the store's identity rules (file identity,
+code key, atomic write, a broken entry ignored and replaced) and, on top, the options that
+change what is built (``key``): the root's title, the ``--steps`` regex and the self-time rule.
+Every array is columnar; the few dicts (diagnostics, step pids) go in the header.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tracetui.read import cache as store_cache
+from tracetui.model.stats import Rollups
+from tracetui.model.tree import Tree
+
+TREE_ARRAYS = ("name_id", "kind", "ev", "start", "dur", "parent", "cparent", "child_off", "child_idx", "depth")
+ROLL_ARRAYS = ("cpu_total", "cpu_self", "device", "kernels", "step_of", "dup", "op_self")
+WINDOW_ARRAYS = ("launcher", "launch_ts", "launch_end", "gpu_flat", "gpu_at", "runtime_flat", "runtime_at",
+                 "thread_flat", "thread_at")
+"""What ``Windows.__init__`` computes (model/windows.py), kept so a reopen does not redo it."""
+
+
+def key(title: str, steps: str | None, frames_own_time: bool) -> dict:
+    """Every option the tree, rollups and windows depend on, besides the file and the code."""
+    return {"title": title, "steps": steps, "frames_own_time": bool(frames_own_time)}
+
+
+def load(path: Path, ident: list | None, store, k: dict) -> tuple[Tree, Rollups, dict | None] | None:
+    """(tree, rollups, the windows' arrays and step pids or None) built on ``store`` from the
+    entry, or None where there is no entry for this file, code and ``k``."""
+    got = store_cache.load_arrays(path, ident, store_cache.MODEL, k)
+    if got is None:
+        return None
+    header, arr = got
+    try:
+        n_names = header["n_store_names"]
+        if n_names != len(store.names) or any(a not in arr for a in TREE_ARRAYS + ROLL_ARRAYS):
+            return None
+        fwd_of = dict(zip(arr["fwd_of.bwd"].tolist(), arr["fwd_of.fwd"].tolist()))
+        tree = Tree(store=store, names=list(store.names) + list(header["extra_names"]),
+                    **{a: arr[a] for a in TREE_ARRAYS}, diagnostics=header["diagnostics"], fwd_of=fwd_of)
+        n = len(tree.kind)
+        per_node = [a for a in TREE_ARRAYS if a not in ("child_off", "child_idx")] + list(ROLL_ARRAYS)
+        if any(arr[a].shape != (n,) for a in per_node) or arr["child_off"].shape != (n + 1,) \
+                or arr["child_idx"].size > n:
+            return None
+        roll = Rollups(**{a: arr[a] for a in ROLL_ARRAYS})
+        windows = None
+        if header.get("step_pids") is not None and all("win." + a in arr for a in WINDOW_ARRAYS):
+            windows = {a: arr["win." + a] for a in WINDOW_ARRAYS}
+            windows["step_pids"] = header["step_pids"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return tree, roll, windows
+
+
+def save(path: Path, ident: list | None, k: dict, tree: Tree, roll: Rollups, windows=None) -> bool:
+    """Write the entry of ``tree``, ``roll`` and the ``windows`` (``Windows`` or None); never raises."""
+    if ident is None:
+        return False
+    n_store = len(tree.store.names)
+    fwd = np.array(sorted(tree.fwd_of.items()), dtype=np.int64).reshape(-1, 2)
+    arrays = [(a, getattr(tree, a)) for a in TREE_ARRAYS] + [(a, getattr(roll, a)) for a in ROLL_ARRAYS]
+    arrays += [("fwd_of.bwd", fwd[:, 0].copy()), ("fwd_of.fwd", fwd[:, 1].copy())]
+    header = {"n_store_names": n_store, "extra_names": tree.names[n_store:], "diagnostics": tree.diagnostics,
+              "step_pids": None}
+    if windows is not None:
+        arrays += [("win." + a, getattr(windows, a)) for a in WINDOW_ARRAYS]
+        header["step_pids"] = [w.pid for w in windows.windows]
+    return store_cache.save_arrays(path, ident, store_cache.MODEL, k, header, arrays)
