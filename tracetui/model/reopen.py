@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tracetui.read import cache as store_cache
+from tracetui.read.events import K
 from tracetui.model.stats import Rollups
 from tracetui.model.tree import Tree
 
@@ -49,13 +50,31 @@ def load(path: Path, ident: list | None, store, k: dict) -> tuple[Tree, Rollups,
                 or arr["child_idx"].size > n:
             return None
         roll = Rollups(**{a: arr[a] for a in ROLL_ARRAYS})
+        for kind in header["without"]:
+            tree._without[kind] = (arr[f"without.{kind}.off"], arr[f"without.{kind}.idx"])
         windows = None
         if header.get("step_pids") is not None and all("win." + a in arr for a in WINDOW_ARRAYS):
             windows = {a: arr["win." + a] for a in WINDOW_ARRAYS}
             windows["step_pids"] = header["step_pids"]
+            if header.get("figures") is not None:
+                figures = {a: arr["fig." + a] for a in header["figure_arrays"]}
+                windows["figures"] = {**figures, **header["figures"]}
     except (KeyError, TypeError, ValueError):
         return None
     return tree, roll, windows
+
+
+def kept_windows(trace, kept: dict):
+    """``Windows`` of ``trace`` from what ``load`` read (its figures too, where they were kept)."""
+    from tracetui.model.window_figures import Figures  # noqa: PLC0415
+    from tracetui.model.windows import Windows  # noqa: PLC0415
+    figures = kept.pop("figures", None)
+    windows = Windows(trace, kept)
+    if figures is not None:
+        fig = Figures.__new__(Figures)
+        fig.__dict__.update(figures)
+        windows.figures = fig  # the cached_property's slot
+    return windows
 
 
 def save(path: Path, ident: list | None, k: dict, tree: Tree, roll: Rollups, windows=None) -> bool:
@@ -68,7 +87,29 @@ def save(path: Path, ident: list | None, k: dict, tree: Tree, roll: Rollups, win
     arrays += [("fwd_of.bwd", fwd[:, 0].copy()), ("fwd_of.fwd", fwd[:, 1].copy())]
     header = {"n_store_names": n_store, "extra_names": tree.names[n_store:], "diagnostics": tree.diagnostics,
               "step_pids": None}
+    off, idx = tree.children_without(K["python"])  # the tree the app and `tracetui tree` show first
+    arrays += [(f"without.{K['python']}.off", off), (f"without.{K['python']}.idx", idx)]
+    header["without"] = [K["python"]]
     if windows is not None:
         arrays += [("win." + a, getattr(windows, a)) for a in WINDOW_ARRAYS]
         header["step_pids"] = [w.pid for w in windows.windows]
+        figures = _figures(windows.figures)
+        if figures is not None:
+            header["figures"], fig_arrays = figures
+            header["figure_arrays"] = [a for a, _ in fig_arrays]
+            arrays += [("fig." + a, v) for a, v in fig_arrays]
     return store_cache.save_arrays(path, ident, store_cache.MODEL, k, header, arrays)
+
+
+def _figures(fig) -> tuple[dict, list] | None:
+    """(the plain values, the arrays) of a ``window_figures.Figures``: every attribute it holds;
+    None where one is neither (it could not be written, so the figures are left out)."""
+    plain, arrays = {}, []
+    for a, v in vars(fig).items():
+        if isinstance(v, np.ndarray) and not v.dtype.hasobject:
+            arrays.append((a, v))
+        elif isinstance(v, (int, float, str)) or (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            plain[a] = v
+        else:
+            return None
+    return plain, arrays

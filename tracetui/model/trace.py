@@ -339,7 +339,7 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
         trace = Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
                       step_choice=choice, self_time=rule)
         if kept is not None:
-            trace.windows = Windows(trace, kept)  # the rollups hold the windows' totals already
+            trace.windows = model_cache.kept_windows(trace, kept)  # the rollups hold their totals already
         else:
             trace._step_totals_from_windows()
         return trace
