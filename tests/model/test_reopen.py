@@ -61,8 +61,15 @@ def _same_model(fresh, again) -> None:
         else:
             assert v == b[f], f
     assert fresh.windows.breakdowns() == again.windows.breakdowns()
-    assert fresh.op_table and [(r.name, r.count, r.cpu_self_us, r.device_total_us) for r in fresh.op_table] == \
-           [(r.name, r.count, r.cpu_self_us, r.device_total_us) for r in again.op_table]
+    fields = ("name", "kind", "count", "cpu_total_us", "cpu_self_us", "device_total_us", "device_scope_us")
+    for table in ("op_table", "kernel_table"):
+        a, b = getattr(fresh, table), getattr(again, table)
+        assert [[getattr(r, f) for f in fields] for r in a] == [[getattr(r, f) for f in fields] for r in b], table
+        for r, s in zip(a, b):
+            _same(r.nodes, s.nodes, table + " nodes")
+    assert fresh.op_table
+    assert fresh.gpu_classes.tolist() == again.gpu_classes.tolist()
+    assert fresh.gpu_libraries.tolist() == again.gpu_libraries.tolist()
 
 
 INPUTS = [TRACES / "transformer_eager_memory.json.gz", TRACES / "mlp_compile.json.gz", TRACES / "transformer_eager.json.gz",
@@ -81,6 +88,7 @@ def test_a_reopened_model_is_the_fresh_build_array_for_array(src, xdg, tmp_path)
     again = load_trace(path, cache=True)
     assert "model_cache" in again.timings  # the tree, rollups and windows came from the entry
     assert "figures" in again.windows.__dict__ and K["python"] in again.tree._without
+    assert {"op_table", "kernel_table", "_gpu_class_libs"} <= again.__dict__.keys()  # kept, not computed
     _same_model(fresh, again)
 
 

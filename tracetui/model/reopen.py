@@ -30,9 +30,10 @@ def key(title: str, steps: str | None, frames_own_time: bool) -> dict:
     return {"title": title, "steps": steps, "frames_own_time": bool(frames_own_time)}
 
 
-def load(path: Path, ident: list | None, store, k: dict) -> tuple[Tree, Rollups, dict | None] | None:
-    """(tree, rollups, the windows' arrays and step pids or None) built on ``store`` from the
-    entry, or None where there is no entry for this file, code and ``k``."""
+def load(path: Path, ident: list | None, store, k: dict) -> tuple[Tree, Rollups, dict | None, dict] | None:
+    """(tree, rollups, the windows' arrays and step pids or None, the ``Trace``'s kept tables by
+    attribute) built on ``store`` from the entry, or None where there is no entry for this file,
+    code and ``k``."""
     got = store_cache.load_arrays(path, ident, store_cache.MODEL, k)
     if got is None:
         return None
@@ -59,9 +60,10 @@ def load(path: Path, ident: list | None, store, k: dict) -> tuple[Tree, Rollups,
             if header.get("figures") is not None:
                 figures = {a: arr["fig." + a] for a in header["figure_arrays"]}
                 windows["figures"] = {**figures, **header["figures"]}
-    except (KeyError, TypeError, ValueError):
+        tables = _load_tables(header, arr)
+    except (KeyError, TypeError, ValueError, IndexError):
         return None
-    return tree, roll, windows
+    return tree, roll, windows, tables
 
 
 def kept_windows(trace, kept: dict):
@@ -77,10 +79,11 @@ def kept_windows(trace, kept: dict):
     return windows
 
 
-def save(path: Path, ident: list | None, k: dict, tree: Tree, roll: Rollups, windows=None) -> bool:
-    """Write the entry of ``tree``, ``roll`` and the ``windows`` (``Windows`` or None); never raises."""
+def save(path: Path, ident: list | None, k: dict, trace) -> bool:
+    """Write the entry of a ``Trace``'s tree, rollups, step windows and tables; never raises."""
     if ident is None:
         return False
+    tree, roll, windows = trace.tree, trace.roll, trace.windows
     n_store = len(tree.store.names)
     fwd = np.array(sorted(tree.fwd_of.items()), dtype=np.int64).reshape(-1, 2)
     arrays = [(a, getattr(tree, a)) for a in TREE_ARRAYS] + [(a, getattr(roll, a)) for a in ROLL_ARRAYS]
@@ -98,7 +101,57 @@ def save(path: Path, ident: list | None, k: dict, tree: Tree, roll: Rollups, win
             header["figures"], fig_arrays = figures
             header["figure_arrays"] = [a for a, _ in fig_arrays]
             arrays += [("fig." + a, v) for a, v in fig_arrays]
+    _save_tables(trace, header, arrays)
     return store_cache.save_arrays(path, ident, store_cache.MODEL, k, header, arrays)
+
+
+TABLES = ("op_table", "kernel_table")
+"""``Trace``'s tables kept in the entry: rows of ``stats.Agg`` (the summary's and the app's)."""
+AGG_FIELDS = ("name", "kind", "count", "cpu_total_us", "cpu_self_us", "device_total_us", "device_scope_us")
+
+
+def _save_tables(trace, header: dict, arrays: list) -> None:
+    """The op and kernel tables (each row's fields in the header, its nodes as one flat array
+    and offsets) and every GPU node's class and library (codes into name lists)."""
+    header["tables"] = {}
+    for name in TABLES:
+        rows = getattr(trace, name)
+        header["tables"][name] = [[getattr(r, f) for f in AGG_FIELDS] for r in rows]
+        sizes = np.fromiter((r.nodes.size for r in rows), dtype=np.int64, count=len(rows))
+        at = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=at[1:])
+        flat = np.concatenate([r.nodes for r in rows]) if rows else np.zeros(0, dtype=np.int64)
+        arrays += [(f"{name}.nodes", flat), (f"{name}.at", at)]
+    kept = []
+    for part, values in zip(("class", "library"), trace._gpu_class_libs):
+        vals = values.tolist()
+        if not all(isinstance(v, str) for v in vals):  # None or other: left to be computed
+            return
+        names = sorted(set(vals))
+        code = {v: j for j, v in enumerate(names)}
+        kept.append((part, names, np.fromiter((code[v] for v in vals), dtype=np.int32, count=len(vals))))
+    for part, names, codes in kept:
+        header[f"gpu_{part}_names"] = names
+        arrays.append((f"gpu.{part}", codes))
+
+
+def _load_tables(header: dict, arr: dict) -> dict:
+    """The ``Trace`` attributes ``_save_tables`` kept, by name (cached properties' slots)."""
+    from tracetui.model.stats import Agg  # noqa: PLC0415
+    out = {}
+    for name, rows in (header.get("tables") or {}).items():
+        flat, at = arr[f"{name}.nodes"], arr[f"{name}.at"]
+        if name not in TABLES or at.shape != (len(rows) + 1,) or (len(rows) and at[-1] != flat.size):
+            raise ValueError("a table that does not add up")
+        out[name] = [Agg(**dict(zip(AGG_FIELDS, r)), nodes=flat[at[j]:at[j + 1]]) for j, r in enumerate(rows)]
+    if "gpu_class_names" in header and "gpu_library_names" in header:
+        parts = []
+        for p in ("class", "library"):
+            names = np.empty(len(header[f"gpu_{p}_names"]), dtype=object)
+            names[:] = header[f"gpu_{p}_names"]
+            parts.append(names[arr[f"gpu.{p}"]])
+        out["_gpu_class_libs"] = (parts[0], parts[1])
+    return out
 
 
 def _figures(fig) -> tuple[dict, list] | None:

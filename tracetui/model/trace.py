@@ -333,7 +333,7 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     got = model_cache.load(path, ident, store, key) if ident is not None else None
     if got is not None:
         say("done", 1.0)
-        tree, roll, kept = got
+        tree, roll, kept, tables = got
         _index_time(timings, t1 - t0)
         timings["model_cache"] = time.perf_counter() - t1
         trace = Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
@@ -342,6 +342,7 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
             trace.windows = model_cache.kept_windows(trace, kept)  # the rollups hold their totals already
         else:
             trace._step_totals_from_windows()
+        trace.__dict__.update(tables)  # the op and kernel tables, the GPU nodes' classes
         return trace
     say("linking", 0.75)
     tree = build_tree(store, title=path.name)
@@ -356,7 +357,7 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
                   step_choice=choice, self_time=rule)
     trace._step_totals_from_windows()
     if ident is not None:
-        model_cache.save(path, ident, key, tree, roll, trace.windows)
+        model_cache.save(path, ident, key, trace)
     return trace
 
 
