@@ -12,7 +12,8 @@ reopens, so the first and second runs of a round share the machine's state.
 
 Formats (``--formats``): the arrays of one trace's two entries (store and model), written and
 read back by each format; read = open and view every array as numpy, and touch = also read one
-byte per 4 KiB page (what a reopen that uses every column pays). The numpy layout is
+byte per 4 KiB page (what a reopen that uses every column pays). Writes start after ``os.sync()``
+and end when the bytes are in the page cache (no fsync: the cache does not fsync either). The numpy layout is
 read/cache.py's own ``_write`` and ``_read`` (a copy-on-write mapping). Arrow: one IPC file per
 group of arrays of equal length (a table's columns share a length), uncompressed, memory-mapped
 with ``pyarrow.memory_map``; Parquet: the same groups, ``pyarrow.parquet`` with its default
@@ -190,6 +191,8 @@ def bench_formats(trace: Path, repeat: int) -> None:
     for r in range(repeat):  # interleaved: each round runs every format once, each first in turn
         for name in names[r % len(names):] + names[:r % len(names)]:
             folder = Path(tempfile.mkdtemp(prefix="bench_reopen_fmt_"))
+            os.sync()  # each write starts with no dirty pages: else whoever crosses the kernel's
+            # dirty limit waits for the others' writeback (one 768 MB write: 0.55 s or 4.6 s)
             try:
                 if name.startswith("numpy"):
                     r = fmt_numpy(folder, header, arrays)

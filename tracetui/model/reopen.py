@@ -67,9 +67,13 @@ def load(path: Path, ident: list | None, store, k: dict) -> tuple[Tree, Rollups,
 
 
 def kept_windows(trace, kept: dict):
-    """``Windows`` of ``trace`` from what ``load`` read (its figures too, where they were kept)."""
+    """``Windows`` of ``trace`` from what ``load`` read (its figures too, where they were kept);
+    None where they do not fit its steps."""
     from tracetui.model.window_figures import Figures  # noqa: PLC0415
     from tracetui.model.windows import Windows  # noqa: PLC0415
+    n = len(trace.steps)
+    if len(kept["step_pids"]) != n or kept["gpu_at"].shape != (n + 1,) or kept["thread_at"].shape != (n + 1,):
+        return None
     figures = kept.pop("figures", None)
     windows = Windows(trace, kept)
     if figures is not None:

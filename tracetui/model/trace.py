@@ -338,10 +338,11 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
         timings["model_cache"] = time.perf_counter() - t1
         trace = Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
                       step_choice=choice, self_time=rule)
-        if kept is not None:
-            trace.windows = model_cache.kept_windows(trace, kept)  # the rollups hold their totals already
+        windows = model_cache.kept_windows(trace, kept) if kept is not None else None
+        if windows is not None:
+            trace.windows = windows  # the rollups hold their totals already
         else:
-            trace._step_totals_from_windows()
+            trace._step_totals_from_windows()  # builds them (the totals it sets are the kept ones)
         trace.__dict__.update(tables)  # the op and kernel tables, the GPU nodes' classes
         return trace
     say("linking", 0.75)
@@ -357,7 +358,10 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
                   step_choice=choice, self_time=rule)
     trace._step_totals_from_windows()
     if ident is not None:
-        model_cache.save(path, ident, key, trace)
+        try:
+            model_cache.save(path, ident, key, trace)
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, MemoryError):
+            pass  # the cache only saves time: a trace that loaded is not lost to its entry
     return trace
 
 

@@ -1,21 +1,27 @@
 """The reopen cache: a loaded trace's event store, kept on disk so the next open skips the decode.
 
-Where: ``$XDG_CACHE_HOME/tracetui`` (default ``~/.cache/tracetui``), one file per trace path.
-Off: ``--no-cache``, or ``TRACETUI_NO_CACHE=1``. Size: at most ``TRACETUI_CACHE_MAX_BYTES``
-(default 4 GiB); the least recently used entries go first. Clearing it: delete the folder.
+Where: ``$XDG_CACHE_HOME/tracetui`` (default ``~/.cache/tracetui``), one file per trace path and
+kind: ``<hash>.store`` (the event store, this module) and ``<hash>.model`` (what the model builds
+on it: model/reopen.py). Off: ``--no-cache``, or ``TRACETUI_NO_CACHE=1``. Size: at most
+``TRACETUI_CACHE_MAX_BYTES`` (default 4 GiB); the least recently used traces go first, their
+entries together. Clearing it: delete the folder.
 
 An entry is served only when the trace file is the one it was made from: same size, mtime
-(ns), inode and device, and the same hash of its first and last 64 KiB. It is written to a
-temporary file in the folder and renamed into place, so a reader sees a whole entry or none,
-and two processes writing the same entry at once leave one of the two whole. A truncated or
-corrupt entry (bad magic, sizes that disagree, a header that does not decode, a short array) is
-ignored and replaced by the next load. Only stores decoded from the file's own bytes are kept
-(a repaired file's store points into the repaired text, which the file does not hold).
+(ns), inode and device, and the same hash of its first and last 64 KiB; and only when the same
+code made it (``code_key``: a hash of read/ and model/). It is written to a temporary file in the
+folder and renamed into place, so a reader sees a whole entry or none, and two processes writing
+the same entry at once leave one of the two whole. A truncated or corrupt entry (bad magic, sizes
+that disagree, a header that does not decode or fails its CRC, an array past the end) or one of
+another format is ignored and replaced by the next load. Only stores decoded from the file's own
+bytes are kept (a repaired file's store points into the repaired text, which the file does not
+hold).
 
-Format: ``MAGIC``, the header's length, the header (msgpack: the file's identity, the store's
-lists and dicts, each array's dtype, shape and offset), the arrays' raw bytes (64-byte
-aligned), then ``END`` with the length before it and the header's CRC-32. Measured against
-pyarrow in docs/perf.md.
+Format: ``MAGIC``, the header's length, the header (msgpack: the file's identity, the code key,
+the kind, the store's lists and dicts, each array's dtype, shape and offset), the arrays' raw
+bytes (64-byte aligned), then ``END`` with the length before it and the header's CRC-32. It is
+read through a private (copy-on-write) mapping: the arrays are views of it, a reopen pays for the
+pages it reads, and writes stay the reader's. Measured against Arrow IPC and Parquet
+(benchmarks/bench_reopen.py, docs/perf.md).
 """
 from __future__ import annotations
 
