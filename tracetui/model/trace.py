@@ -329,7 +329,7 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     rule = self_time_rule(events.meta, bool((store.kind == K["python"]).any() or (store.kind == K["module"]).any()),
                           torch_version)
     t1 = time.perf_counter()
-    key = model_cache.key(path.name, steps, rule.frames_own_time)
+    key = model_cache.key(path.name, steps, rule.frames_own_time) if ident is not None else None
     got = model_cache.load(path, ident, store, key) if ident is not None else None
     if got is not None:
         say("done", 1.0)
