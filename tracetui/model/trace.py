@@ -346,7 +346,7 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
         trace.__dict__.update(tables)  # the op and kernel tables, the GPU nodes' classes
         return trace
     say("linking", 0.75)
-    tree = build_tree(store, title=path.name)
+    tree = build_tree(store, title=path.name, cut_frames=not rule.frames_own_time)
     t2 = time.perf_counter()
     say("rolling up", 0.9)
     roll = rollups(tree, python_owns_time=rule.frames_own_time)
