@@ -127,3 +127,4 @@ def test_the_custom_op_pair_diff_explains_every_kernel():
 
 def _node_of_first_step(t, name):
     return next(i for i in range(len(t.tree.kind)) if t.name(i) == name and t.tree.kind[i] == K["kernel"])
+
