@@ -216,14 +216,19 @@ def test_negative_duration_is_counted(tmp_path):
 
 # ---- messages
 
-@pytest.mark.parametrize("name,data,words", [
+MESSAGES = [
     ("blank.json", b"  \n\t ", "whitespace"),
     ("blank.json.gz", gzip.compress(b"   \n"), "whitespace"),
     ("empty.json.gz", gzip.compress(b""), "empty once gunzipped"),
     ("u16.json", json.dumps({"traceEvents": []}).encode("utf-16"), "UTF-16 text, not UTF-8 JSON"),
     ("u16le.json", json.dumps({"traceEvents": []}).encode("utf-16-le"), "UTF-16 text"),
     ("u32.json", json.dumps({"traceEvents": []}).encode("utf-32"), "UTF-32 text"),
-])
+]
+
+
+# ids by file name: the gzip bytes hold the second they were made, so ids made from them differ
+# between the pytest-xdist workers that collect this module (and the run stops: "Different tests")
+@pytest.mark.parametrize("name,data,words", MESSAGES, ids=[m[0] for m in MESSAGES])
 def test_messages_name_what_the_file_is(tmp_path, name, data, words):
     p = tmp_path / name
     p.write_bytes(data)
