@@ -32,8 +32,8 @@ from tracetui.read.schema import (  # noqa: F401 - the schema's names, as read.l
     clean_meta, raw_args, raw_times, text_times)
 from tracetui.read.source import (  # noqa: F401 - as above
     DEFAULT_MAX_BYTES, GZ_IN_STEP, GZ_OUT_STEP, HEAD_BYTES, MAX_BYTES_CEILING, MAX_BYTES_ENV, TRACE_GLOBS,
-    LoadReport, Source, first_byte, folder_traces, gunzip, max_bytes, parse_size, read_bytes, read_input,
-    resolve_input)
+    LoadReport, Source, first_byte, folder_traces, gunzip, in_memory, max_bytes, parse_size, read_bytes,
+    read_input, resolve_input)
 
 
 @dataclass
@@ -114,6 +114,7 @@ def decode(path: Path, data: bytes, report: LoadReport) -> tuple[Document, bytes
                 first = first_byte(data)
                 if first not in (b"{", b"["):
                     raise TraceError(path, f"not JSON (starts with {first!r})") from None
+                data = in_memory(data)  # a file's map: the repairs work on a copy
                 return _decode_tolerant(path, data, report, e)
     except RecursionError:  # msgspec counts depth, also while skipping a value it does not keep
         raise TraceError(path, NESTING_NOTE) from None

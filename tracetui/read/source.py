@@ -6,6 +6,7 @@ checked before the rest is read, gzip inflated into one buffer that never grows 
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import re
 import stat
@@ -160,7 +161,8 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
     """File contents, gunzipped when it starts with the gzip magic; a damaged gzip keeps its prefix.
 
     A plain file comes back as a bytearray, so the two-process decode can close each half of
-    traceEvents in place instead of copying half a file (the file itself is never written).
+    traceEvents in place instead of copying half a file (the file itself is never written);
+    from ``MMAP_MIN_BYTES`` on, as a read-only ``mmap`` of the file.
     Only a regular file is read (checked before and after opening, without blocking), and no
     more than ``limit`` bytes (``max_bytes()``) of it or of what it gunzips to.
     """
@@ -182,6 +184,8 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
             check_head(path, head)
             if head[:2] == b"\x1f\x8b":
                 data = f.read()
+            elif st.st_size >= MMAP_MIN_BYTES and (mapped := _mapped(f, limit, path)) is not None:
+                data = mapped
             else:
                 data = bytearray(st.st_size)
                 n = f.readinto(data)
@@ -203,6 +207,68 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
     if not out:
         raise TraceError(path, "gzip holds no data (empty once gunzipped)")
     return _text(path, out, report)
+
+
+MMAP_MIN_BYTES = 16 << 20
+"""Plain files from this size are memory-mapped read-only instead of read: the load then holds no
+copy of the file in its own memory (the page cache has it), decoders read the pages and give
+them back as they go (``release``), and the lazy args pass reads the file again through the same
+map. Smaller files are read into a bytearray as before (the two-process decode closes its
+pieces in place there)."""
+
+
+def _mapped(f, limit: int, path: Path) -> mmap.mmap | None:
+    """The open file mapped read-only (the app never writes its input), or None where it cannot
+    be mapped (then it is read). A file that grew past the limit meanwhile is refused."""
+    try:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, OverflowError):
+        return None
+    if len(m) > limit:
+        m.close()
+        raise TraceError(path, f"grew past the {limit:,}-byte limit ({MAX_BYTES_ENV}) while read")
+    return m
+
+
+def release(data, lo: int = 0, hi: int | None = None) -> None:
+    """Drop the pages of ``data[lo:hi]`` from this process's memory where ``data`` is a file's
+    read-only map (a no-op for anything else): they stay in the page cache, and a later read
+    maps them again, so this only keeps what was decoded from counting as this process's."""
+    if not isinstance(data, mmap.mmap) or data.closed:
+        return
+    hi = len(data) if hi is None else min(hi, len(data))
+    a = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE  # whole pages inside [lo, hi) only
+    b = hi // mmap.PAGESIZE * mmap.PAGESIZE if hi < len(data) else len(data)
+    if b > a:
+        try:
+            data.madvise(mmap.MADV_DONTNEED, a, b - a)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def in_memory(data, step: int = 16 << 20) -> bytes | bytearray:
+    """``data`` as bytes in this process's memory: a file's map is copied a step at a time, each
+    step's pages released once copied, so the copy never sits beside the whole file's pages
+    (the repairs of a damaged file work on such a copy)."""
+    if isinstance(data, (bytes, bytearray)):
+        return data
+    release(data)  # what a failed decode read
+    out = bytearray(len(data))
+    for i in range(0, len(data), step):
+        out[i:i + step] = data[i:i + step]
+        release(data, i, i + step)
+    return out
+
+
+def still_whole(data) -> bool:
+    """False where ``data`` is a file's map and the file has shrunk since it was mapped (reading
+    past its new end would kill the process with SIGBUS): the caller must not read it then."""
+    if not isinstance(data, mmap.mmap):
+        return True
+    try:
+        return not data.closed and data.size() >= len(data)
+    except (OSError, ValueError):
+        return False
 
 
 HEAD_BYTES = 1 << 16
@@ -389,7 +455,7 @@ def _inflate_until_error(d, buf, out: _Out) -> None:
 class Source:
     """Stages 1-2's output: the trace file and its contents (gunzipped), and how they were read."""
     path: Path
-    data: bytes | bytearray
+    data: bytes | bytearray | mmap.mmap
     report: LoadReport
 
 

@@ -19,6 +19,7 @@ import msgspec
 from tracetui.read import forked
 from tracetui.read.blanks import last_non_blank
 from tracetui.read.depth import decode_limit
+from tracetui.read.source import release
 from tracetui.read.events import EventStore, build_store, concat_stores
 from tracetui.read.schema import (
     LENIENT_NOTE,
@@ -188,11 +189,14 @@ def decode_index(data: bytes, min_bytes: int | None = None,
                  workers: int | None = None) -> tuple[Document, EventStore, bool] | None:
     """(document without its events, the full event store, needed the lenient schema) or None.
 
-    ``workers`` processes (default ``default_workers()``; one: None, the one-process path)
-    each decode and index one part of the events. ``progress(fraction)`` is called after each
+    ``workers`` processes (default ``default_workers()``) each decode and index one part of the
+    events, piece by piece; one worker (or no fork) decodes every piece in this process, so a
+    large file's decoded events are never all alive at once. ``progress(fraction)`` is called after each
     piece of this process's part (it may raise to stop the load: the helpers are then killed)."""
     workers = default_workers() if workers is None else workers
-    if workers < 2 or not enabled(data, min_bytes) or first_byte(data) != b"{":
+    if workers > 1 and not forked.available():
+        workers = 1  # no fork here (or ``serial()``): the pieces in this process alone
+    if len(data) < (MIN_BYTES if min_bytes is None else min_bytes) or first_byte(data) != b"{":
         return None
     try:
         with decode_limit():  # the same nesting limit whatever the process set (read/depth.py)
@@ -217,7 +221,7 @@ def _decode_parts(data: bytes | bytearray, env: _Envelope, arr: memoryview, base
         if c is not None and cuts[-1] < c < len(arr) - 1:
             cuts.append(c)
     cuts.append(len(arr) - 1)
-    if len(cuts) < 3:
+    if len(cuts) < min(workers, 2) + 1:
         return None
     part = _part_decoder(data, arr, base)
     t0 = time.perf_counter()
@@ -236,7 +240,9 @@ def _decode_parts(data: bytes | bytearray, env: _Envelope, arr: memoryview, base
             return None  # a split inside a value, or a broken file: the one-process path decides
         mine[0].source = data
         t_mine = time.perf_counter() - t0
-        got = [p.result(extra=4 * t_mine) for p in pending]
+        got = []
+        for p in pending:  # one at a time: each part's columns are taken apart by the join
+            got.append(p.result(extra=4 * t_mine))
     finally:
         for p in pending:
             p.cancel()  # a no-op for those collected
@@ -294,6 +300,9 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
         buf[0], buf[-1] = 0x5B, 0x5D
         return decode(buf)
 
+    def forget(x: int, y: int) -> None:  # a mapped file: the decoded piece's pages go back
+        release(data, base + x, base + y + 1) if base is not None else None
+
     def part(lo: int, hi: int, child: bool, progress=None) -> tuple[EventStore, int, bool, dict]:
         stores, offsets, n, lenient = [], [], 0, False
         t_dec = t_idx = 0.0
@@ -305,6 +314,7 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
             t1 = time.perf_counter()
             stores.append(build_store(events, raw_times=lambda: piece(x, y, _times.decode)))
             t_dec, t_idx = t_dec + t1 - t0, t_idx + time.perf_counter() - t1
+            forget(x, y)
             offsets.append(n)
             n += len(events)
             lenient |= lax
@@ -313,6 +323,7 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
             del events
             if progress is not None:
                 progress(len(stores) / (len(cuts) - 1))
+        release(data)  # what the envelope and the split points read, or a part without ``base``
         store = concat_stores(stores, offsets)
         who = "child" if child else "parent"
         times = {f"{who} decode": t_dec, f"{who} index": t_idx, f"{who} pieces": len(stores)}
