@@ -282,7 +282,7 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
     Each piece of a part needs brackets at its two ends (the array's own, or commas between
     events). When ``data`` is a bytearray and ``base`` is where ``arr`` starts in it, those
     bytes are swapped in place and put back (in a child the writes stay in its own
-    copy-on-write pages), else the piece is copied out.
+    copy-on-write pages), else the piece is copied out (a file's read-only map).
     """
     in_place = base is not None and isinstance(data, bytearray)
     text = text_times(data)
@@ -296,9 +296,21 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
                 return decode(arr[x:y + 1])
             finally:  # the buffer is the lazy args pass's source: it must be the file again
                 data[base + x], data[base + y] = ox, oy
-        buf = bytearray(arr[x:y + 1])
-        buf[0], buf[-1] = 0x5B, 0x5D
-        return decode(buf)
+        with copied(x, y) as buf:
+            return decode(buf)
+
+    scratch = [bytearray()]
+
+    def copied(x: int, y: int) -> memoryview:
+        """``arr[x..y]`` with brackets at its ends, in one buffer reused from piece to piece (the
+        decoders keep no reference into it: every field is copied into its Struct)."""
+        n = y + 1 - x
+        if len(scratch[0]) < n:
+            scratch[0] = bytearray(n)
+        view = memoryview(scratch[0])[:n]
+        view[:] = arr[x:y + 1]
+        view[0], view[-1] = 0x5B, 0x5D
+        return view
 
     def forget(x: int, y: int) -> None:  # a mapped file: the decoded piece's pages go back
         release(data, base + x, base + y + 1) if base is not None else None
