@@ -10,8 +10,10 @@ for each N. While a contender runs, this process samples its whole process tree 
 helpers it forks included) every 50 ms: the peak of the summed RSS, and of the summed PSS
 (shared pages split between the processes that map them: the honest total for forked helpers).
 
-Printed: best seconds per contender, ratio to orjson.loads and to 1 worker (same run), peak
-memory and MiB per MB of JSON. Run it on the machine whose cores you want to count.
+Printed: per round, each contender's seconds, peak summed RSS and PSS, and load_trace's stages
+(import, read, decode+index, link, rollup: the last two are serial in the parent); then the best
+seconds per contender, ratio to orjson.loads and to 1 worker (same run), peak memory and MiB per
+MB of JSON. Needs only Python 3.11+, numpy, msgspec and orjson (no Textual, no peer traces). Run it on the machine whose cores you want to count.
 """
 from __future__ import annotations
 
@@ -46,9 +48,11 @@ elif what == "orjson":
     n = len(orjson.loads(raw)["traceEvents"])
 else:
     from tracetui.model import load_trace
+    t1 = time.perf_counter()
     t = load_trace(path, workers=int(what), cache=False)
     n = len(t.store)
-print(json.dumps({"seconds": time.perf_counter() - t0, "n": n}))
+    stages = {"import": t1 - t0, **{k.split(" (")[0]: v for k, v in t.timings.items()}}
+print(json.dumps({"seconds": time.perf_counter() - t0, "n": n, **({"stages": stages} if what.isdigit() else {})}))
 """
 
 
@@ -144,8 +148,9 @@ def main() -> None:
         for r in range(a.repeat):
             for what in ["orjson"] * (not a.no_orjson) + [str(w) for w in counts] + ["summary"] * a.summary:
                 got = run(path, what)
+                stages = "  ".join(f"{k} {v:.2f}" for k, v in got.get("stages", {}).items())
                 print(f"round {r + 1} {what:>6}: {got['seconds']:6.2f} s  peak RSS sum {got['rss_mb']:7.0f} MB  "
-                      f"PSS sum {got['pss_mb']:7.0f} MB", flush=True)
+                      f"PSS sum {got['pss_mb']:7.0f} MB  {stages}", flush=True)
                 if what not in best or got["seconds"] < best[what]["seconds"]:
                     best[what] = got
         base, one = best.get("orjson", {}).get("seconds", float("nan")), best[str(counts[0])]["seconds"]
