@@ -1,10 +1,13 @@
-"""Decode and index a large trace on two cores: the second half of ``traceEvents`` in a forked child.
+"""Decode and index a large trace in pieces, on N cores: each part of ``traceEvents`` in a forked child.
 
 Decoding and indexing are per-event Python work that holds the GIL, so threads cannot share it;
-a forked child can, and it sees the file's bytes without a copy. This is only an optimisation:
-anything unexpected (no fork, a file that is not valid JSON, a split that lands inside a value,
-a child that fails or hangs) returns None and the caller takes the one-process path, which is
-also the one that repairs broken files. The result is the same store the one-process path builds.
+a forked child can, and it sees the file's bytes without a copy (a large plain file is a
+read-only map of it: source.py). Each process decodes its part a piece at a time, so only one
+piece's decoded events are alive at once, and drops the piece's pages once it is indexed; one
+worker runs every piece in this process. This is only an optimisation: anything unexpected (a
+file that is not valid JSON, a split that lands inside a value, a child that fails or hangs)
+returns None and the caller takes the one-process path, which is also the one that repairs
+broken files. The result is the same store the one-process path builds.
 """
 from __future__ import annotations
 
