@@ -119,3 +119,23 @@ def test_a_mapped_file_cut_short_after_loading_costs_its_args_not_the_process(tm
                        env=dict(os.environ, PYTHONPATH=str(ROOT), TRACETUI_NO_CACHE="1"))
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])  # -7 would be SIGBUS
     assert r.stdout.split() == ["{}", "[]", "True"]
+
+
+def test_a_mapped_file_written_over_in_place_gives_no_args_rather_than_other_bytes(tmp_path, monkeypatch):
+    """Rewritten at the same size (another export over the same file): the map would show the
+    new bytes at the loaded positions, so the args are refused, as a shrunk file's are."""
+    p = tmp_path / "t.json"
+    _write_trace(p, 2000)
+    monkeypatch.setattr(source, "MMAP_MIN_BYTES", 1)
+    t = load_trace(p, workers=1, cache=False)
+    last = len(t.store) - 1
+    other = p.read_bytes().replace(b'"correlation": ', b'"correlatiox": ')
+    with open(p, "r+b") as f:
+        f.write(other)
+    os.utime(p, ns=(1, 1))  # a write within the same clock tick could leave mtime as it was
+    assert t.store.args(last) == {} and t.store.source is None
+    replaced = load_trace(p, workers=1, cache=False)  # then replaced by a new file: the old map still reads
+    p.unlink()
+    p.write_bytes(b"{}")
+    want = json.loads(other)["traceEvents"][int(replaced.store.file_index[last])]["args"]
+    assert "correlatiox" in want and replaced.store.args(last) == want

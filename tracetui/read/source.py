@@ -217,13 +217,21 @@ map. Smaller files are read into a bytearray as before (the two-process decode c
 pieces in place there)."""
 
 
-def _mapped(f, limit: int, path: Path) -> mmap.mmap | None:
+class Mapped(mmap.mmap):
+    """A trace file's read-only map, with the file's identity when it was mapped (``still_whole``)."""
+    path: Path
+    stamp: tuple
+
+
+def _mapped(f, limit: int, path: Path) -> Mapped | None:
     """The open file mapped read-only (the app never writes its input), or None where it cannot
     be mapped (then it is read). A file that grew past the limit meanwhile is refused."""
     try:
-        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        st = os.fstat(f.fileno())
+        m = Mapped(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError, OverflowError):
         return None
+    m.path, m.stamp = Path(path), (st.st_ino, st.st_size, st.st_mtime_ns)
     if len(m) > limit:
         m.close()
         raise TraceError(path, f"grew past the {limit:,}-byte limit ({MAX_BYTES_ENV}) while read")
@@ -262,11 +270,22 @@ def in_memory(data, step: int = 16 << 20) -> bytes | bytearray:
 
 def still_whole(data) -> bool:
     """False where ``data`` is a file's map and the file has shrunk since it was mapped (reading
-    past its new end would kill the process with SIGBUS): the caller must not read it then."""
+    past its new end would kill the process with SIGBUS) or was written over in place (the map
+    would show other bytes than those loaded): the caller must not read it then. A file replaced
+    by another one (a new inode at its path) leaves the map on the old one, which is still whole."""
     if not isinstance(data, mmap.mmap):
         return True
     try:
-        return not data.closed and data.size() >= len(data)
+        if data.closed or data.size() < len(data):
+            return False
+        stamp = getattr(data, "stamp", None)
+        if stamp is None:
+            return True
+        try:
+            st = os.stat(data.path)
+        except OSError:  # gone from its path: the map holds the file that was loaded
+            return True
+        return st.st_ino != stamp[0] or (st.st_size, st.st_mtime_ns) == stamp[1:]
     except (OSError, ValueError):
         return False
 
@@ -455,7 +474,7 @@ def _inflate_until_error(d, buf, out: _Out) -> None:
 class Source:
     """Stages 1-2's output: the trace file and its contents (gunzipped), and how they were read."""
     path: Path
-    data: bytes | bytearray | mmap.mmap
+    data: bytes | bytearray | Mapped
     report: LoadReport
 
 
