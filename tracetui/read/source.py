@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracetui.read.errors import TraceError
+from tracetui.read.spill import FileOut, Mapped, isal_into, spill_fd
 
 TRACE_GLOBS = ("*.pt.trace.json.gz", "*.pt.trace.json", "*.json.gz", "*.json")
 """What a trace folder (tensorboard_trace_handler's output) is searched for, best match first."""
@@ -217,12 +218,6 @@ map. Smaller files are read into a bytearray as before (the two-process decode c
 pieces in place there)."""
 
 
-class Mapped(mmap.mmap):
-    """A trace file's read-only map, with the file's identity when it was mapped (``still_whole``)."""
-    path: Path
-    stamp: tuple
-
-
 def _mapped(f, limit: int, path: Path) -> Mapped | None:
     """The open file mapped read-only (the app never writes its input), or None where it cannot
     be mapped (then it is read). A file that grew past the limit meanwhile is refused."""
@@ -333,18 +328,36 @@ GZ_OUT_STEP = 4 << 20
 refused holding at most the limit plus one step (measured in tests/read/test_bounded_memory.py)."""
 
 
-def gunzip(path: Path, data: bytes, report: LoadReport, limit: int) -> bytearray:
+def gunzip(path: Path, data: bytes, report: LoadReport, limit: int) -> bytearray | Mapped:
     """Every gzip member of ``data`` (``cat a.gz b.gz`` is one valid file), at most ``limit`` bytes.
 
     Damage keeps every byte that decompressed before it (a bad CRC: all of them), and a
     truncated stream keeps what it has; both are noted in ``report.repairs``. A whole, healthy
     file goes through ISA-L first where ``isal`` is installed (``tracetui[fast]``); anything
     else it meets (damage, a bomb, trailing bytes) is read again by zlib below, which says what.
+    From ``spill.SPILL_MIN_BYTES`` compressed, the text goes into an unnamed temporary file and
+    comes back as a read-only map of it (spill.py), so the load holds no copy of it.
     """
+    fd = spill_fd(len(data))
+    if fd is not None:  # a large file: into an unnamed temporary file, read through a map
+        over = lambda: TraceError(path, f"gzip expands past the {limit:,}-byte limit "  # noqa: E731
+                                        f"(a gzip bomb? {MAX_BYTES_ENV} raises it)")
+        out = FileOut(fd, limit, GZ_OUT_STEP, over)
+        notes = len(report.repairs)
+        try:
+            return out.done() if isal_into(data, out) else _gunzip(path, data, report, out)
+        except OSError:  # the disk filled up (or failed): into memory after all
+            del report.repairs[notes:]
+        finally:
+            out.close()
     fast = gunzip_isal(data, limit)
     if fast is not None:
         return fast
-    out = _Out(data, limit, path)
+    return _gunzip(path, data, report, _Out(data, limit, path))
+
+
+def _gunzip(path: Path, data: bytes, report: LoadReport, out) -> bytearray | Mapped:
+    """zlib's gunzip of ``data`` into ``out`` (``_Out``, or a ``FileOut``), as ``gunzip`` says."""
     pos, view = 0, memoryview(data)
     while pos < len(data):
         d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
