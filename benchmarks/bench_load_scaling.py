@@ -1,6 +1,7 @@
 """Load scaling with decode processes: a ~1 GB trace loaded with 1, 2, 4, 8 workers (issue 39.1).
 
     python benchmarks/bench_load_scaling.py [--gb 1.0] [--workers 1,2,4,8] [--repeat 2] [--input FILE]
+    python benchmarks/bench_load_scaling.py --input FILE --ab OTHER_CHECKOUT --workers 1,2 --repeat 1
 
 Generates the trace (benchmarks/make_large_trace.py, from HTA's control trace where
 ../shared/peer-traces is present, else traces/transformer_eager.json.gz) unless --input names
@@ -91,9 +92,10 @@ def _mem_kb(pid: int) -> tuple[int, int]:
         return 0, 0
 
 
-def run(path: Path, what: str) -> dict:
-    p = subprocess.Popen([sys.executable, "-c", CHILD, str(path), what], cwd=ROOT, stdout=subprocess.PIPE,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+def run(path: Path, what: str, root: Path = ROOT) -> dict:
+    """One contender in a fresh process, with the tracetui of the checkout ``root``."""
+    p = subprocess.Popen([sys.executable, "-c", CHILD, str(path), what], cwd=root, stdout=subprocess.PIPE,
+                         env={**os.environ, "PYTHONPATH": str(root)})
     peak = [0, 0]
     done = threading.Event()
 
@@ -137,7 +139,11 @@ def main() -> None:
     ap.add_argument("--summary", action="store_true", help="also time `tracetui summary` (default workers)")
     ap.add_argument("--no-orjson", action="store_true", help="leave out the orjson baseline (for a trace "
                     "whose orjson.loads would not fit in memory: ratios are then left out too)")
+    ap.add_argument("--ab", type=Path, metavar="CHECKOUT", help="A/B instead: each worker count run from "
+                    "CHECKOUT's tracetui and from this one's, interleaved, --repeat rounds (memory and seconds)")
     a = ap.parse_args()
+    if a.ab:
+        return ab(a)
     counts = [int(w) for w in a.workers.split(",")]
     print(f"machine: {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} usable; Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
@@ -160,6 +166,18 @@ def main() -> None:
             s = got["seconds"]
             print(f"{what:>9} {s:9.2f} {s / base:16.3f} {one / s:16.2f} {got['pss_mb']:16.0f} "
                   f"{got['pss_mb'] / mb:11.2f}")
+
+
+def ab(a) -> None:
+    """Each worker count from ``a.ab``'s checkout and from this one, interleaved, on ``a.input``."""
+    mb = a.input.stat().st_size / 1e6
+    print(f"input: {a.input} ({mb:,.1f} MB); A = {a.ab}, B = {ROOT}")
+    for r in range(a.repeat):
+        for w in a.workers.split(","):
+            for name, root in (("A", a.ab), ("B", ROOT)):
+                got = run(a.input, w, root)
+                print(f"round {r + 1} {name} workers {w}: {got['seconds']:7.2f} s  RSS sum {got['rss_mb']:6.0f} MB  "
+                      f"PSS sum {got['pss_mb']:6.0f} MB  {got['pss_mb'] / mb:.2f} MiB/MB", flush=True)
 
 
 if __name__ == "__main__":
