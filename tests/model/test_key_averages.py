@@ -18,8 +18,16 @@ from tests.conftest import DATA, TRACES
 # step. key_averages() nests them under the host op they overlap (train_step_0, aten::arange) and
 # lists them as a row; the model drops them, so those self times and that row differ.
 OVERHEAD_GAP = {"transformer_eager_rf.json.gz"}
+# Known difference, kept visible (strict), where key_averages() is the one that is off: with the
+# step's backward replayed as a CUDA graph, it credits the second replay's 4 kernels (270.0 us,
+# External id 571, launched by GraphedBackward on the autograd thread) to the main thread's
+# cudaDeviceSynchronize whose *correlation* id is 571, so ProfilerStep* reads 1,310.5 us against
+# ours 1,040.5 and cudaDeviceSynchronize 270.0 against 0. Every other row matches.
+GRAPHS_GAP = {"h200_mlp_train_fused_graphs_op.json.gz"}
 GPU_TRACES = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="Kineto overhead events not nested"))
-              if p.name in OVERHEAD_GAP else p
+              if p.name in OVERHEAD_GAP else
+              pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="key_averages() credits a graph replay to a sync by a colliding id"))
+              if p.name in GRAPHS_GAP else p
               for p in sorted(TRACES.glob("*.json.gz")) + sorted(DATA.glob("h200_*.json.gz"))]
 CPU_DATA = sorted(DATA.glob("cpu_*.json.gz"))
 

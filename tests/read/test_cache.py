@@ -184,15 +184,16 @@ def test_least_recently_used_entries_are_evicted(xdg, tmp_path, monkeypatch):
         p.write_bytes(_trace(f"kernel_{k}", 300))
         paths.append(p)
     load_trace(paths[0], cache=True)
-    size = next(xdg.glob("*.store")).stat().st_size
-    monkeypatch.setenv(cache.MAX_ENV, str(int(size * 2.5)))  # room for two entries
+    size = sum(e.stat().st_size for e in xdg.glob("*"))  # one trace's entries: its store's and its model's
+    monkeypatch.setenv(cache.MAX_ENV, str(int(size * 2.5)))  # room for two traces' entries
     load_trace(paths[1], cache=True)
     for e, when in zip(sorted(xdg.glob("*.store"), key=lambda e: e.stat().st_mtime), (1, 2)):
         os.utime(e, (when, when))  # p0 used first, p1 after it
     assert "cache" in load_trace(paths[0], cache=True).timings  # p0 used again: p1 is now the oldest
     load_trace(paths[2], cache=True)
-    assert len(list(xdg.glob("*.store"))) == 2
+    assert len(list(xdg.glob("*.store"))) == 2 and len(list(xdg.glob("*.model"))) == 2
     assert cache.fresh(paths[0]) and cache.fresh(paths[2]) and not cache.fresh(paths[1])
+    assert not cache.entry_path(paths[1], cache.MODEL).exists()  # a trace's entries go together
 
 
 def test_a_file_changed_after_a_cached_open_gives_no_args_from_the_new_file(xdg, tmp_path):

@@ -271,6 +271,22 @@ def _gemm_work(t: Trace, it: "Item", m) -> None:
         it.flops = gemm_flops(it.op, dims)
 
 
+def _shared_work(items: list[Item]) -> None:
+    """A Function or custom op that launches several GEMM kernels in one call (a CUDA graph
+    replayed inside ``Graphed``: the dual GEMM and the down projection) states the work of all of
+    them in its shapes: no one kernel did those FLOPs, so none carries them as evidence that it
+    took over several GEMMs (it would claim its own counterpart and its neighbour's)."""
+    by_call: dict = {}
+    for it in items:
+        if it.flops is not None and it.work and not it.work[0].startswith("launching op"):
+            by_call.setdefault((it.op_node, it.backward), []).append(it)
+    for group in by_call.values():
+        if len(group) > 1:
+            for it in group:
+                it.flops, it.mkn = None, ()
+                it.work = (f"{it.work[0]}, shared by the {len(group)} GEMM kernels it launches",)
+
+
 def _step_units(t: Trace, scope: int) -> list[int]:
     """Work units of one step, in launch order."""
     tree = t.tree
@@ -432,6 +448,7 @@ def _items(t: Trace) -> list[Item]:
     infos = t.kernel_classes(np.asarray(base)) if t.has_gpu and base else []
     vocab = _vocab(t)
     items = [_item(t, n, j, float(durs[j]), infos[j] if t.has_gpu else None, vocab) for j, n in enumerate(base)]
+    _shared_work(items)
     _assign_blocks(items)
     t._diff_items = items
     return items

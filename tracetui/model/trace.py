@@ -18,6 +18,7 @@ from tracetui.read.early import start_load, _Gunzipping  # noqa: F401 - the CLI'
 from tracetui.read.load import LOST_GPU_NOTE, Events, decode_store  # noqa: F401 - LOST_GPU_NOTE: tests
 from tracetui.read import cache as store_cache
 from tracetui.read.source import LoadReport, read_input, resolve_input
+from tracetui.model import reopen as model_cache
 from tracetui.model.kclass import KernelClasses
 from tracetui.model.selftime import SelfTimeRule, self_time_rule
 from tracetui.model.stats import Agg, Rollups, aggregate, rollups, torch_device
@@ -285,15 +286,16 @@ def load_trace(path, progress: Progress | None = None, early=None,
         # by mremap, not copied on the heap (a gzip bomb reached 2x the limit there)
         ident, events = _from_cache(path) if cache else (None, None)
         if events is not None:
-            return _model(events, say, steps, torch_version, {"cache": time.perf_counter() - t0})
+            return _model(events, say, steps, torch_version, {"cache": time.perf_counter() - t0}, ident)
         src = read_input(path, early)
         read_s = time.perf_counter() - t0
         with large_arrays_on_heap():  # GB-sized traces: numpy temporaries reuse heap pages
             say("decoding", 0.15)
             events = decode_store(src, early, say, workers)
-            if ident is not None:
-                store_cache.keep(src.path, ident, src.data, events)
-            return _model(events, say, steps, torch_version, {"read": read_s, **events.timings})
+            kept = ident is not None and store_cache.keep(src.path, ident, src.data, events)
+            # the model's entry only beside a store's entry: both are this file's, as ``ident`` says
+            return _model(events, say, steps, torch_version, {"read": read_s, **events.timings},
+                          ident if kept else None)
     except MemoryError:
         raise TraceError(path, OUT_OF_MEMORY) from None
     finally:
@@ -314,8 +316,10 @@ def _from_cache(path) -> tuple[list | None, Events | None]:
 
 
 def _model(events: Events, say: Progress, steps: str | None, torch_version: str | None,
-           timings: dict) -> Trace:
-    """The model's stages over the event store: step markers -> tree -> rollups."""
+           timings: dict, ident: list | None = None) -> Trace:
+    """The model's stages over the event store: step markers -> tree -> rollups (-> the step
+    windows' totals); read back from the reopen cache instead where ``ident`` (the file's
+    identity, read/cache.py) has an entry made with the same options, and written there after."""
     t0 = time.perf_counter()
     store, path = events.store, events.path
     try:
@@ -325,22 +329,48 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     rule = self_time_rule(events.meta, bool((store.kind == K["python"]).any() or (store.kind == K["module"]).any()),
                           torch_version)
     t1 = time.perf_counter()
+    key = model_cache.key(path.name, steps, rule.frames_own_time) if ident is not None else None
+    got = model_cache.load(path, ident, store, key) if ident is not None else None
+    if got is not None:
+        say("done", 1.0)
+        tree, roll, kept, tables = got
+        _index_time(timings, t1 - t0)
+        timings["model_cache"] = time.perf_counter() - t1
+        trace = Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
+                      step_choice=choice, self_time=rule)
+        windows = model_cache.kept_windows(trace, kept) if kept is not None else None
+        if windows is not None:
+            trace.windows = windows  # the rollups hold their totals already
+        else:
+            trace._step_totals_from_windows()  # builds them (the totals it sets are the kept ones)
+        trace.__dict__.update(tables)  # the op and kernel tables, the GPU nodes' classes
+        return trace
     say("linking", 0.75)
-    tree = build_tree(store, title=path.name)
+    tree = build_tree(store, title=path.name, cut_frames=not rule.frames_own_time)
     t2 = time.perf_counter()
     say("rolling up", 0.9)
     roll = rollups(tree, python_owns_time=rule.frames_own_time)
     t3 = time.perf_counter()
     say("done", 1.0)
-    if "index" in timings:
-        timings["index"] += t1 - t0
-    elif "cache" in timings:
-        timings["cache"] += t1 - t0
-    else:  # decode and index overlapped on several cores
-        key = next(k for k in timings if k.startswith("decode+index"))
-        timings[key] += t1 - t0
+    _index_time(timings, t1 - t0)
     timings.update(link=t2 - t1, rollup=t3 - t2)
     trace = Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
                   step_choice=choice, self_time=rule)
     trace._step_totals_from_windows()
+    if ident is not None:
+        try:
+            model_cache.save(path, ident, key, trace)
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, MemoryError):
+            pass  # the cache only saves time: a trace that loaded is not lost to its entry
     return trace
+
+
+def _index_time(timings: dict, seconds: float) -> None:
+    """The step markers' time counts as indexing (or as the cache's, on a reopen)."""
+    if "index" in timings:
+        timings["index"] += seconds
+    elif "cache" in timings:
+        timings["cache"] += seconds
+    else:  # decode and index overlapped on several cores
+        key = next(k for k in timings if k.startswith("decode+index"))
+        timings[key] += seconds

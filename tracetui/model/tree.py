@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, EventStore
+from tracetui.model.frame_ends import cut_frame_ends
 from tracetui.model.nesting import nest
 
 DIAGNOSTICS = {
     "partial_overlaps": "events that outlast their parent on a thread (closed there, by torch's rule)",
+    "python_frames_cut": "Python frames that outlasted the op, runtime call or frame they started in (an exit the "
+                         "tracer missed or wrote late): cut to its end, so it no longer closes it",
     "launches_without_gpu": "launch, memcpy or memset calls with no GPU activity in the file",
     "gpu_without_launch": "GPU activity whose launch was not found (shown under 'no launch found')",
     "linked_by_external_id": "GPU activity linked to its op by External id, no runtime call matched",
@@ -216,6 +219,7 @@ class _Links:
     host: np.ndarray             # host events
     diag: dict
     group_nodes: dict = field(default_factory=dict)   # GPU track key -> "no launch found" node
+    dur: np.ndarray | None = None                      # the store's durations, frames cut (frame_ends.py)
     groups: list = field(default_factory=list)        # _step_thread_groups
 
     @classmethod
@@ -223,7 +227,7 @@ class _Links:
         is_host = np.isin(store.kind, list(HOST_KINDS))
         host_tracks = np.flatnonzero(np.bincount(store.track[is_host], minlength=1)).tolist()
         n_ev = len(store)
-        diag = {"partial_overlaps": 0, "launches_without_gpu": 0, "gpu_without_launch": 0,
+        diag = {"partial_overlaps": 0, "python_frames_cut": 0, "launches_without_gpu": 0, "gpu_without_launch": 0,
                 "linked_by_external_id": 0, "flows_without_end": 0, "events_missing_fields": store.missing_fields,
                 "args_wrong_types": store.wrong_types, "events_unreadable": dict(store.unreadable),
                 "times_out_of_range": store.times_out_of_range, "negative_durations": store.negative_durations,
@@ -233,12 +237,15 @@ class _Links:
                    host=np.nonzero(is_host)[0], diag=diag)
 
 
-def build_tree(store: EventStore, title: str = "trace") -> Tree:
+def build_tree(store: EventStore, title: str = "trace", cut_frames: bool = False) -> Tree:
     """The hierarchy of ``store``'s events, in stages: host events nest on their thread, steps
     stay on top, other threads' work shows under its step, GPU activity goes under its launch;
-    then the node arrays, with every node hanging from the root."""
+    then the node arrays, with every node hanging from the root. ``cut_frames``: Python frames
+    that outlast the call they started in are cut to its end first (frame_ends.py) — for
+    recordings whose torch builds its own tree from ops alone (<= 2.12); torch >= 2.13 nests
+    the frames as written, and so does this tree then."""
     links = _Links.start(store)
-    _nest_host(links)
+    _nest_host(links, cut_frames)
     _steps_on_top(links)
     links.groups = _step_thread_groups(store, links.host, links.parent, links.thread_node, links.base)
     _link_gpu(links)
@@ -247,16 +254,26 @@ def build_tree(store: EventStore, title: str = "trace") -> Tree:
     return tree
 
 
-def _nest_host(links: _Links) -> None:
+def _nest_host(links: _Links, cut_frames: bool = False) -> None:
     """Host events nest by time on their thread, one stack per thread, in (track, ts, -dur,
     kind, index) order (nesting.py): parents strictly enclose children, ties broken by that
     total order, so the containment parents cannot form a cycle."""
     store, host = links.store, links.host
     ts, dur = store.ts, store.dur
     order = _host_order(host, store.track, ts, dur, store.kind)
-    o_ts = ts[order]
+    o_ts, o_track = ts[order], store.track[order]
+    o_end, n_cut = (cut_frame_ends(o_ts, o_ts + dur[order], o_track, store.kind[order]) if cut_frames
+                    else (o_ts + dur[order], 0))
+    links.dur = dur
+    if n_cut:  # the nesting order ranks longer events first at one start: the cut ones may move
+        links.diag["python_frames_cut"] = n_cut
+        links.dur = dur.copy()
+        links.dur[order] = o_end - o_ts
+        order = _host_order(host, store.track, ts, links.dur, store.kind)
+        o_ts, o_track = ts[order], store.track[order]
+        o_end = o_ts + links.dur[order]
     sentinel = {t: -node - 1 for t, node in links.thread_node.items()}  # negative: encoded thread node
-    cp, partial = nest(o_ts, o_ts + dur[order], order + links.base, store.track[order], sentinel)
+    cp, partial = nest(o_ts, o_end, order + links.base, o_track, sentinel)
     links.diag["partial_overlaps"] = partial
     cp = np.where(cp < 0, -cp - 1, cp)
     links.cparent[order] = cp
@@ -267,7 +284,7 @@ def _steps_on_top(links: _Links) -> None:
     """Frames that span a step's start are shown beside the steps (under the thread), so steps
     stay the top level; what they held that lies inside a step moves under that step."""
     store, host, parent_e, base = links.store, links.host, links.parent, links.base
-    kind_e, ts, dur = store.kind, store.ts, store.dur
+    kind_e, ts, dur = store.kind, store.ts, links.dur
     steps = np.nonzero(kind_e == K["step"])[0]
     for t in set(store.track[steps].tolist()):
         st = steps[store.track[steps] == t]
@@ -367,7 +384,7 @@ def _assemble(links: _Links, title: str) -> Tree:
         parent[node] = cparent[node] = 0
     sl = slice(base, base + n_ev)
     kind[sl], name_id[sl], ev[sl] = store.kind, store.name_id, np.arange(n_ev)
-    start[sl], d[sl] = store.ts, store.dur
+    start[sl], d[sl] = store.ts, store.dur if links.dur is None else links.dur
     parent[sl], cparent[sl] = links.parent, links.cparent
     for key, node in group_nodes.items():
         _, dev, stream = key

@@ -137,11 +137,19 @@ class StepWindow:
 class Windows:
     """Every step window of a trace, and the per-step breakdown over each."""
 
-    def __init__(self, trace):
+    def __init__(self, trace, kept: dict | None = None):
+        """``kept``: the arrays below and ``step_pids``, as a reopen reads them back
+        (model/reopen.py) instead of computing them."""
         self.trace = trace
         t = trace.tree
         store = t.store
         self._pid_of_track = [k[0] if k and k[0] != "gpu" else None for k in store.track_keys]
+        if kept is not None:
+            for name, a in kept.items():
+                if name != "step_pids":
+                    setattr(self, name, a)
+            self._step_rows(np.asarray(trace.steps, dtype=np.int64), kept["step_pids"])
+            return
         steps = trace.steps
         gpu = trace._gpu_nodes
         # the launch of each piece of GPU activity: its runtime call, or the op linked by External id
@@ -173,11 +181,16 @@ class Windows:
         pairs = np.unique(h_step[in_step] * n_tracks + store.track[t.ev[host[in_step]]])
         p_step, self.thread_flat = np.divmod(pairs, n_tracks)
         self.thread_at = np.searchsorted(p_step, np.arange(n + 1))
+        self._step_rows(steps, s_pid.tolist())
+
+    def _step_rows(self, steps: np.ndarray, s_pid: list) -> None:
+        """One ``StepWindow`` per step, cutting its parts from the flat arrays when asked."""
+        t = self.trace.tree
         names, name_id = t.names, t.name_id[steps].tolist()
         s_start, s_end = t.start[steps].tolist(), (t.start[steps] + t.dur[steps]).tolist()
         self.windows: list[StepWindow] = [
             StepWindow(s, names[name_id[k]], pid, s_start[k], s_end[k], k, self)
-            for k, (s, pid) in enumerate(zip(steps.tolist(), s_pid.tolist()))]
+            for k, (s, pid) in enumerate(zip(steps.tolist(), s_pid))]
         self.by_node = {w.node: w for w in self.windows}
 
     def _pids(self, nodes: np.ndarray) -> np.ndarray:
