@@ -107,3 +107,30 @@ def test_a_spilled_trace_loads_the_same_and_its_args_read_back(tmp_path, monkeyp
     last = len(want.store) - 1
     assert got.store.args(last) == want.store.args(last) and got.report.compressed
     assert not [n for n in os.listdir(tmp_path) if n != "t.json.gz"]  # nothing written beside the trace
+
+
+@pytest.mark.parametrize("spilled", [True, False], ids=["spilled", "in-memory"])
+def test_the_early_start_of_a_spilled_trace_loads_the_same(spilled, monkeypatch):
+    """The CLI's head start (read/early.py: gunzip in a thread, then a child for the tail), with
+    a gunzip that spills (the child decodes from the temporary file's map) or not. The child
+    used to die with the gunzip thread that forked it (PR_SET_PDEATHSIG fires when that thread
+    ends), so its part was never collected beyond a trace as small as mlp_eager's."""
+    from tracetui.read import early as early_mod
+    from tracetui.read import forked, split
+    from tracetui.model.trace import start_load
+
+    if not forked.available():
+        pytest.skip("needs fork and two cores")
+    p = TRACES / "transformer_eager.json.gz"
+    want = load_trace(p, workers=1, cache=False)
+    monkeypatch.setattr(early_mod, "EARLY_GZ_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "MIN_BYTES", 0)
+    monkeypatch.setattr(spill, "SPILL_MIN_BYTES", 0 if spilled else 1 << 40)
+    early = start_load(p)
+    data, _ = early.bytes()
+    assert isinstance(data, spill.Mapped) == spilled and early._early is not None
+    got = load_trace(p, early=early, cache=False)
+    assert split.TIMES["child share"] == early._early.share and got.store.source is data
+    for f in ("name_id", "kind", "track", "ts", "dur", "corr", "ext", "file_index"):
+        assert np.array_equal(getattr(got.store, f), getattr(want.store, f)), f
+    assert np.array_equal(got.roll.device, want.roll.device)
