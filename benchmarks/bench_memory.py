@@ -1,6 +1,6 @@
 """Memory view latency, driven by Pilot on a large generated trace with [memory] events.
 
-    python benchmarks/bench_memory.py [--events 270000] [--src RECORDING]
+    python benchmarks/bench_memory.py [--events 270000] [--src RECORDING] [--input TRACE]
 
 The input replicates a recording made with profile_memory=True (default: the bundled CPU
 transformer training recording tests/data/cpu_transformer_eager_memory.json.gz, backward on a
@@ -93,7 +93,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--events", type=int, default=270_000)
     ap.add_argument("--src", type=Path, default=DEFAULT_SRC)
+    ap.add_argument("--input", type=Path, help="a trace with [memory] events to use as it is (no replication)")
     args = ap.parse_args()
+    if args.input:
+        r = asyncio.run(run(args.input))
+        print(f"input: {args.input.name}, {args.input.stat().st_size / 1e6:.1f} MB: {r.pop('instants'):,} memory "
+              f"instants, {r.pop('devices')} device(s), {r.pop('steps')} steps")
+        report(r)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / "big_memory.json"
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_large_trace.py"),
@@ -102,6 +109,10 @@ def main() -> None:
         r = asyncio.run(run(p))
     print(f"input: {args.events:,} events, {size:.1f} MB (replicated from {args.src.name}): "
           f"{r.pop('instants'):,} memory instants, {r.pop('devices')} device(s), {r.pop('steps')} steps")
+    report(r)
+
+
+def report(r: dict) -> None:
     print(f"model build (args worker, off the keys): {r.pop('build_s'):.2f} s after the first screen, "
           f"every page of the view {r.pop('pages_s'):.2f} s")
     base = cpu_median(r["baseline tree cursor"])

@@ -735,7 +735,7 @@ def test_footer_follows_focus_but_is_not_rebuilt_for_the_same_keys(monkeypatch):
         app = TraceApp([TRACES / "mlp_eager.json.gz"])
         async with app.run_test(size=(120, 40)) as pilot:
             s = await explorer(pilot)
-            keys = lambda: {k.key for k in s.query(FooterKey)}  # noqa: E731
+            keys = lambda: {k.key for k in s.query(FooterKey) if k.display}  # noqa: E731  (shown)
             assert {"q", "n", "slash"} <= keys()
             rebuilt.clear()
             await pilot.press("down", "down", "up")
@@ -746,7 +746,63 @@ def test_footer_follows_focus_but_is_not_rebuilt_for_the_same_keys(monkeypatch):
             assert "q" not in keys() and "n" not in keys()  # typed into the search box, not bound
             await pilot.press("g", "e", "l", "u", "enter")
             await pilot.pause()
-            assert {"q", "n"} <= keys() and len(rebuilt) <= 2  # one rebuild each way
+            # the first `/` adds `f1 Help` to the footer's widgets (the box takes `?`): one rebuild
+            assert {"q", "n"} <= keys() and len(rebuilt) == 1
+            rebuilt.clear()
+            await pilot.press("slash")
+            await pilot.pause()
+            assert "q" not in keys() and "f1" in keys() and "question_mark" not in keys()
+            await pilot.press("escape")
+            await pilot.pause()
+            assert {"q", "n", "question_mark"} <= keys() and "f1" not in keys()
+            assert rebuilt == []  # then shown and hidden, both ways
+            for views, rebuilds in (("41434131", 2), ("43134141", 0)):
+                rebuilt.clear()
+                for view in views:  # the timeline's keys, the op table's, the tree's
+                    await pilot.press(view)
+                    await pilot.pause()
+                    shown = [(w.key, w.description) for w in s.query(FooterKey)
+                             if w.display and not w.has_class("-command-palette")]
+                    want: dict = {}  # one key per action, the first, in order (as Footer.compose)
+                    for _, b, _, _ in s.active_bindings.values():
+                        if b.show:
+                            want.setdefault(b.action, (b.key, b.description))
+                    assert shown == list(want.values())
+                # the first time a view shows keys the footer never had, it is rebuilt with them
+                # (the timeline's, the op table's); then every switch shows and hides its widgets
+                assert len(rebuilt) == rebuilds
+    asyncio.run(run())
+
+
+def test_the_trees_cached_scrollbars_paint_what_an_uncached_bar_paints():
+    """The tree's scrollbars keep their painted lines per look (position, sizes, colours): after
+    each key they must equal a fresh paint of the same bar (Textual's own, its caches cleared)."""
+    from textual.geometry import Region
+    from textual.widget import Widget
+
+    from tracetui.ui.scrollbars import _CachedBar
+
+    def paint(lines):
+        return [[(seg.text, str(seg.style)) for seg in strip] for strip in lines]
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            bar = s.tree.vertical_scrollbar
+            assert isinstance(bar, _CachedBar)
+            looks = set()
+            for keys in ((), ("p",), ("G",), ("slash",), ("escape",), ("g",), ("G",)):
+                await pilot.press(*keys)
+                await pilot.pause()
+                if not bar.display or not bar.size.height:
+                    continue
+                crop = Region(0, 0, *bar.size)
+                cached = paint(bar.render_lines(crop))
+                bar._styles_cache.clear()
+                assert cached == paint(Widget.render_lines(bar, crop)), keys
+                looks.add(str(cached))
+            assert len(looks) >= 2  # the thumb moved (G, g) or the colours changed (focus): repainted
     asyncio.run(run())
 
 

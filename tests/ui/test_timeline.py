@@ -277,3 +277,57 @@ def test_every_taxonomy_class_has_its_own_colour_and_legend_entry():
     assert set(CLASSES) <= set(CLASS_COLOUR)
     assert len({CLASS_COLOUR[c] for c in CLASSES}) == len(CLASSES)  # its own colour
     assert [c for c, _ in LEGEND] == list(CLASSES)
+
+
+def test_4_before_the_lanes_exist_builds_them_in_a_worker_and_keys_answer_meanwhile(synth, monkeypatch):
+    """On a large trace (here: any, the threshold set to 0) whose lanes the prefetch has not built,
+    `4` answers at once with a placeholder; the timeline's own keys wait, a view switch is answered
+    while the worker runs, and the view opens on the tree's selection once the lanes are built."""
+    import threading
+
+    from textual.widgets import ContentSwitcher
+
+    from tracetui.ui import timeline as tl_mod
+    path, raw = synth
+    steps = sorted((e for e in raw if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    gate = threading.Event()
+    real = tl_mod.build_lanes
+
+    def held(trace):  # the prefetch's build and `4`'s both wait here until the keys are checked
+        assert gate.wait(30)
+        return real(trace)
+
+    monkeypatch.setattr(tl_mod, "BUILD_IN_WORKER", 0)
+    monkeypatch.setattr(tl_mod, "build_lanes", held)
+
+    async def body(pilot, s):
+        views = s.query_one(ContentSwitcher)
+        try:
+            await pilot.press("4")
+            await pilot.pause()
+            tl = s.query_one(Timeline)
+            assert views.current == "timeline" and not tl.ready
+            assert tl.render_line(0).text.startswith(f"building the timeline of {len(s.trace.store):,} events")
+            await pilot.press("plus", "right", "down", "w", "m")  # the timeline's keys wait for the lanes
+            await pilot.pause()
+            assert not tl.ready and tl.anchor is None
+            await pilot.press("3")  # another view, answered while the worker runs
+            await pilot.pause()
+            assert views.current == "ops" and s.op_table.has_focus and not tl.ready
+            await pilot.press("4")
+            await pilot.pause()
+            assert views.current == "timeline" and not tl.ready
+        finally:
+            gate.set()
+        await wait_for(pilot, lambda: tl.ready and tl._pending is None)
+        await pilot.pause()
+        assert s.trace.name(s.current) == "ProfilerStep#0"
+        assert tl.node == s.current and _event(tl) == ("steps", _ns(steps[0]), "ProfilerStep#0")
+        a, b = _ns(steps[0])
+        assert tl.lo <= a and tl.hi >= b and tl.hi - tl.lo < 1.2 * (b - a + 1_000_000)  # the step's view
+        painted = [tl.render_line(y).text for y in range(tl.size.height)]
+        assert "ProfilerStep#0" in painted[0] and any(line.startswith("steps") for line in painted)
+        await pilot.press("right")  # and its keys work again
+        assert _event(tl)[1:] == (_ns(steps[1]), "ProfilerStep#1")
+
+    run(path, body)

@@ -424,30 +424,35 @@ class ExplorerScreen(ExportsView, Screen):
             self._status()                                 # 1/1746 (n/N …)") does not follow to the next
         switcher.current = name
         self.query_one(TabBar).active = name
+        for box in switcher.children:  # their Layout now, not from their own idle: one that came
+            if box._layout_required:   # after the screen's next frame laid the screen out again
+                box._check_refresh()
 
     def action_tab(self, name: str) -> None:
+        # set_focus now, not Widget.focus (at the next idle): the focus change moves the footer's
+        # keys, and after the view's frame it laid the screen out and painted it a second time
         self._show_view(name)
         if name == "timeline":  # the tree's selection, in the timeline
             self.timeline.show(getattr(self, "current", 0))
             if self.timeline.is_mounted:
-                self.timeline.focus()
+                self.set_focus(self.timeline)
             else:
                 self.call_after_refresh(self.timeline.focus)
         elif name == "memory":
             view = self.memory_view
             if view.is_mounted:
                 view.show(getattr(self, "current", 0))
-                view.query_one("#mem-live").focus()
+                self.set_focus(view.query_one("#mem-live"))
             else:  # a key pressed within a frame of the first screen
                 self.call_after_refresh(self.action_tab, "memory")
         elif name in ("kernels", "ops"):
             table = self.kernel_table if name == "kernels" else self.op_table
             if table.is_mounted:
-                table.focus()
+                self.set_focus(table)
             else:  # a key pressed within a frame of the first screen
                 self.call_after_refresh(table.focus)
         else:
-            self.tree.focus()
+            self.set_focus(self.tree)
 
     @on(Timeline.Opened)
     def timeline_opened(self, event: Timeline.Opened) -> None:

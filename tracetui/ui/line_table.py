@@ -20,6 +20,7 @@ from textual.strip import Strip
 
 from tracetui.textsafe import visible
 from tracetui.ui.format import fit, fit_distinct
+from tracetui.ui.scrollbars import CachedScrollbars
 
 HEADER = Style(bold=True)
 CURSOR = Style(reverse=True)
@@ -79,7 +80,7 @@ def relayout(columns: list[tuple[str, bool]], lines: Lines, flex: int, width: in
                  widths, lines.cells)
 
 
-class LineTable(ScrollView, can_focus=True):
+class LineTable(CachedScrollbars, ScrollView, can_focus=True):
     """Columns of plain text; ↑↓ PgUp PgDn Home End move the cursor, Enter posts ``Selected``."""
 
     BINDINGS = [

@@ -6,12 +6,14 @@ legend or the range's summary. Lanes scroll vertically to keep the cursor's lane
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from functools import lru_cache, wraps
 
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
-from textual import events
+from textual import events, work
 from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
@@ -44,6 +46,26 @@ ZOOM_MIN_NS_PER_CELL = 1.0
 """The closest zoom: one nanosecond per cell (the trace's resolution)."""
 HEAD_ROWS = 3
 """Title, axis labels, axis ticks."""
+BUILD_IN_WORKER = 50_000
+"""Events from which `4` builds the lanes in a worker when the prefetch has not built them yet
+(~0.75 µs an event, 0.2 s at 270k: over a key's 50 ms); the view says so meanwhile, and its keys
+wait. Under it they are built in the key (a test's `4` finds them at once)."""
+
+
+def _needs_lanes(handler):
+    """A key or mouse handler that does nothing while the worker builds the lanes."""
+    @wraps(handler)
+    def run(self, *args, **kw):
+        if self._lanes is None and self._building:
+            return None
+        return handler(self, *args, **kw)
+    return run
+
+
+@lru_cache(maxsize=256)
+def _style(color: str | None = None, bgcolor: str | None = None, bold: bool = False) -> Style:
+    """One Style per look: a lane paints a few looks over ~100 cells, and Style() costs ~5 µs."""
+    return Style(color=color, bgcolor=bgcolor, bold=bold)
 
 
 @dataclass
@@ -101,18 +123,43 @@ class Timeline(Widget, can_focus=True):
         self.summary: dict | None = None
         self.message = ""
         self._strips: list[Strip] | None = None
+        self._lanes_lock = threading.Lock()  # the prefetch worker and `4`'s worker build them once
+        self._building = False               # `4`'s worker is building the lanes
+        self._pending: int | None = None     # the node `4` asked for meanwhile
+        self._strips_size = None       # the size they were built at
+        self._rows_of: tuple | None = None  # (lanes, their rows)
         self._drag: tuple[int, float] | None = None
 
     # ---- model
     @property
     def lanes(self) -> list[Lane]:
         if self._lanes is None:
-            lanes = build_lanes(self.trace)  # (the prefetch worker and `4` may both get here)
-            if self._lanes is None:
-                self.full = extent(lanes)
-                self.lo, self.hi = self.full
-                self._lanes = lanes
+            with self._lanes_lock:  # (the prefetch worker and `4`'s may both get here)
+                if self._lanes is None:
+                    lanes = build_lanes(self.trace)
+                    self.full = extent(lanes)
+                    self.lo, self.hi = self.full
+                    self._lanes = lanes
         return self._lanes
+
+    @property
+    def ready(self) -> bool:
+        """The lanes are built (else `4` shows that they are being built, in a worker)."""
+        return self._lanes is not None
+
+    @work(thread=True, group="timeline")
+    def _build(self) -> None:
+        self.prepare()
+        try:
+            self.app.call_from_thread(self._built)
+        except RuntimeError:  # the app closed meanwhile
+            pass
+
+    def _built(self) -> None:
+        self._building = False
+        node, self._pending = self._pending, None
+        if node is not None:
+            self.show(node)
 
     def prepare(self) -> None:
         """Build the lanes and decode their kernel classes now (the app calls this in a worker
@@ -190,7 +237,16 @@ class Timeline(Widget, can_focus=True):
 
     # ---- entry points
     def show(self, node: int) -> None:
-        """Put the cursor on ``node`` (or its nearest ancestor in a lane) and open on its scope."""
+        """Put the cursor on ``node`` (or its nearest ancestor in a lane) and open on its scope;
+        on a large trace whose lanes are not built yet, once a worker has built them."""
+        if self._lanes is None and (self._building or len(self.trace.store) > BUILD_IN_WORKER):
+            self._pending = node
+            self._strips = None
+            self.refresh()
+            if not self._building:
+                self._building = True
+                self._build()
+            return
         self.lanes  # noqa: B018 - builds them
         c = self.find(node)
         self.lo, self.hi = self.scope(node)
@@ -228,6 +284,7 @@ class Timeline(Widget, can_focus=True):
         self.lo, self.hi = lo, lo + span
 
     # ---- actions
+    @_needs_lanes
     def action_move(self, d: int) -> None:
         lane = self._lane()
         if lane is None or not len(lane):
@@ -239,6 +296,7 @@ class Timeline(Widget, can_focus=True):
             i = int(np.clip(i + d, 0, len(lane) - 1))
         self.select(self.cur.lane, i)
 
+    @_needs_lanes
     def action_lane(self, d: int) -> None:
         ls = self.lanes
         ev = self._event()
@@ -250,6 +308,7 @@ class Timeline(Widget, can_focus=True):
             return
         self.select(li, ls[li].index_at(t))
 
+    @_needs_lanes
     def action_zoom(self, factor: float, at: float | None = None) -> None:
         """Zoom by ``factor`` (< 1: in) around time ``at``, else the cursor's event (where it is on
         screen; centred when it is off screen), else the middle of the view."""
@@ -266,6 +325,7 @@ class Timeline(Widget, can_focus=True):
         self._clamp()
         self._changed()
 
+    @_needs_lanes
     def action_pan(self, d: float) -> None:
         span = self.hi - self.lo
         self.lo += d * span
@@ -273,10 +333,12 @@ class Timeline(Widget, can_focus=True):
         self._clamp()
         self._changed()
 
+    @_needs_lanes
     def action_whole(self) -> None:
         self.lo, self.hi = self.full
         self._changed()
 
+    @_needs_lanes
     def action_flow(self) -> None:
         """Between a launch and the GPU work it launched: a kernel goes to its launch, a launch
         (or an op) to its first kernel."""
@@ -298,12 +360,14 @@ class Timeline(Widget, can_focus=True):
             return
         self.select(c.lane, c.index)
 
+    @_needs_lanes
     def action_open(self) -> None:
         if self.node > 0:
             self.post_message(self.Opened(self.node))
         else:
             self.app.notify("this event is not in the tree (a GPU user annotation)", severity="warning")
 
+    @_needs_lanes
     def action_mark(self) -> None:
         ev = self._event()
         if ev is None:
@@ -327,12 +391,14 @@ class Timeline(Widget, can_focus=True):
         self.post_message(self.RangeChanged(self.summary))
         self._changed()
 
+    @_needs_lanes
     def action_clear_range(self) -> None:
         self.anchor = self.range = self.summary = None
         self.message = ""
         self.post_message(self.RangeChanged(None))
         self._changed()
 
+    @_needs_lanes
     def action_zoom_range(self) -> None:
         if self.range:
             self.lo, self.hi = self._padded(*self.range)
@@ -349,11 +415,13 @@ class Timeline(Widget, can_focus=True):
             return rows[k][1]
         return None
 
+    @_needs_lanes
     def on_mouse_down(self, event: events.MouseDown) -> None:
         if event.x >= self._label_w():
             self._drag = (event.x, self._at(event.x))
             self.capture_mouse()
 
+    @_needs_lanes
     def on_mouse_up(self, event: events.MouseUp) -> None:
         self.release_mouse()
         drag, self._drag = self._drag, None
@@ -373,29 +441,37 @@ class Timeline(Widget, can_focus=True):
             self.focus()
             self.select(li, i, keep_view=True)
 
+    @_needs_lanes
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         event.stop()
         self.action_zoom(0.5, at=self._at(event.x) if event.x >= self._label_w() else None)
 
+    @_needs_lanes
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         event.stop()
         self.action_zoom(2, at=self._at(event.x) if event.x >= self._label_w() else None)
 
     def on_resize(self, event) -> None:
+        if event.size == self._strips_size:  # shown again at the size it was painted (back to 4)
+            return
         self._strips = None
-        self._keep_lane_visible()
+        if self._lanes is not None:
+            self._keep_lane_visible()
         self.refresh()
 
     # ---- painting
     def _rows(self) -> list[tuple[str, object]]:
         """The lane area's rows: ("group", name) headers and ("lane", index) rows."""
-        out, group = [], None
-        for i, lane in enumerate(self.lanes):
-            if lane.group != group:
-                group = lane.group
-                out.append(("group", group))
-            out.append(("lane", i))
-        return out
+        lanes = self.lanes
+        if self._rows_of is None or self._rows_of[0] is not lanes:
+            out, group = [], None
+            for i, lane in enumerate(lanes):
+                if lane.group != group:
+                    group = lane.group
+                    out.append(("group", group))
+                out.append(("lane", i))
+            self._rows_of = (lanes, out)
+        return self._rows_of[1]
 
     def _lane_rows_shown(self) -> int:
         return max(1, (self.size.height or 20) - HEAD_ROWS - self._foot_rows())
@@ -416,6 +492,7 @@ class Timeline(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         if self._strips is None:
             self._strips = self.build_strips()
+            self._strips_size = self.size
         if y < len(self._strips):
             return self._strips[y]
         return Strip.blank(self.size.width)
@@ -423,15 +500,20 @@ class Timeline(Widget, can_focus=True):
     def build_strips(self) -> list[Strip]:
         """Every row of the widget as a Strip: the head, the lanes shown, the foot."""
         width = self.size.width or 100
+        if self._lanes is None and self._building:
+            title = Strip([Segment(f"building the timeline of {len(self.trace.store):,} events…"[:width],
+                                   Style(bold=True))]).extend_cell_length(width)
+            return [title] + [Strip.blank(width)] * max(0, (self.size.height or 1) - 1)
         lw, w = self._label_w(), self._width()
-        out = [self._title(width), *self._axis(lw, w)]
+        steps = self._step_cells(w)
+        out = [self._title(width), *self._axis(lw, w, steps)]
         rows = self._rows()
         shown = self._lane_rows_shown()
         for what, v in rows[self.top:self.top + shown]:
             if what == "group":
                 out.append(Strip([Segment(f"▾ {visible(v)}"[:width].ljust(width), Style(bold=True, underline=True))]))
             else:
-                out.append(self._lane_strip(v, lw, w))
+                out.append(self._lane_strip(v, lw, w, steps))
         while len(out) < HEAD_ROWS + shown:
             out.append(Strip.blank(width))
         out += self._foot(width)
@@ -450,7 +532,18 @@ class Timeline(Widget, can_focus=True):
             segs.append(Segment("  " + self.message, Style(color="cyan", bold=True)))
         return Strip(segs).crop(0, width).extend_cell_length(width)
 
-    def _axis(self, lw: int, w: int) -> list[Strip]:
+    def _step_cells(self, w: int) -> set[int]:
+        """The cells of the ``w`` shown where a step starts (one pass for the axis and every lane)."""
+        steps = np.asarray(self.trace.steps, dtype=np.int64)
+        if not steps.size:
+            return set()
+        px = (self.hi - self.lo) / w
+        c = ((self.trace.tree.start[steps] - self.lo) / px).astype(np.int64)  # int(): toward zero
+        return set(c[(c >= 0) & (c < w)].tolist())
+
+    def _axis(self, lw: int, w: int, steps: set[int] | None = None) -> list[Strip]:
+        if steps is None:
+            steps = self._step_cells(w)
         origin = self.full[0]
         labels = [" "] * w
         marks = ["─"] * w
@@ -459,11 +552,8 @@ class Timeline(Widget, can_focus=True):
             marks[cell] = "┴"
             if cell + len(text) <= w and all(c == " " for c in labels[max(0, cell - 1):cell + len(text)]):
                 labels[cell:cell + len(text)] = list(text)
-        px = (self.hi - self.lo) / w
-        for s in self.trace.steps:
-            c = int((self.trace.tree.start[s] - self.lo) / px)
-            if 0 <= c < w:
-                marks[c], mstyle[c] = "┃", Style(color="magenta", bold=True)
+        for c in steps:
+            marks[c], mstyle[c] = "┃", _style("magenta", bold=True)
         for a, b, st in self._range_cells(w):
             for c in range(a, b + 1):
                 mstyle[c] = Style(color="bright_cyan", bold=True)
@@ -502,8 +592,10 @@ class Timeline(Widget, can_focus=True):
                 self._colour_cache[li] = LANE_COLOUR.get(lane.kind, FALLBACK)
         return self._colour_cache[li]
 
-    def _lane_strip(self, li: int, lw: int, w: int) -> Strip:
+    def _lane_strip(self, li: int, lw: int, w: int, steps: set[int] | None = None) -> Strip:
         lane = self.lanes[li]
+        if steps is None:
+            steps = self._step_cells(w)
         is_cur = li == self.cur.lane
         label = visible(lane.label)
         if len(label) > lw - 1:
@@ -522,15 +614,10 @@ class Timeline(Widget, can_focus=True):
                 merged = merged.copy()
                 rep[c0:c1 + 1] = cur
                 merged[c0:c1 + 1] = False
-        steps = set()
-        for s in self.trace.steps:
-            c = int((self.trace.tree.start[s] - self.lo) / px)
-            if 0 <= c < w:
-                steps.add(c)
         rng = self._range_cells(w)
-        in_range = np.zeros(w, dtype=bool)
+        in_range = [False] * w
         for a, b, _ in rng:
-            in_range[a:b + 1] = True
+            in_range[a:b + 1] = [True] * (b + 1 - a)
         rl, ml = rep.tolist(), merged.tolist()
         x = 0
         while x < w:
@@ -542,9 +629,9 @@ class Timeline(Widget, can_focus=True):
             colour = (cols[r] if isinstance(cols, list) else cols) if r >= 0 else None
             if r < 0:
                 text = "".join("┊" if c in steps else " " for c in range(x, y))
-                segs.append(Segment(text, Style(color="#af5faf", bgcolor="#303030" if in_range[x] else None)))
+                segs.append(Segment(text, _style("#af5faf", "#303030" if in_range[x] else None)))
             elif m:
-                segs.append(Segment("▒" * n, Style(color=colour, bgcolor="#303030" if in_range[x] else None)))
+                segs.append(Segment("▒" * n, _style(colour, "#303030" if in_range[x] else None)))
             else:
                 name = shorten_cpp(visible(lane.name(self.trace, r)))
                 if n >= 3:
@@ -553,9 +640,9 @@ class Timeline(Widget, can_focus=True):
                     text = " " * n
                 text = text.ljust(n)
                 if r == cur:
-                    st = Style(color="black", bgcolor="bright_white", bold=True)
+                    st = _style("black", "bright_white", bold=True)
                 else:
-                    st = Style(color="black" if colour in DARK_TEXT else "white", bgcolor=colour)
+                    st = _style("black" if colour in DARK_TEXT else "white", colour)
                 if x > 0 and rl[x - 1] >= 0 and not ml[x - 1]:  # two events side by side stay apart
                     text = "▏" + text[1:]
                 segs.append(Segment(text, st))
