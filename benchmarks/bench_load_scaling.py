@@ -1,6 +1,7 @@
 """Load scaling with decode processes: a ~1 GB trace loaded with 1, 2, 4, 8 workers (issue 39.1).
 
     python benchmarks/bench_load_scaling.py [--gb 1.0] [--workers 1,2,4,8] [--repeat 2] [--input FILE]
+    python benchmarks/bench_load_scaling.py --input FILE --ab OTHER_CHECKOUT --workers 1,2 --repeat 1
 
 Generates the trace (benchmarks/make_large_trace.py, from HTA's control trace where
 ../shared/peer-traces is present, else traces/transformer_eager.json.gz) unless --input names
@@ -10,8 +11,12 @@ for each N. While a contender runs, this process samples its whole process tree 
 helpers it forks included) every 50 ms: the peak of the summed RSS, and of the summed PSS
 (shared pages split between the processes that map them: the honest total for forked helpers).
 
-Printed: best seconds per contender, ratio to orjson.loads and to 1 worker (same run), peak
-memory and MiB per MB of JSON. Run it on the machine whose cores you want to count.
+Printed: per round, each contender's seconds, peak summed RSS and PSS, and load_trace's stages
+(import, read, decode+index, link, rollup: the last two are serial in the parent); then the best
+seconds per contender, ratio to orjson.loads and to 1 worker (same run), peak memory and MiB per
+MB of JSON. Needs only Python 3.11+, numpy, msgspec and orjson (no Textual, no peer traces).
+On a 2-core VM the 1 GB trace takes ~1.7 min to make and ~25 s per 1-worker load; on 16 cores
+the default run (1,2,4,8 workers, 2 rounds) should take a few minutes. Run it on the machine whose cores you want to count.
 """
 from __future__ import annotations
 
@@ -31,7 +36,14 @@ CHILD = r"""
 import json, sys, time
 path, what = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
-if what == "orjson":
+if what == "summary":
+    import contextlib, io
+    from tracetui.cli.main import main
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = main(["summary", path, "--no-cache"])
+    assert rc in (0, None), rc
+    n = -1
+elif what == "orjson":
     import gzip, orjson
     raw = open(path, "rb").read()
     if raw[:2] == b"\x1f\x8b":
@@ -39,9 +51,11 @@ if what == "orjson":
     n = len(orjson.loads(raw)["traceEvents"])
 else:
     from tracetui.model import load_trace
+    t1 = time.perf_counter()
     t = load_trace(path, workers=int(what), cache=False)
     n = len(t.store)
-print(json.dumps({"seconds": time.perf_counter() - t0, "n": n}))
+    stages = {"import": t1 - t0, **{k.split(" (")[0]: v for k, v in t.timings.items()}}
+print(json.dumps({"seconds": time.perf_counter() - t0, "n": n, **({"stages": stages} if what.isdigit() else {})}))
 """
 
 
@@ -80,9 +94,10 @@ def _mem_kb(pid: int) -> tuple[int, int]:
         return 0, 0
 
 
-def run(path: Path, what: str) -> dict:
-    p = subprocess.Popen([sys.executable, "-c", CHILD, str(path), what], cwd=ROOT, stdout=subprocess.PIPE,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+def run(path: Path, what: str, root: Path = ROOT) -> dict:
+    """One contender in a fresh process, with the tracetui of the checkout ``root``."""
+    p = subprocess.Popen([sys.executable, "-c", CHILD, str(path), what], cwd=root, stdout=subprocess.PIPE,
+                         env={**os.environ, "PYTHONPATH": str(root)})
     peak = [0, 0]
     done = threading.Event()
 
@@ -123,7 +138,14 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2,4,8")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--input", type=Path, help="an existing trace instead of generating one")
+    ap.add_argument("--summary", action="store_true", help="also time `tracetui summary` (default workers)")
+    ap.add_argument("--no-orjson", action="store_true", help="leave out the orjson baseline (for a trace "
+                    "whose orjson.loads would not fit in memory: ratios are then left out too)")
+    ap.add_argument("--ab", type=Path, metavar="CHECKOUT", help="A/B instead: each worker count run from "
+                    "CHECKOUT's tracetui and from this one's, interleaved, --repeat rounds (memory and seconds)")
     a = ap.parse_args()
+    if a.ab:
+        return ab(a)
     counts = [int(w) for w in a.workers.split(",")]
     print(f"machine: {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} usable; Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
@@ -132,19 +154,32 @@ def main() -> None:
         print(f"input: {path} ({mb:,.1f} MB)")
         best: dict[str, dict] = {}
         for r in range(a.repeat):
-            for what in ["orjson"] + [str(w) for w in counts]:
+            for what in ["orjson"] * (not a.no_orjson) + [str(w) for w in counts] + ["summary"] * a.summary:
                 got = run(path, what)
+                stages = "  ".join(f"{k} {v:.2f}" for k, v in got.get("stages", {}).items())
                 print(f"round {r + 1} {what:>6}: {got['seconds']:6.2f} s  peak RSS sum {got['rss_mb']:7.0f} MB  "
-                      f"PSS sum {got['pss_mb']:7.0f} MB", flush=True)
+                      f"PSS sum {got['pss_mb']:7.0f} MB  {stages}", flush=True)
                 if what not in best or got["seconds"] < best[what]["seconds"]:
                     best[what] = got
-        base, one = best["orjson"]["seconds"], best[str(counts[0])]["seconds"]
+        base, one = best.get("orjson", {}).get("seconds", float("nan")), best[str(counts[0])]["seconds"]
         print(f"\nbest of {a.repeat}: {mb:,.1f} MB, {best[str(counts[0])]['n']:,} events")
         print("contender   seconds  vs orjson.loads  speed-up vs 1st  peak PSS sum MB  MiB per MB")
         for what, got in best.items():
             s = got["seconds"]
             print(f"{what:>9} {s:9.2f} {s / base:16.3f} {one / s:16.2f} {got['pss_mb']:16.0f} "
                   f"{got['pss_mb'] / mb:11.2f}")
+
+
+def ab(a) -> None:
+    """Each worker count from ``a.ab``'s checkout and from this one, interleaved, on ``a.input``."""
+    mb = a.input.stat().st_size / 1e6
+    print(f"input: {a.input} ({mb:,.1f} MB); A = {a.ab}, B = {ROOT}")
+    for r in range(a.repeat):
+        for w in a.workers.split(","):
+            for name, root in (("A", a.ab), ("B", ROOT)):
+                got = run(a.input, w, root)
+                print(f"round {r + 1} {name} workers {w}: {got['seconds']:7.2f} s  RSS sum {got['rss_mb']:6.0f} MB  "
+                      f"PSS sum {got['pss_mb']:6.0f} MB  {got['pss_mb'] / mb:.2f} MiB/MB", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+from itertools import chain
 from pathlib import Path
 
 import orjson
@@ -58,7 +59,26 @@ def replicate(src: Path, out: Path, events: int, layout: str = "kineto") -> int:
             id_max = max(id_max, e["id"])
     stride = id_max + 1
     copies = max(1, -(-events // max(1, len(body))))
-    outev = list(meta)
+    write = LAYOUTS[layout]
+    opener = (lambda: gzip.open(out, "wb", compresslevel=1)) if str(out).endswith(".gz") else (lambda: open(out, "wb"))
+    n = 0
+    with opener() as f:  # written as it is made: a 4 GB trace needs no 4 GB (nor its dicts) in memory
+        f.write(b"{\n")
+        for i, (k, v) in enumerate(doc.items()):
+            f.write((b",\n" if i else b"") + orjson.dumps(k) + b": ")
+            if k != "traceEvents":
+                f.write(orjson.dumps(v))
+                continue
+            f.write(b"[\n")
+            n = _write_events(f, write, meta, _copies(body, copies, events, span, stride))
+            f.write(b"\n]")
+        f.write(b"\n}\n")
+    return n
+
+
+def _copies(body: list, copies: int, events: int, span: float, stride: int):
+    """The replicated events, one at a time: ``events`` of them, copy after copy."""
+    n = 0
     for c in range(copies):
         for e in body:
             e2 = dict(e)
@@ -72,25 +92,27 @@ def replicate(src: Path, out: Path, events: int, layout: str = "kineto") -> int:
                 for k in ID_ARGS:
                     if isinstance(a.get(k), int):
                         a[k] = a[k] + c * stride
-                if isinstance(e2.get("name"), str) and e2["name"].startswith("ProfilerStep#"):
-                    pass
                 e2["args"] = a
             if isinstance(e2.get("name"), str) and e2["name"].startswith("ProfilerStep#"):
                 e2["name"] = f"ProfilerStep#{c * 1000 + int(e2['name'][13:] or 0)}"
-            outev.append(e2)
-            if len(outev) - len(meta) >= events:
-                break
-        if len(outev) - len(meta) >= events:
-            break
-    doc["traceEvents"] = outev
-    write = LAYOUTS[layout]
-    data = b"{\n" + b",\n".join(
-        orjson.dumps(k) + b": " + (b"[\n" + b",\n".join(write(e) for e in v) + b"\n]" if k == "traceEvents"
-                                    else orjson.dumps(v)) for k, v in doc.items()) + b"\n}\n"
-    if str(out).endswith(".gz"):
-        data = gzip.compress(data, compresslevel=1)
-    Path(out).write_bytes(data)
-    return len(outev)
+            yield e2
+            n += 1
+            if n >= events:
+                return
+
+
+def _write_events(f, write, meta: list, body) -> int:
+    """Write the events separated as before (",\n"), in blocks; returns how many."""
+    n, block = 0, []
+    for e in chain(meta, body):
+        block.append(write(e))
+        n += 1
+        if len(block) >= 4096:
+            f.write((b",\n" if n > len(block) else b"") + b",\n".join(block))
+            block = []
+    if block:
+        f.write((b",\n" if n > len(block) else b"") + b",\n".join(block))
+    return n
 
 
 def main() -> None:

@@ -103,18 +103,49 @@ def test_nesting_split_over_two_processes_gives_the_one_walks_tree(tmp_path, mon
     monkeypatch.setenv("TRACETUI_PARALLEL", "0")
     serial = load_trace(big)
     monkeypatch.setenv("TRACETUI_PARALLEL", "1")
-    monkeypatch.setattr(nesting, "NEST_FORK_MIN", 0)
+    monkeypatch.setattr(nesting, "NEST_FORK_MIN", 2)
     calls = []
-    real = forked.beside
-    monkeypatch.setattr(forked, "beside", lambda c, p: calls.append(1) or real(c, p))
+    real = forked.spawn
+    monkeypatch.setattr(forked, "spawn", lambda c: calls.append(1) or real(c))
     if not forked.available():
         pytest.skip("needs fork and two cores")
-    split = load_trace(big)
-    assert calls  # the walk was split
-    for field in ("parent", "cparent", "child_off", "child_idx", "depth"):
-        assert np.array_equal(getattr(serial.tree, field), getattr(split.tree, field)), field
-    assert serial.tree.diagnostics == split.tree.diagnostics
+    for workers in (2, 5):  # 5: more stretches than this machine's cores, as on a 16-core server
+        calls.clear()
+        split = load_trace(big, workers=workers)
+        assert len(calls) >= workers - 1  # the walk was split (the decode may fork too)
+        for field in ("parent", "cparent", "child_off", "child_idx", "depth"):
+            assert np.array_equal(getattr(serial.tree, field), getattr(split.tree, field)), (workers, field)
+        assert serial.tree.diagnostics == split.tree.diagnostics
     assert serial.tree.diagnostics["partial_overlaps"] > 0
+
+
+def test_walk_cuts_split_where_the_stack_is_empty():
+    """Each stretch between the cuts starts on an empty stack: nested alone, it gives the walk's
+    own parents (checked against one walk over the whole on random nested events)."""
+    import numpy as np
+
+    from tracetui.model import nesting
+
+    rng = np.random.default_rng(5)
+    ts, end, track = [], [], []
+    t = 0
+    for _ in range(400):  # 400 top-level events, each with up to 3 nested children
+        d = int(rng.integers(50, 100))
+        ts.append(t); end.append(t + d); track.append(0)
+        for c in range(int(rng.integers(0, 4))):
+            ts.append(t + 1 + 10 * c); end.append(t + 9 + 10 * c); track.append(0)
+        t += d + int(rng.integers(0, 3))  # sometimes back to back, sometimes a gap
+    ts, end, track = (np.asarray(x, dtype=np.int64) for x in (ts, end, track))
+    node = np.arange(ts.size, dtype=np.int64) + 10
+    whole, n_whole = nesting.walk(ts, end, node, track, {0: -1})
+    free = nesting._free(track, ts, end)
+    for k in (2, 3, 7):
+        cuts = nesting.walk_cuts(free, k)
+        assert cuts == sorted(set(cuts)) and len(cuts) == k - 1 and all(free[c] for c in cuts)
+        parts = [nesting.walk(ts[a:b], end[a:b], node[a:b], track[a:b], {0: -1})
+                 for a, b in zip([0, *cuts], [*cuts, ts.size])]
+        assert np.array_equal(np.concatenate([p for p, _ in parts]), whole)
+        assert sum(n for _, n in parts) == n_whole
 
 
 def test_a_failing_child_leaves_its_part_to_the_parent():

@@ -30,8 +30,12 @@ AUTOCAST = DATA / "cpu_autocast_train.json.gz"
 # main thread's ops and one kernel is linked to it by a correlation id the JSON does not hold;
 # the model leaves those events out (tests/model/test_key_averages.py keeps the same gap).
 OVERHEAD_GAP = {"transformer_eager_rf.json.gz"}
+# key_averages() credits a CUDA-graph replay to a sync by a colliding id (test_key_averages.GRAPHS_GAP)
+GRAPHS_GAP = {"h200_mlp_train_fused_graphs_op.json.gz"}
 SIDECARS = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="Kineto overhead events"))
-            if p.name in OVERHEAD_GAP else p
+            if p.name in OVERHEAD_GAP else
+            pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="key_averages() credits a graph replay to a sync"))
+            if p.name in GRAPHS_GAP else p
             for p in sorted(TRACES.glob("*.json.gz")) + sorted(DATA.glob("*.json.gz"))
             if key_averages_path(p).exists()]
 

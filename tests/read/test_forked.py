@@ -25,6 +25,37 @@ def test_a_large_value_arrives_intact():
     assert reaped(p.pid)
 
 
+def test_arrays_of_every_layout_arrive_intact():
+    """Columns travel out of band (their bytes straight from the array): contiguous, strided,
+    Fortran-ordered, empty, object and bytes arrays, and a value with no array at all."""
+    def value():
+        a = np.arange(2_000_000, dtype=np.int64)
+        return {"strided": a[::3], "fortran": np.asfortranarray(a[:600].reshape(20, 30)), "empty": a[:0],
+                "objects": np.array(["3", 3, None], dtype=object), "bytes": np.array([b"ab", b"c"]),
+                "int8": (a % 7).astype(np.int8), "plain": ("x", 1.5, [1, 2])}
+
+    got, want = forked.spawn(value).result(), value()
+    assert got.keys() == want.keys() and got["plain"] == want["plain"]
+    for k in set(want) - {"plain"}:
+        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+        assert got[k].tolist() == want[k].tolist(), k
+    assert forked.spawn(lambda: "no arrays").result() == "no arrays"
+
+
+def test_a_child_that_dies_mid_value_gives_none():
+    def dies():
+        def half(f, value):  # the header and part of the pickle, then the child is gone
+            f.write(forked._HEAD.pack(1000, 0) + b"x" * 10)
+            f.flush()
+            os._exit(0)
+        forked.write_value = half  # in the forked child only: the parent's module is untouched
+        return np.arange(10)
+
+    p = forked.spawn(dies)
+    assert p.result() is None and reaped(p.pid)
+    assert forked.spawn(lambda: 7).result() == 7
+
+
 def test_a_failing_or_cancelled_child_gives_none():
     def fails():
         raise RuntimeError("no")

@@ -38,19 +38,41 @@ def _same(a, b):
     assert np.array_equal(a.memory.file_index, b.memory.file_index) and a.memory.keys == b.memory.keys
 
 
+def _mapped(path, tmp_path):
+    """The trace as a plain file read through ``read_bytes``'s read-only map (its size limit
+    lowered so that a small file is mapped too)."""
+    plain = tmp_path / "plain.json"
+    raw = path.read_bytes()
+    plain.write_bytes(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    return plain, plain.read_bytes()
+
+
 @pytest.mark.parametrize("path", BUNDLED + PEERS, ids=lambda p: p.name)
-def test_chunked_decode_equals_one_process(path):
+def test_chunked_decode_equals_one_process(path, tmp_path, monkeypatch):
+    """Every column, flow, count, memory instant and the lazy args, for 1, 2 and 5 workers, from a
+    read-only map of the file (1 and 5) and a bytearray (2: pieces closed in place), in small
+    pieces so that even a small trace is decoded as several."""
+    import mmap
+    from tracetui.read import source
     data, want = _serial(path)
-    assert split.decode_index(data, min_bytes=0, workers=1) is None  # one worker: this process only
-    for workers in (2, 5):
-        before = bytes(data)
-        buf = bytearray(data)
+    plain, before = _mapped(path, tmp_path)
+    monkeypatch.setattr(source, "MMAP_MIN_BYTES", 1)
+    mapped = read_bytes(plain, LoadReport())
+    assert isinstance(mapped, mmap.mmap)
+    monkeypatch.setattr(split, "PIECE_BYTES", max(4096, len(data) // 12))
+    last = len(want) - 1
+    for workers, buf in ((1, mapped), (2, bytearray(data)), (5, mapped)):
         got = split.decode_index(buf, min_bytes=0, workers=workers)
         assert got is not None and split.TIMES["processes"] == workers  # every file here splits N ways
-        assert buf == before  # the brackets swapped in for each piece are the file's bytes again
+        assert buf[:] == before  # the brackets swapped in for each piece are the file's bytes again
         doc, store, _ = got
         _same(want, store)
         assert len(store) == len(want.kind)
+        if len(want) > 200:
+            assert split.TIMES["parent pieces"] > 1
+        assert store.source is buf and [store.args(i) for i in (0, last // 2, last)] == \
+            [want.args(i) for i in (0, last // 2, last)]  # the lazy pass reads the same bytes again
+    assert plain.read_bytes() == before
 
 
 @pytest.mark.parametrize("name", ["transformer_eager.json.gz", "transformer_compile.json.gz"])

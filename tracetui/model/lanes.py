@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 
 from tracetui.read.events import GPU_KINDS, K
+from tracetui.read.source import release
 from tracetui.model.windows import _clip, _merged, runtime_role
 
 HOST_ROWS = (
@@ -161,6 +162,7 @@ def gpu_annotations(store) -> list[dict]:
             continue
         out.append({"name": str(e.get("name", "")), "device": e.get("pid"), "stream": e.get("tid"),
                     "start": int(round(ts * 1000)), "end": int(round((ts + max(dur, 0)) * 1000))})
+    release(src)  # a mapped file (read/source.py): the pages the search read leave this process
     return out
 
 

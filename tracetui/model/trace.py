@@ -286,7 +286,7 @@ def load_trace(path, progress: Progress | None = None, early=None,
         # by mremap, not copied on the heap (a gzip bomb reached 2x the limit there)
         ident, events = _from_cache(path) if cache else (None, None)
         if events is not None:
-            return _model(events, say, steps, torch_version, {"cache": time.perf_counter() - t0}, ident)
+            return _model(events, say, steps, torch_version, {"cache": time.perf_counter() - t0}, ident, workers)
         src = read_input(path, early)
         read_s = time.perf_counter() - t0
         with large_arrays_on_heap():  # GB-sized traces: numpy temporaries reuse heap pages
@@ -295,7 +295,7 @@ def load_trace(path, progress: Progress | None = None, early=None,
             kept = ident is not None and store_cache.keep(src.path, ident, src.data, events)
             # the model's entry only beside a store's entry: both are this file's, as ``ident`` says
             return _model(events, say, steps, torch_version, {"read": read_s, **events.timings},
-                          ident if kept else None)
+                          ident if kept else None, workers)
     except MemoryError:
         raise TraceError(path, OUT_OF_MEMORY) from None
     finally:
@@ -316,7 +316,7 @@ def _from_cache(path) -> tuple[list | None, Events | None]:
 
 
 def _model(events: Events, say: Progress, steps: str | None, torch_version: str | None,
-           timings: dict, ident: list | None = None) -> Trace:
+           timings: dict, ident: list | None = None, workers: int | None = None) -> Trace:
     """The model's stages over the event store: step markers -> tree -> rollups (-> the step
     windows' totals); read back from the reopen cache instead where ``ident`` (the file's
     identity, read/cache.py) has an entry made with the same options, and written there after."""
@@ -346,7 +346,7 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
         trace.__dict__.update(tables)  # the op and kernel tables, the GPU nodes' classes
         return trace
     say("linking", 0.75)
-    tree = build_tree(store, title=path.name, cut_frames=not rule.frames_own_time)
+    tree = build_tree(store, title=path.name, cut_frames=not rule.frames_own_time, workers=workers)
     t2 = time.perf_counter()
     say("rolling up", 0.9)
     roll = rollups(tree, python_owns_time=rule.frames_own_time)

@@ -237,15 +237,17 @@ class _Links:
                    host=np.nonzero(is_host)[0], diag=diag)
 
 
-def build_tree(store: EventStore, title: str = "trace", cut_frames: bool = False) -> Tree:
+def build_tree(store: EventStore, title: str = "trace", cut_frames: bool = False,
+               workers: int | None = None) -> Tree:
     """The hierarchy of ``store``'s events, in stages: host events nest on their thread, steps
     stay on top, other threads' work shows under its step, GPU activity goes under its launch;
     then the node arrays, with every node hanging from the root. ``cut_frames``: Python frames
     that outlast the call they started in are cut to its end first (frame_ends.py) — for
     recordings whose torch builds its own tree from ops alone (<= 2.12); torch >= 2.13 nests
-    the frames as written, and so does this tree then."""
+    the frames as written, and so does this tree then. ``workers``: processes the nesting may
+    use (nesting.py; one: this one only)."""
     links = _Links.start(store)
-    _nest_host(links, cut_frames)
+    _nest_host(links, cut_frames, workers)
     _steps_on_top(links)
     links.groups = _step_thread_groups(store, links.host, links.parent, links.thread_node, links.base)
     _link_gpu(links)
@@ -254,7 +256,7 @@ def build_tree(store: EventStore, title: str = "trace", cut_frames: bool = False
     return tree
 
 
-def _nest_host(links: _Links, cut_frames: bool = False) -> None:
+def _nest_host(links: _Links, cut_frames: bool = False, workers: int | None = None) -> None:
     """Host events nest by time on their thread, one stack per thread, in (track, ts, -dur,
     kind, index) order (nesting.py): parents strictly enclose children, ties broken by that
     total order, so the containment parents cannot form a cycle."""
@@ -273,7 +275,7 @@ def _nest_host(links: _Links, cut_frames: bool = False) -> None:
         o_ts, o_track = ts[order], store.track[order]
         o_end = o_ts + links.dur[order]
     sentinel = {t: -node - 1 for t, node in links.thread_node.items()}  # negative: encoded thread node
-    cp, partial = nest(o_ts, o_end, order + links.base, o_track, sentinel)
+    cp, partial = nest(o_ts, o_end, order + links.base, o_track, sentinel, workers)
     links.diag["partial_overlaps"] = partial
     cp = np.where(cp < 0, -cp - 1, cp)
     links.cparent[order] = cp

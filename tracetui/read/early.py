@@ -36,6 +36,7 @@ class _Gunzipping:
         self.path, self.report = path, LoadReport()
         self._data = self._error = self._early = None
         self._cancelled = False
+        self._ready, self._release = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._read, name="tracetui-gunzip", daemon=True)
         self._thread.start()
 
@@ -44,27 +45,35 @@ class _Gunzipping:
             self._data = read_bytes(self.path, self.report)
         except BaseException as e:  # noqa: BLE001 - raised again where the load asks for the bytes
             self._error = e
+            self._ready.set()
             return
         if not self._cancelled:
             self._early = _split.start(self._data, self.path, self.report, head_bytes=EARLY_GZ_HEAD_BYTES)
             if self._cancelled and self._early is not None:  # cancelled while it forked
                 self._early.cancel()
+        self._ready.set()
+        if self._early is not None:  # the child dies with the thread that forked it (PR_SET_PDEATHSIG):
+            self._release.wait()     # this one lives until its part is collected or dropped
 
     def bytes(self) -> tuple:
-        self._thread.join()
+        self._ready.wait()
         if self._error is not None:
             raise self._error
         return self._data, self.report
 
     def finish(self, progress=None):
-        self._thread.join()
-        return self._early.finish(progress) if self._early is not None else None
+        self._ready.wait()
+        try:
+            return self._early.finish(progress) if self._early is not None else None
+        finally:
+            self._release.set()
 
     def cancel(self) -> None:
         self._cancelled = True
         self._data = None
         if self._early is not None:
             self._early.cancel()
+        self._release.set()
 
 
 def start_load(path, cache: bool = False) -> "_split.Early | _Gunzipping | None":

@@ -12,6 +12,7 @@ import os
 import pickle
 import select
 import signal
+import struct
 import sys
 import threading
 import time
@@ -109,9 +110,9 @@ def spawn(child: Callable[[], T]) -> Pending | None:
     """Start ``child()`` in a forked child; None when this process cannot fork."""
     def send(w: int) -> None:
         gc.disable()  # the child computes one value and exits: collecting cycles would only cost time
-        payload = pickle.dumps(child(), protocol=5)
+        value = child()
         with os.fdopen(w, "wb") as f:
-            f.write(payload)
+            write_value(f, value)
 
     try:
         pid, r = fork_child(send)
@@ -181,27 +182,60 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+_HEAD = struct.Struct("<QQ")
+
+
+def write_value(f, value) -> None:
+    """``value`` pickled with its large buffers (numpy columns) out of band: a header (the
+    pickle's length, how many buffers), each buffer's length, the pickle, then each buffer's
+    bytes straight from the array's memory, so neither side makes a whole copy of them."""
+    bufs: list = []
+    meta = pickle.dumps(value, protocol=5, buffer_callback=bufs.append)
+    raws = [b.raw() for b in bufs]
+    f.write(_HEAD.pack(len(meta), len(raws)) + b"".join(struct.pack("<Q", r.nbytes) for r in raws))
+    f.write(meta)
+    for r in raws:
+        f.write(r)
+
+
+def _fill(r: int, view: memoryview, deadline: float) -> bool:
+    """Read exactly ``len(view)`` bytes from the pipe ``r`` into ``view``; False on end of file
+    or past the deadline."""
+    while view:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([r], [], [], left)[0]:
+            return False
+        n = os.readv(r, [view[:1 << 24]])
+        if not n:
+            return False
+        view = view[n:]
+    return True
+
+
 def receive(r: int, pid: int, timeout: float):
-    chunks = []
+    """The value the child ``pid`` writes (``write_value``) to the pipe ``r``, or None when it
+    fails, ends early or takes longer than ``timeout`` seconds (it is then killed)."""
     deadline = time.monotonic() + timeout
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([r], [], [], left)[0]:
-                reap(pid, r, kill=True)
-                return None
-            b = os.read(r, 1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-    except OSError:
+        head = bytearray(_HEAD.size)
+        got = _fill(r, memoryview(head), deadline)
+        if got:
+            n_meta, n_bufs = _HEAD.unpack(head)
+            sizes = bytearray(8 * n_bufs)
+            got = _fill(r, memoryview(sizes), deadline)
+        if got:
+            meta = bytearray(n_meta)
+            bufs = [bytearray(n) for (n,) in struct.iter_unpack("<Q", sizes)]
+            got = all(_fill(r, memoryview(b), deadline) for b in [meta, *bufs])
+    except (OSError, MemoryError, OverflowError, ValueError):
+        got = False
+    if not got:
         reap(pid, r, kill=True)
         return None
-    ok = reap(pid, r, kill=False)
-    if not ok or not chunks:
+    if not reap(pid, r, kill=False):
         return None
     try:
-        return pickle.loads(b"".join(chunks))
+        return pickle.loads(meta, buffers=bufs)
     except Exception:  # noqa: BLE001
         return None
 

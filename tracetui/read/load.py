@@ -2,8 +2,8 @@
 processes / fast / tolerant) -> events -> store. ``read_store`` runs them in that order; the model
 (``tracetui.model.trace.load_trace``) goes on with steps -> tree -> rollups.
 
-The decode strategies, first that applies: a large valid file is decoded and indexed on two
-cores (``split.py``); else the fast path decodes straight into msgspec Structs (``schema.py``);
+The decode strategies, first that applies: a large valid file is decoded and indexed in pieces
+on N cores (``split.py``; a plain one is read through a read-only map, source.py); else the fast path decodes straight into msgspec Structs (``schema.py``);
 invalid JSON takes the tolerant path (``repair.py``, linear in the file's size), which repairs
 invalid UTF-8, raw control characters, unescaped quotes in names, stray bytes and a truncated
 tail (a killed exporter) event by event, never dropping a complete event, and says what it did
@@ -32,8 +32,8 @@ from tracetui.read.schema import (  # noqa: F401 - the schema's names, as read.l
     clean_meta, raw_args, raw_times, text_times)
 from tracetui.read.source import (  # noqa: F401 - as above
     DEFAULT_MAX_BYTES, GZ_IN_STEP, GZ_OUT_STEP, HEAD_BYTES, MAX_BYTES_CEILING, MAX_BYTES_ENV, TRACE_GLOBS,
-    LoadReport, Source, first_byte, folder_traces, gunzip, max_bytes, parse_size, read_bytes, read_input,
-    resolve_input)
+    LoadReport, Source, first_byte, folder_traces, gunzip, in_memory, max_bytes, parse_size, read_bytes,
+    read_input, resolve_input)
 
 
 @dataclass
@@ -114,6 +114,7 @@ def decode(path: Path, data: bytes, report: LoadReport) -> tuple[Document, bytes
                 first = first_byte(data)
                 if first not in (b"{", b"["):
                     raise TraceError(path, f"not JSON (starts with {first!r})") from None
+                data = in_memory(data)  # a file's map: the repairs work on a copy
                 return _decode_tolerant(path, data, report, e)
     except RecursionError:  # msgspec counts depth, also while skipping a value it does not keep
         raise TraceError(path, NESTING_NOTE) from None

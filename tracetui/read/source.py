@@ -6,6 +6,7 @@ checked before the rest is read, gzip inflated into one buffer that never grows 
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import re
 import stat
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracetui.read.errors import TraceError
+from tracetui.read.spill import FileOut, Mapped, isal_into, spill_fd
 
 TRACE_GLOBS = ("*.pt.trace.json.gz", "*.pt.trace.json", "*.json.gz", "*.json")
 """What a trace folder (tensorboard_trace_handler's output) is searched for, best match first."""
@@ -160,7 +162,8 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
     """File contents, gunzipped when it starts with the gzip magic; a damaged gzip keeps its prefix.
 
     A plain file comes back as a bytearray, so the two-process decode can close each half of
-    traceEvents in place instead of copying half a file (the file itself is never written).
+    traceEvents in place instead of copying half a file (the file itself is never written);
+    from ``MMAP_MIN_BYTES`` on, as a read-only ``mmap`` of the file.
     Only a regular file is read (checked before and after opening, without blocking), and no
     more than ``limit`` bytes (``max_bytes()``) of it or of what it gunzips to.
     """
@@ -182,6 +185,8 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
             check_head(path, head)
             if head[:2] == b"\x1f\x8b":
                 data = f.read()
+            elif st.st_size >= MMAP_MIN_BYTES and (mapped := _mapped(f, limit, path)) is not None:
+                data = mapped
             else:
                 data = bytearray(st.st_size)
                 n = f.readinto(data)
@@ -203,6 +208,81 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
     if not out:
         raise TraceError(path, "gzip holds no data (empty once gunzipped)")
     return _text(path, out, report)
+
+
+MMAP_MIN_BYTES = 16 << 20
+"""Plain files from this size are memory-mapped read-only instead of read: the load then holds no
+copy of the file in its own memory (the page cache has it), decoders read the pages and give
+them back as they go (``release``), and the lazy args pass reads the file again through the same
+map. Smaller files are read into a bytearray as before (the two-process decode closes its
+pieces in place there)."""
+
+
+def _mapped(f, limit: int, path: Path) -> Mapped | None:
+    """The open file mapped read-only (the app never writes its input), or None where it cannot
+    be mapped (then it is read). A file that grew past the limit meanwhile is refused."""
+    try:
+        st = os.fstat(f.fileno())
+        m = Mapped(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, OverflowError):
+        return None
+    m.path, m.stamp = Path(path), (st.st_ino, st.st_size, st.st_mtime_ns)
+    if len(m) > limit:
+        m.close()
+        raise TraceError(path, f"grew past the {limit:,}-byte limit ({MAX_BYTES_ENV}) while read")
+    return m
+
+
+def release(data, lo: int = 0, hi: int | None = None) -> None:
+    """Drop the pages of ``data[lo:hi]`` from this process's memory where ``data`` is a file's
+    read-only map (a no-op for anything else): they stay in the page cache, and a later read
+    maps them again, so this only keeps what was decoded from counting as this process's."""
+    if not isinstance(data, mmap.mmap) or data.closed:
+        return
+    hi = len(data) if hi is None else min(hi, len(data))
+    a = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE  # whole pages inside [lo, hi) only
+    b = hi // mmap.PAGESIZE * mmap.PAGESIZE if hi < len(data) else len(data)
+    if b > a:
+        try:
+            data.madvise(mmap.MADV_DONTNEED, a, b - a)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def in_memory(data, step: int = 16 << 20) -> bytes | bytearray:
+    """``data`` as bytes in this process's memory: a file's map is copied a step at a time, each
+    step's pages released once copied, so the copy never sits beside the whole file's pages
+    (the repairs of a damaged file work on such a copy)."""
+    if isinstance(data, (bytes, bytearray)):
+        return data
+    release(data)  # what a failed decode read
+    out = bytearray(len(data))
+    for i in range(0, len(data), step):
+        out[i:i + step] = data[i:i + step]
+        release(data, i, i + step)
+    return out
+
+
+def still_whole(data) -> bool:
+    """False where ``data`` is a file's map and the file has shrunk since it was mapped (reading
+    past its new end would kill the process with SIGBUS) or was written over in place (the map
+    would show other bytes than those loaded): the caller must not read it then. A file replaced
+    by another one (a new inode at its path) leaves the map on the old one, which is still whole."""
+    if not isinstance(data, mmap.mmap):
+        return True
+    try:
+        if data.closed or data.size() < len(data):
+            return False
+        stamp = getattr(data, "stamp", None)
+        if stamp is None:
+            return True
+        try:
+            st = os.stat(data.path)
+        except OSError:  # gone from its path: the map holds the file that was loaded
+            return True
+        return st.st_ino != stamp[0] or (st.st_size, st.st_mtime_ns) == stamp[1:]
+    except (OSError, ValueError):
+        return False
 
 
 HEAD_BYTES = 1 << 16
@@ -248,18 +328,36 @@ GZ_OUT_STEP = 4 << 20
 refused holding at most the limit plus one step (measured in tests/read/test_bounded_memory.py)."""
 
 
-def gunzip(path: Path, data: bytes, report: LoadReport, limit: int) -> bytearray:
+def gunzip(path: Path, data: bytes, report: LoadReport, limit: int) -> bytearray | Mapped:
     """Every gzip member of ``data`` (``cat a.gz b.gz`` is one valid file), at most ``limit`` bytes.
 
     Damage keeps every byte that decompressed before it (a bad CRC: all of them), and a
     truncated stream keeps what it has; both are noted in ``report.repairs``. A whole, healthy
     file goes through ISA-L first where ``isal`` is installed (``tracetui[fast]``); anything
     else it meets (damage, a bomb, trailing bytes) is read again by zlib below, which says what.
+    From ``spill.SPILL_MIN_BYTES`` compressed, the text goes into an unnamed temporary file and
+    comes back as a read-only map of it (spill.py), so the load holds no copy of it.
     """
+    fd = spill_fd(len(data))
+    if fd is not None:  # a large file: into an unnamed temporary file, read through a map
+        over = lambda: TraceError(path, f"gzip expands past the {limit:,}-byte limit "  # noqa: E731
+                                        f"(a gzip bomb? {MAX_BYTES_ENV} raises it)")
+        out = FileOut(fd, limit, GZ_OUT_STEP, over)
+        notes = len(report.repairs)
+        try:
+            return out.done() if isal_into(data, out) else _gunzip(path, data, report, out)
+        except OSError:  # the disk filled up (or failed): into memory after all
+            del report.repairs[notes:]
+        finally:
+            out.close()
     fast = gunzip_isal(data, limit)
     if fast is not None:
         return fast
-    out = _Out(data, limit, path)
+    return _gunzip(path, data, report, _Out(data, limit, path))
+
+
+def _gunzip(path: Path, data: bytes, report: LoadReport, out) -> bytearray | Mapped:
+    """zlib's gunzip of ``data`` into ``out`` (``_Out``, or a ``FileOut``), as ``gunzip`` says."""
     pos, view = 0, memoryview(data)
     while pos < len(data):
         d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
@@ -389,7 +487,7 @@ def _inflate_until_error(d, buf, out: _Out) -> None:
 class Source:
     """Stages 1-2's output: the trace file and its contents (gunzipped), and how they were read."""
     path: Path
-    data: bytes | bytearray
+    data: bytes | bytearray | Mapped
     report: LoadReport
 
 

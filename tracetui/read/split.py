@@ -1,10 +1,13 @@
-"""Decode and index a large trace on two cores: the second half of ``traceEvents`` in a forked child.
+"""Decode and index a large trace in pieces, on N cores: each part of ``traceEvents`` in a forked child.
 
 Decoding and indexing are per-event Python work that holds the GIL, so threads cannot share it;
-a forked child can, and it sees the file's bytes without a copy. This is only an optimisation:
-anything unexpected (no fork, a file that is not valid JSON, a split that lands inside a value,
-a child that fails or hangs) returns None and the caller takes the one-process path, which is
-also the one that repairs broken files. The result is the same store the one-process path builds.
+a forked child can, and it sees the file's bytes without a copy (a large plain file is a
+read-only map of it: source.py). Each process decodes its part a piece at a time, so only one
+piece's decoded events are alive at once, and drops the piece's pages once it is indexed; one
+worker runs every piece in this process. This is only an optimisation: anything unexpected (a
+file that is not valid JSON, a split that lands inside a value, a child that fails or hangs)
+returns None and the caller takes the one-process path, which is also the one that repairs
+broken files. The result is the same store the one-process path builds.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import msgspec
 from tracetui.read import forked
 from tracetui.read.blanks import last_non_blank
 from tracetui.read.depth import decode_limit
+from tracetui.read.source import release
 from tracetui.read.events import EventStore, build_store, concat_stores
 from tracetui.read.schema import (
     LENIENT_NOTE,
@@ -188,11 +192,14 @@ def decode_index(data: bytes, min_bytes: int | None = None,
                  workers: int | None = None) -> tuple[Document, EventStore, bool] | None:
     """(document without its events, the full event store, needed the lenient schema) or None.
 
-    ``workers`` processes (default ``default_workers()``; one: None, the one-process path)
-    each decode and index one part of the events. ``progress(fraction)`` is called after each
+    ``workers`` processes (default ``default_workers()``) each decode and index one part of the
+    events, piece by piece; one worker (or no fork) decodes every piece in this process, so a
+    large file's decoded events are never all alive at once. ``progress(fraction)`` is called after each
     piece of this process's part (it may raise to stop the load: the helpers are then killed)."""
     workers = default_workers() if workers is None else workers
-    if workers < 2 or not enabled(data, min_bytes) or first_byte(data) != b"{":
+    if workers > 1 and not forked.available():
+        workers = 1  # no fork here (or ``serial()``): the pieces in this process alone
+    if len(data) < (MIN_BYTES if min_bytes is None else min_bytes) or first_byte(data) != b"{":
         return None
     try:
         with decode_limit():  # the same nesting limit whatever the process set (read/depth.py)
@@ -217,7 +224,7 @@ def _decode_parts(data: bytes | bytearray, env: _Envelope, arr: memoryview, base
         if c is not None and cuts[-1] < c < len(arr) - 1:
             cuts.append(c)
     cuts.append(len(arr) - 1)
-    if len(cuts) < 3:
+    if len(cuts) < min(workers, 2) + 1:
         return None
     part = _part_decoder(data, arr, base)
     t0 = time.perf_counter()
@@ -236,7 +243,9 @@ def _decode_parts(data: bytes | bytearray, env: _Envelope, arr: memoryview, base
             return None  # a split inside a value, or a broken file: the one-process path decides
         mine[0].source = data
         t_mine = time.perf_counter() - t0
-        got = [p.result(extra=4 * t_mine) for p in pending]
+        got = []
+        for p in pending:  # one at a time: each part's columns are taken apart by the join
+            got.append(p.result(extra=4 * t_mine))
     finally:
         for p in pending:
             p.cancel()  # a no-op for those collected
@@ -276,7 +285,7 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
     Each piece of a part needs brackets at its two ends (the array's own, or commas between
     events). When ``data`` is a bytearray and ``base`` is where ``arr`` starts in it, those
     bytes are swapped in place and put back (in a child the writes stay in its own
-    copy-on-write pages), else the piece is copied out.
+    copy-on-write pages), else the piece is copied out (a file's read-only map).
     """
     in_place = base is not None and isinstance(data, bytearray)
     text = text_times(data)
@@ -290,9 +299,24 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
                 return decode(arr[x:y + 1])
             finally:  # the buffer is the lazy args pass's source: it must be the file again
                 data[base + x], data[base + y] = ox, oy
-        buf = bytearray(arr[x:y + 1])
-        buf[0], buf[-1] = 0x5B, 0x5D
-        return decode(buf)
+        with copied(x, y) as buf:
+            return decode(buf)
+
+    scratch = [bytearray()]
+
+    def copied(x: int, y: int) -> memoryview:
+        """``arr[x..y]`` with brackets at its ends, in one buffer reused from piece to piece (the
+        decoders keep no reference into it: every field is copied into its Struct)."""
+        n = y + 1 - x
+        if len(scratch[0]) < n:
+            scratch[0] = bytearray(n)
+        view = memoryview(scratch[0])[:n]
+        view[:] = arr[x:y + 1]
+        view[0], view[-1] = 0x5B, 0x5D
+        return view
+
+    def forget(x: int, y: int) -> None:  # a mapped file: the decoded piece's pages go back
+        release(data, base + x, base + y + 1) if base is not None else None
 
     def part(lo: int, hi: int, child: bool, progress=None) -> tuple[EventStore, int, bool, dict]:
         stores, offsets, n, lenient = [], [], 0, False
@@ -305,6 +329,7 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
             t1 = time.perf_counter()
             stores.append(build_store(events, raw_times=lambda: piece(x, y, _times.decode)))
             t_dec, t_idx = t_dec + t1 - t0, t_idx + time.perf_counter() - t1
+            forget(x, y)
             offsets.append(n)
             n += len(events)
             lenient |= lax
@@ -313,6 +338,7 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
             del events
             if progress is not None:
                 progress(len(stores) / (len(cuts) - 1))
+        release(data)  # what the envelope and the split points read, or a part without ``base``
         store = concat_stores(stores, offsets)
         who = "child" if child else "parent"
         times = {f"{who} decode": t_dec, f"{who} index": t_idx, f"{who} pieces": len(stores)}
