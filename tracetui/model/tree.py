@@ -259,23 +259,25 @@ def build_tree(store: EventStore, title: str = "trace", cut_frames: bool = False
 def _nest_host(links: _Links, cut_frames: bool = False, workers: int | None = None) -> None:
     """Host events nest by time on their thread, one stack per thread, in (track, ts, -dur,
     kind, index) order (nesting.py): parents strictly enclose children, ties broken by that
-    total order, so the containment parents cannot form a cycle."""
+    total order, so the containment parents cannot form a cycle. With ``cut_frames``, frames
+    that outlast their call are cut first (frame_ends.py); such a frame is a partial overlap,
+    so a trace whose nesting finds none (most) is nested once, without the search for them."""
     store, host = links.store, links.host
     ts, dur = store.ts, store.dur
+    links.dur = dur
     order = _host_order(host, store.track, ts, dur, store.kind)
     o_ts, o_track = ts[order], store.track[order]
-    o_end, n_cut = (cut_frame_ends(o_ts, o_ts + dur[order], o_track, store.kind[order]) if cut_frames
-                    else (o_ts + dur[order], 0))
-    links.dur = dur
-    if n_cut:  # the nesting order ranks longer events first at one start: the cut ones may move
-        links.diag["python_frames_cut"] = n_cut
-        links.dur = dur.copy()
-        links.dur[order] = o_end - o_ts
-        order = _host_order(host, store.track, ts, links.dur, store.kind)
-        o_ts, o_track = ts[order], store.track[order]
-        o_end = o_ts + links.dur[order]
     sentinel = {t: -node - 1 for t, node in links.thread_node.items()}  # negative: encoded thread node
-    cp, partial = nest(o_ts, o_end, order + links.base, o_track, sentinel, workers)
+    cp, partial = nest(o_ts, o_ts + dur[order], order + links.base, o_track, sentinel, workers)
+    if cut_frames and partial:
+        o_end, n_cut = cut_frame_ends(o_ts, o_ts + dur[order], o_track, store.kind[order])
+        if n_cut:  # the nesting order ranks longer events first at one start: the cut ones may move
+            links.diag["python_frames_cut"] = n_cut
+            links.dur = dur.copy()
+            links.dur[order] = o_end - o_ts
+            order = _host_order(host, store.track, ts, links.dur, store.kind)
+            o_ts, o_track = ts[order], store.track[order]
+            cp, partial = nest(o_ts, o_ts + links.dur[order], order + links.base, o_track, sentinel, workers)
     links.diag["partial_overlaps"] = partial
     cp = np.where(cp < 0, -cp - 1, cp)
     links.cparent[order] = cp
