@@ -6,17 +6,17 @@ checked before the rest is read, gzip inflated into one buffer that never grows 
 from __future__ import annotations
 
 import errno
+import io
 import mmap
 import os
 import re
 import stat
-import io
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracetui.read.errors import TraceError
-from tracetui.read.spill import FileOut, Mapped, isal_into, spill_fd
+from tracetui.read.spill import FileOut, Mapped, spill_fd
 
 TRACE_GLOBS = ("*.pt.trace.json.gz", "*.pt.trace.json", "*.json.gz", "*.json")
 """What a trace folder (tensorboard_trace_handler's output) is searched for, best match first."""
@@ -350,10 +350,8 @@ def gunzip(path: Path, data: bytes, report: LoadReport, limit: int) -> bytearray
             del report.repairs[notes:]
         finally:
             out.close()
-    fast = gunzip_isal(data, limit)
-    if fast is not None:
-        return fast
-    return _gunzip(path, data, report, _Out(data, limit, path))
+    out = _Out(data, limit, path)
+    return out.done() if isal_into(data, out) else _gunzip(path, data, report, out)
 
 
 def _gunzip(path: Path, data: bytes, report: LoadReport, out) -> bytearray | Mapped:
@@ -385,39 +383,39 @@ def _gunzip(path: Path, data: bytes, report: LoadReport, out) -> bytearray | Map
     return out.done()
 
 
-def gunzip_isal(data: bytes, limit: int) -> bytearray | None:
-    """``data`` gunzipped by ISA-L's igzip (1.6x zlib's speed: docs/perf.md), or None where
-    isal is not installed or the file is anything but whole gzip members within ``limit``."""
+def isal_into(data: bytes, out) -> bool:
+    """Gunzip ``data`` with ISA-L's igzip (1.6x zlib's speed: docs/perf.md) into ``out`` (``_Out``
+    or a spill file's ``FileOut``) a step at a time; False, ``out`` emptied, where isal is not
+    installed or the file is anything but whole gzip members within the limit: zlib's path then
+    reads it again and says what."""
     try:
         from isal import igzip  # noqa: PLC0415 - optional: the `fast` extra
     except ImportError:
-        return None
-    hint = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
-    buf = bytearray(max(1, min(hint, limit, 64 * len(data)) + 1))  # as _Out: a lying trailer gets no more
-    n = 0
+        return False
+    buf = bytearray(out.step)
     try:
         with igzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-            while True:
-                if n == len(buf):
-                    if n > limit:
-                        return None  # a bomb: zlib's path refuses it with the usual line
-                    buf.extend(bytes(min(GZ_OUT_STEP, limit + 2 - n)))  # steps: a bomb stops past the limit
-                k = f.readinto(memoryview(buf)[n:n + GZ_OUT_STEP])  # igzip decodes a call's size at once
-                if not k:
-                    break
-                n += k
-    except Exception:  # noqa: BLE001 - damaged, truncated, trailing bytes: zlib's path says which
-        return None
-    if n > limit:
-        return None
-    del buf[n:]
-    return buf
+            while k := f.readinto(buf):
+                if out.n + k > out.limit:
+                    raise ValueError("over the limit")  # a bomb: zlib's path refuses it with the usual line
+                out.add(memoryview(buf)[:k])
+    except OSError as e:
+        if e.errno is not None:
+            raise  # the disk of a spill file (full, failing): the caller gunzips into memory
+        out.cut(0)  # "not a gzipped file" and the like: damage
+        return False
+    except Exception:  # noqa: BLE001 - damaged, truncated, trailing bytes
+        out.cut(0)
+        return False
+    return True
 
 
 class _Out:
     """The gunzipped bytes, grown in place into one bytearray (sized up front from the gzip
     trailer's length hint, never past the limit, so a GB-sized trace is not copied while it
     grows and a bomb that lies in its trailer gets no more than the limit)."""
+
+    step = GZ_OUT_STEP
 
     def __init__(self, data: bytes, limit: int, path: Path):
         hint = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
@@ -429,7 +427,7 @@ class _Out:
 
     def room(self) -> int:
         """How much zlib may write next: one step, or one byte past the limit (to see it crossed)."""
-        return max(1, min(GZ_OUT_STEP, self.limit - self.n + 1))
+        return max(1, min(self.step, self.limit - self.n + 1))
 
     def add(self, piece: bytes) -> None:
         k = len(piece)

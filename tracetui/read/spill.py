@@ -99,30 +99,3 @@ class FileOut:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-
-
-def isal_into(data: bytes, out: FileOut) -> bool:
-    """Gunzip ``data`` with ISA-L into ``out`` a step at a time; False (``out`` emptied) where
-    isal is not installed or the file is anything but whole gzip members within the limit:
-    zlib's path then reads it again and says what."""
-    try:
-        from isal import igzip  # noqa: PLC0415 - optional: the `fast` extra
-    except ImportError:
-        return False
-    import io  # noqa: PLC0415
-    buf = bytearray(out.step)
-    try:
-        with igzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-            while k := f.readinto(buf):
-                if out.n + k > out.limit:
-                    raise ValueError("over the limit")
-                out.add(memoryview(buf)[:k])
-    except OSError as e:
-        if e.errno is not None:
-            raise  # the disk (full, failing): the caller gunzips into memory
-        out.cut(0)  # "not a gzipped file" and the like: damage
-        return False
-    except Exception:  # noqa: BLE001 - damaged, truncated, trailing bytes, a bomb
-        out.cut(0)
-        return False
-    return True
