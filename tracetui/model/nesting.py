@@ -18,8 +18,6 @@ compare both on random and real traces.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from tracetui.read import forked
@@ -55,20 +53,8 @@ def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
     if not cuts:
         return _nest(ts, end, node, track, sentinel, free)
     bounds = [0, *cuts, ts.size]
-    part = lambda a, b: _nest(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel, free[a:b])  # noqa: E731
-    pending = [forked.spawn(lambda a=a, b=b: part(a, b)) for a, b in zip(bounds[1:-1], bounds[2:])]
-    t0 = time.perf_counter()
-    try:
-        got = [part(bounds[0], bounds[1])]
-    except BaseException:
-        for p in pending:
-            if p is not None:
-                p.cancel()
-        raise
-    extra = 4 * (time.perf_counter() - t0)
-    for (a, b), p in zip(zip(bounds[1:-1], bounds[2:]), pending):
-        r = p.result(extra=extra) if p is not None else None
-        got.append(r if r is not None else part(a, b))  # a child that failed: its stretch here
+    got = forked.spread([lambda a=a, b=b: _nest(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel, free[a:b])
+                         for a, b in zip(bounds, bounds[1:])])
     return np.concatenate([cp for cp, _ in got]), sum(n for _, n in got)
 
 

@@ -388,7 +388,7 @@ def _assemble(links: _Links, title: str) -> Tree:
         parent[node] = cparent[node] = 0
     sl = slice(base, base + n_ev)
     kind[sl], name_id[sl], ev[sl] = store.kind, store.name_id, np.arange(n_ev)
-    start[sl], d[sl] = store.ts, store.dur if links.dur is None else links.dur
+    start[sl], d[sl] = store.ts, links.dur  # frames cut where _nest_host cut them
     parent[sl], cparent[sl] = links.parent, links.cparent
     for key, node in group_nodes.items():
         _, dev, stream = key

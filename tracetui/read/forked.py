@@ -63,21 +63,31 @@ def available() -> bool:
             and os.environ.get("TRACETUI_PARALLEL", "1") != "0" and not getattr(_SERIAL, "depth", 0))
 
 
+def spread(parts: list[Callable[[], T]], retry: bool = True) -> list[T | None]:
+    """``[part() for part in parts]``, the first computed in this process while each other one is
+    computed in a forked child of its own. A child that delivers no result (None counts as none)
+    has its part run here too, or with ``retry=False`` None stands in its place; children not
+    collected when this process fails are killed."""
+    pending = [spawn(part) for part in parts[1:]]
+    try:
+        t0 = time.perf_counter()
+        out = [parts[0]()]
+        extra = 4 * (time.perf_counter() - t0)
+        for part, p in zip(parts[1:], pending):
+            got = p.result(extra=extra) if p is not None else None
+            out.append(got if got is not None or not retry else part())
+        return out
+    finally:
+        for p in pending:
+            if p is not None:
+                p.cancel()  # a no-op for those collected
+
+
 def beside(child: Callable[[], T], parent: Callable[[], U], retry: bool = True) -> tuple[T | None, U]:
     """``(child(), parent())``, the first computed in a forked child while this process computes
-    the second. When the child delivers no result (None counts as none), ``child()`` runs here
-    too, or with ``retry=False`` None stands in its place."""
-    pending = spawn(child)
-    if pending is None:
-        return (child() if retry else None), parent()
-    t0 = time.perf_counter()
-    try:
-        mine = parent()
-    except BaseException:
-        pending.cancel()
-        raise
-    got = pending.result(extra=4 * (time.perf_counter() - t0))
-    return (got if got is not None or not retry else child()), mine
+    the second (``spread`` of two)."""
+    mine, got = spread([parent, child], retry)
+    return got, mine
 
 
 class Pending:
