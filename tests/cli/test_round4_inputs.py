@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.cli.test_signals_and_writes import SLOW_HELPER, _children, _running, big_trace
+from tests.cli.test_signals_and_writes import helper_dies_with_the_cli
 
 TRACE = {"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
                           "ts": 0, "dur": 10}]}
@@ -70,26 +70,4 @@ def test_stdin_of_nuls_is_refused_before_it_is_read(tmp_path):
 def test_the_decode_helper_dies_with_the_cli(tmp_path, sig):
     """An SSH session closing sends SIGHUP: no handler of ours runs (SIGTERM's does), and the
     helper went on after the CLI was gone (about 3 s on a real trace; here it sleeps 60 s first)."""
-    p = big_trace(tmp_path)
-    env = dict(os.environ, TRACETUI_PARALLEL="1")
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_HELPER, "summary", str(p)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    helper = None
-    try:
-        deadline = time.monotonic() + 30
-        while not _children(proc.pid):
-            assert proc.poll() is None and time.monotonic() < deadline, "no helper was forked"
-            time.sleep(0.02)
-        helper = _children(proc.pid)[0]
-        proc.send_signal(sig)
-        assert proc.wait(timeout=10) == -sig
-        deadline = time.monotonic() + 2
-        while _running(helper):
-            assert time.monotonic() < deadline, "the forked helper outlived the CLI"
-            time.sleep(0.02)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if helper is not None and _running(helper):
-            os.kill(helper, signal.SIGKILL)
+    helper_dies_with_the_cli(tmp_path, sig)

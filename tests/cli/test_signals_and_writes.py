@@ -55,18 +55,25 @@ def big_trace(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
                     reason="the forked helper runs on Linux with two cores")
 def test_sigterm_kills_the_forked_decode_helper(tmp_path):
+    helper_dies_with_the_cli(tmp_path, signal.SIGTERM)  # it dies of the signal, as before
+
+
+def helper_dies_with_the_cli(tmp_path, sig: int) -> None:
+    """``tracetui summary`` of a large trace, ``sig`` sent once its decode helper is forked: the
+    CLI dies of the signal and the helper is gone within 2 s (killed here if not, after the check)."""
     p = big_trace(tmp_path)
     env = dict(os.environ, TRACETUI_PARALLEL="1")
     proc = subprocess.Popen([sys.executable, "-c", SLOW_HELPER, "summary", str(p)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    helper = None
     try:
         deadline = time.monotonic() + 30
         while not _children(proc.pid):
             assert proc.poll() is None and time.monotonic() < deadline, "no helper was forked"
             time.sleep(0.02)
         helper = _children(proc.pid)[0]
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == -signal.SIGTERM  # it dies of the signal, as before
+        proc.send_signal(sig)
+        assert proc.wait(timeout=10) == -sig
         deadline = time.monotonic() + 2
         while _running(helper):
             assert time.monotonic() < deadline, "the forked helper outlived the CLI"
@@ -75,6 +82,8 @@ def test_sigterm_kills_the_forked_decode_helper(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if helper is not None and _running(helper):
+            os.kill(helper, signal.SIGKILL)
 
 
 def _full_disk_after(n_files: int, monkeypatch):
