@@ -4,6 +4,8 @@ Regenerate deliberately with `pytest tests/ui/test_snapshots.py --snapshot-updat
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tracetui.ui.app import TraceApp
@@ -17,24 +19,28 @@ SIZES = [(80, 24), (160, 48)]
 
 
 async def _settled(pilot):
-    """Pause until two pauses in a row leave every widget's region as it was: a content update
-    (the diff summary growing from "aligning…" to three lines) is laid out on a later idle, and a
-    snapshot taken before that shows the old height (seen once in ~5 runs on a busy machine)."""
-    regions = None
+    """Pause until two pauses in a row leave every widget's region and the rendered screen as they
+    were. Regions alone miss a content update that moves nothing (a table's rows drawn on a later
+    idle, styles changing with focus): the diff's changes screen failed CI once that way at 160x48
+    (stop 46) and never in 12 local runs of tests/ui, so the screen itself is compared too."""
+    seen = None
     for _ in range(100):
         await pilot.pause()
-        now = [(w, w.region) for w in pilot.app.screen.walk_children()]
-        if now == regions:
+        now = ([(w, w.region) for w in pilot.app.screen.walk_children()], pilot.app.export_screenshot())
+        if now == seen:
             return
-        regions = now
+        seen = now
+    raise AssertionError("the screen kept changing for 100 pauses: no stable state to snapshot")
 
 
 async def _loaded(pilot):
-    for _ in range(500):
+    deadline = time.monotonic() + 120  # a busy 2-core CI machine: fail here, not as a wrong picture
+    while True:
         s = pilot.app.screen
         if isinstance(s, ExplorerScreen) or (isinstance(s, DiffScreen) and s.result is not None) or (
                 isinstance(s, LadderScreen) and s.ladder is not None):
             break
+        assert time.monotonic() < deadline, f"still loading after 120 s: {type(s).__name__}"
         await pilot.pause(0.02)
     # work still running in workers (a diff's later figures, the explorer's prefetch) may change
     # text without moving any region, which _settled cannot see: let it finish first (the diff
