@@ -389,3 +389,56 @@ def test_first_layout_off_screen(monkeypatch):
             assert "peak" in str(view.query_one("#mem-head").render())
     from tests.model.test_memory import Raw
     asyncio.run(run())
+
+
+def test_first_5_costs_what_a_later_5_costs(monkeypatch):
+    """The off-screen first layout also styles the tables' scrollbars and paints the view once:
+    the first 5 then lays the screen out once (Textual styled a table's scrollbars the first time
+    the 5's focus restyled the table, and laid the screen out a second time for it) and draws no
+    line a later 5 does not draw (it drew the plot, the per-op table and the view's boxes)."""
+    from textual._styles_cache import StylesCache
+    from textual.screen import Screen
+
+    layouts, drawn = [], []
+    real_layout, real_line = Screen._refresh_layout, StylesCache.render_line
+
+    def layout(self, *a, **k):
+        layouts.append(self)
+        return real_layout(self, *a, **k)
+
+    def line(self, styles, y, *a):  # a line drawn, not taken from its widget's cache
+        widget = a[5].__self__  # render_content_line: the widget's render_line
+        drawn.append(widget.id or type(widget).__name__)
+        return real_line(self, styles, y, *a)
+
+    async def key(pilot, k):
+        layouts.clear()
+        drawn.clear()
+        await pilot.press(k)
+        await pilot.pause()
+        await pilot.pause()
+        return len(layouts), set(drawn)
+
+    async def run():
+        app = TraceApp([MEM])
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not isinstance(app.screen, ExplorerScreen):
+                await pilot.pause(0.02)
+            view = app.screen.memory_view
+            await app.workers.wait_for_complete()
+            for _ in range(200):
+                if view.pages_ready and view._warm is None and view.container_size.width:
+                    break
+                await pilot.pause(0.02)
+            assert view.pages_ready and view._warm is None and view.container_size.width
+            monkeypatch.setattr(Screen, "_refresh_layout", layout)
+            monkeypatch.setattr(StylesCache, "render_line", line)
+            first = await key(pilot, "5")
+            back = await key(pilot, "1")
+            later = await key(pilot, "5")
+            assert "mem-plot" not in later[1] and "mem-ops" not in later[1]  # a later 5 draws neither
+            assert back[0] == later[0] == 1 and "mem-live" in later[1]
+            assert first[0] == 1, first
+            assert first[1] <= later[1], first[1] - later[1]
+            assert "peak" in str(view.query_one("#mem-head").render())
+    asyncio.run(run())

@@ -16,6 +16,7 @@ from rich.text import Text
 from textual import on, work
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Region
 from textual.widgets import Static
 
 from tracetui.model.memory import Memory, OpStat, Peak, fmt_bytes
@@ -284,9 +285,15 @@ class MemoryView(Vertical):
         """Wait for the layouts the first size sets off (one frame each), then put the box back."""
         if self._warm is None:
             return
+        if left == 1:
+            # the tables' scrollbars exist now; Textual styles a scrollbar the first time its
+            # table is restyled while it shows (the first 5's focus), and that first styling
+            # laid the screen out a second time in the key: style them here, off screen
+            self.app.update_styles(self)
         if left:
             self.call_after_refresh(self._warm_rounds, left - 1)
         else:
+            self._paint_off_screen()
             self._end_warm()
             # the widgets, caches and lines of this first layout will live as long as the view:
             # out of the cyclic GC's scans (the loaded trace went there after loading), after
@@ -294,6 +301,19 @@ class MemoryView(Vertical):
             # to 5-7 ms on a 270k-event trace (gc.callbacks), and the first 5 lost one.
             gc.collect()
             gc.freeze()
+
+    def _paint_off_screen(self) -> None:
+        """Render every widget of the box once at the size it was laid out at, as the compositor
+        would: the lines stay in each widget's cache (Textual's StylesCache) and the first 5,
+        which gives the same sizes, paints only what changed since, as every later 5 does."""
+        for w in self._warm.walk_children(with_self=True):
+            if not w.display:
+                continue
+            bars = (w._vertical_scrollbar, w._horizontal_scrollbar, w._scrollbar_corner)
+            for part in (w, *bars):
+                size = part.outer_size if part is not None and part.display else None
+                if size:
+                    part.render_lines(Region(0, 0, size.width, size.height))
 
     def _end_warm(self) -> None:
         box, self._warm = self._warm, None
