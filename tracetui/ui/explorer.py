@@ -9,7 +9,6 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Container, Horizontal, Vertical
 from textual.lazy import Lazy
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Input, Static, Tree
@@ -20,6 +19,7 @@ from tracetui.model.names import shorten_cpp
 from tracetui.model.taxonomy import CLASSES
 from tracetui.read.events import KINDS, K
 from tracetui.textsafe import visible
+from tracetui.ui.boxes import Box, HBox, Switcher, VBox
 from tracetui.ui.detail_pane import DetailPane
 from tracetui.ui.details import describe
 from tracetui.ui.exporting import EXPORT_BINDINGS, ExportsView
@@ -41,6 +41,8 @@ SEARCH_KINDS = (None, "module", "op", "kernel", "runtime", "annotation", "step",
 
 class ExplorerScreen(ExportsView, Screen):
     """Tree + details, kernel and op tables, timeline for one trace."""
+
+    BLANK = True  # its lines are its background, all of them covered (ui/boxes.py): a focus change redraws them
 
     BINDINGS = [
         Binding("slash", "search", "Search"),
@@ -86,18 +88,18 @@ class ExplorerScreen(ExportsView, Screen):
     def compose(self) -> ComposeResult:
         yield Static(id="breadcrumb")
         yield TabBar(id="tabbar")
-        with ContentSwitcher(initial="tree", id="views"):
-            with Horizontal(id="tree"):
+        with Switcher(initial="tree", id="views"):
+            with HBox(id="tree"):
                 yield TraceTree(self.trace, id="tree-widget")
                 yield DetailPane(id="details")
-            with Container(id="kernels"):
+            with Box(id="kernels"):
                 yield Lazy(self.kernel_table)
-            with Container(id="ops"):
+            with Box(id="ops"):
                 yield Lazy(self.op_table)
-            with Vertical(id="timeline"):
+            with VBox(id="timeline"):
                 yield Lazy(self.timeline)
                 yield RangeTable(id="range-table")
-            with Container(id="memory"):
+            with Box(id="memory"):
                 yield Lazy(self.memory_view)
         yield Input(placeholder="search names (Enter: back to tree, Esc: cancel)", id="search")
         yield Static(id="status")
@@ -191,6 +193,9 @@ class ExplorerScreen(ExportsView, Screen):
             if i:
                 txt.append(" · ", style=parts[i - 1][1] if parts[i - 1][1] == "bold cyan" else "")
             txt.append(text, style=style)
+        if txt == getattr(self, "_status_shown", None):
+            return  # drawn already: a view switch asks for the same line again
+        self._status_shown = txt
         self.query_one("#status", Static).update(txt, layout=False)  # one line, always
 
     def show_if_new(self, node: int) -> None:

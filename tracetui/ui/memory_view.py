@@ -15,13 +15,14 @@ import numpy as np
 from rich.text import Text
 from textual import on, work
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.geometry import Region
 from textual.widgets import Static
 
 from tracetui.model.memory import Memory, OpStat, Peak, fmt_bytes
 from tracetui.model.trace import Trace
 
+from tracetui.ui.boxes import HBox
 from tracetui.ui.format import fmt_us, plain
 from tracetui.ui.line_table import LineTable, Lines, format_rows
 
@@ -166,6 +167,8 @@ class MemoryView(Vertical):
     """Memory of the step around the selection: ``v`` next device, ``,`` ``.`` previous / next
     step, Enter on a row jumps to the op (``n`` for the op's next call)."""
 
+    BLANK = True  # a box: its lines are its background (ui/boxes.py)
+
     BINDINGS = [
         Binding("v", "next_device", "Device", show=False),
         Binding("comma", "step(-1)", "Prev step", show=False),
@@ -196,7 +199,7 @@ class MemoryView(Vertical):
     def compose(self):
         yield Static(id="mem-head")
         yield MemoryPlot(id="mem-plot")
-        with Horizontal(id="mem-tables"):
+        with HBox(id="mem-tables"):
             yield LineTable(LIVE_COLUMNS, flex=2, least=32, id="mem-live")
             yield LineTable(OPS_COLUMNS, flex=0, id="mem-ops")
 

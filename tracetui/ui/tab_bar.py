@@ -19,7 +19,19 @@ class TabBar(Static):
 
     active: reactive[str] = reactive("tree")
 
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self._drawn: dict[str, Content] = {}
+
     def render(self) -> Content:
+        """The labels with ``active`` highlighted: parsed once per view (a view switch redraws
+        this line; parsing the markup again cost ~0.6 ms of it)."""
+        content = self._drawn.get(self.active)
+        if content is None:
+            content = self._drawn[self.active] = self._labels()
+        return content
+
+    def _labels(self) -> Content:
         parts = []
         for i, (view, label) in enumerate(VIEWS, start=1):
             style = "reverse bold" if view == self.active else "dim"
