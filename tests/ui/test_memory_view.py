@@ -442,3 +442,61 @@ def test_first_5_costs_what_a_later_5_costs(monkeypatch):
             assert first[1] <= later[1], first[1] - later[1]
             assert "peak" in str(view.query_one("#mem-head").render())
     asyncio.run(run())
+
+
+def test_new_step_and_jump_paint_in_the_key_frame(monkeypatch):
+    """5 on a step the view has not shown fits each table once, at the width it is laid out at
+    (fitted while hidden at 0 columns, its Resize on showing fitted and drew it again), and
+    Enter's jump asks for the repaints of the tree's detail pane, breadcrumb and status line in
+    the frame that lays the tree out (each widget posted its own at its next idle: a second
+    frame over them)."""
+    from textual.screen import Screen
+    from tracetui.ui.line_table import LineTable
+
+    ticks, fits = [], []
+    real_tick, real_fit = Screen._on_timer_update, LineTable._fit
+
+    def tick(self):
+        ticks.append((self._layout_required, {w.id for w in self._dirty_widgets}))
+        return real_tick(self)
+
+    def fit(self, width):
+        fits.append((self.id, width))
+        return real_fit(self, width)
+
+    monkeypatch.setattr(Screen, "_on_timer_update", tick)  # before the screen's timer takes it
+
+    async def run():
+        app = TraceApp([MEM])
+        async with app.run_test(size=(120, 40)) as pilot:
+            while not isinstance(app.screen, ExplorerScreen):
+                await pilot.pause(0.02)
+            screen, view = app.screen, app.screen.memory_view
+            await app.workers.wait_for_complete()
+            for _ in range(200):
+                if view.pages_ready and view._warm is None and view.container_size.width:
+                    break
+                await pilot.pause(0.02)
+            tr = screen.trace
+            other = tr.steps[-1]
+            assert tr.n_steps > 1 and view.scope != other  # the warm layout showed the first step
+            screen.jump(other)
+            await pilot.pause()
+            monkeypatch.setattr(LineTable, "_fit", fit)
+            await pilot.press("5")
+            await pilot.pause()
+            assert view.scope == other
+            for tid in ("mem-live", "mem-ops"):
+                table = view.query_one(f"#{tid}", LineTable)
+                assert [w for t, w in fits if t == tid] == [table.scrollable_content_region.width], fits
+            view.query_one("#mem-live").focus()
+            await pilot.pause()
+            ticks.clear()
+            await pilot.press("enter")
+            await pilot.pause()
+            assert screen.query_one("#views").current == "tree"
+            layout = [i for i, (lay, _) in enumerate(ticks) if lay]
+            assert layout and {"details", "breadcrumb"} <= ticks[layout[0]][1], ticks
+            later = set().union(*(d for _, d in ticks[layout[0] + 1:]))
+            assert not later & {"details", "breadcrumb", "status"}, ticks
+    asyncio.run(run())

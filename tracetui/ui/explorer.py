@@ -432,6 +432,16 @@ class ExplorerScreen(ExportsView, Screen):
         for box in switcher.children:  # their Layout now, not from their own idle: one that came
             if box._layout_required:   # after the screen's next frame laid the screen out again
                 box._check_refresh()
+        self.call_next(self._post_repaints)
+
+    def _post_repaints(self) -> None:
+        """Ask the screen now for the repaints the key asked of its widgets (a view shown, a jump):
+        each widget posts its own from its message loop, at its next idle, and those that came
+        after the key's frame (the memory view's tables and plot on a new step, the tree and the
+        detail pane after a jump) drew a second frame over the same regions."""
+        for w in self.walk_children():
+            if w._repaint_required and w.display:
+                w._check_refresh()
 
     def action_tab(self, name: str) -> None:
         # set_focus now, not Widget.focus (at the next idle): the focus change moves the footer's

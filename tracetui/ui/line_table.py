@@ -110,6 +110,7 @@ class LineTable(CachedScrollbars, ScrollView, can_focus=True):
         self._widths: list[int] = []
         self._given: Lines | None = None   # as set, before fitting them to the width
         self._fit_width = -1
+        self._shown_width = 0              # the rows' width when last laid out (0: never)
         self._fitted: dict = {}            # (id of the given lines, width) -> (given, fitted)
         self._base: Style | None = None
         self.set_rows([])
@@ -130,7 +131,9 @@ class LineTable(CachedScrollbars, ScrollView, can_focus=True):
         if lines is self._given:
             return  # on screen already (a view shown again)
         self._given, self._fit_width = lines, -1
-        self._fit(self.scrollable_content_region.width if self.flex is not None else 0)
+        # hidden (a view not shown yet: the memory view on a new step), at the width it had when
+        # shown: fitted at 0 (as given), its Resize on showing fitted and drew it a second time
+        self._fit((self.scrollable_content_region.width or self._shown_width) if self.flex is not None else 0)
         self.cursor = min(self.cursor, max(len(self._lines) - 1, 0))
         self.refresh()
 
@@ -151,7 +154,7 @@ class LineTable(CachedScrollbars, ScrollView, can_focus=True):
 
     def on_resize(self, event) -> None:
         if self.flex is not None and self._given is not None:
-            width = self.scrollable_content_region.width
+            width = self._shown_width = self.scrollable_content_region.width
             if width != self._fit_width:
                 self._fit(width)
                 self.refresh()
