@@ -103,17 +103,19 @@ def _overlap(tree: Tree, par: np.ndarray, kids: np.ndarray) -> np.ndarray:
     out = np.zeros(len(tree.kind), dtype=np.int64)
     if not kids.size:
         return out
-    start = tree.start[kids]
-    o = np.lexsort((start, par[kids]))
-    k, p, s = kids[o], par[kids][o], start[o]
+    start, pk = tree.start[kids], par[kids]
+    o = _by_parent_then_start(pk, start)
+    k, p, s = kids[o], pk[o], start[o]
     e = s + tree.dur[k]
-    hit = np.unique(p[1:][(p[1:] == p[:-1]) & (s[1:] < e[:-1])])
+    same = p[1:] == p[:-1]
+    hit = np.unique(p[1:][same & (s[1:] < e[:-1])])  # sorted: p is
     if not hit.size:
         return out
-    m = np.isin(p, hit)
+    m = np.zeros(len(tree.kind), dtype=bool)
+    m[hit] = True
+    m = m[p]
     k, p, s, e = k[m], p[m], s[m], e[m]
-    _, g = np.unique(p, return_inverse=True)
-    g = g.ravel()
+    g = np.cumsum(np.r_[False, p[1:] != p[:-1]])  # the parent's index in hit (both in order)
     pdur = np.maximum(tree.dur[hit], 0)
     shift = np.r_[0, np.cumsum(pdur + 1)[:-1]][g]
     rs = np.clip(s - tree.start[p], 0, pdur[g]) + shift
@@ -123,6 +125,18 @@ def _overlap(tree: Tree, par: np.ndarray, kids: np.ndarray) -> np.ndarray:
     before[np.r_[True, g[1:] != g[:-1]]] = 0  # a parent's first child: nothing covered yet
     covered = np.maximum(re - np.maximum(rs, before), 0)
     return _sum_to(p, tree.dur[k] - covered, len(tree.kind))
+
+
+def _by_parent_then_start(par: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """``np.lexsort((start, par))``: one stable sort of both packed in an int64 where they fit
+    (half the time of the two-key lexsort on 2M nodes)."""
+    if not par.size:
+        return np.zeros(0, dtype=np.int64)
+    lo = int(start.min())
+    bits = max(int(start.max() - lo).bit_length(), 1)
+    if int(par.min()) < 0 or bits + int(par.max()).bit_length() > 62:
+        return np.lexsort((start, par))
+    return np.argsort((par.astype(np.int64) << bits) | (start - lo), kind="stable")
 
 
 def _duplicates(tree: Tree, cpar: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -231,14 +245,19 @@ def _thread_totals(tree: Tree, host: np.ndarray, gpu: np.ndarray, cpu_total: np.
 
 
 def _steps_of(tree: Tree) -> np.ndarray:
-    """The step of every node in the display tree, top-down (-1 outside any step)."""
+    """The step of every node in the display tree, top-down (-1 outside any step). Levels come
+    from one stable sort of the depths (a radix sort where they fit 16 bits) and their counts."""
     kind, n = tree.kind, len(tree.kind)
     step_of = np.full(n, -1, dtype=np.int64)
-    d_order = np.argsort(tree.depth, kind="stable")
+    if not n:
+        return step_of
+    depth = tree.depth
+    top = int(depth.max())
+    d_order = np.argsort(depth.astype(np.int16) if top < 2 ** 15 else depth, kind="stable")
     is_step = kind == K["step"]
-    dd = tree.depth[d_order]
-    bounds = np.searchsorted(dd, np.arange(0, int(dd.max()) + 2)) if n else []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    bounds = np.zeros(top + 2, dtype=np.int64)
+    np.cumsum(np.bincount(depth, minlength=top + 1), out=bounds[1:])
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         lvl = d_order[lo:hi]
         par = tree.parent[lvl]
         has = par >= 0

@@ -417,22 +417,30 @@ def _span_children(synthetic: np.ndarray, parent: np.ndarray, start: np.ndarray,
                    cparent: np.ndarray) -> None:
     """Synthetic nodes (threads, groups) span their children, display and containment (a thread
     whose work all went under the steps still spans it), and the root spans every node that has
-    time: an empty synthetic node (start 0) would stretch it back to 0. One pass, not a scan per node."""
-    n = start.size
-    has = np.zeros(n, dtype=bool)
+    time: an empty synthetic node (start 0) would stretch it back to 0. One pass, not a scan per
+    node; only the synthetic nodes' own arrays are written (whole-tree temporaries were 0.1 s of
+    the serial load at 1 GB)."""
+    syn = np.flatnonzero(synthetic)
+    code = np.full(start.size, -1, dtype=np.int64)
+    code[syn] = np.arange(syn.size)
+    has = np.zeros(syn.size, dtype=bool)
+    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     for up in (parent, cparent):
         kids = np.nonzero((up > 0) & synthetic[np.maximum(up, 0)])[0]
         if kids.size:
-            lo = np.where(has, start, np.iinfo(np.int64).max)
-            hi = np.where(has, start + d, np.iinfo(np.int64).min)
-            np.minimum.at(lo, up[kids], start[kids])
-            np.maximum.at(hi, up[kids], start[kids] + d[kids])
-            has |= synthetic & (hi > np.iinfo(np.int64).min)
-            start[has], d[has] = lo[has], hi[has] - lo[has]
-    spans = np.nonzero(~synthetic[1:] | has[1:])[0] + 1
-    if spans.size:
-        start[0] = start[spans].min()
-        d[0] = (start[spans] + d[spans]).max() - start[0]
+            lo = np.where(has, start[syn], big)
+            hi = np.where(has, start[syn] + d[syn], small)
+            g = code[up[kids]]
+            np.minimum.at(lo, g, start[kids])
+            np.maximum.at(hi, g, start[kids] + d[kids])
+            has |= hi > small
+            start[syn[has]], d[syn[has]] = lo[has], hi[has] - lo[has]
+    timed = ~synthetic
+    timed[syn[has]] = True
+    timed[0] = False
+    if timed.any():
+        start[0] = np.min(start, where=timed, initial=big)
+        d[0] = np.max(start + d, where=timed, initial=small) - start[0]
 
 
 def _thread_label(store: EventStore, pid, tid) -> str:
@@ -478,15 +486,18 @@ def _step_thread_groups(store: EventStore, host: np.ndarray, parent_e: np.ndarra
 
 
 def _link_backward(store: EventStore, base: int) -> dict:
-    """Backward op -> forward op with the same Sequence number (forward ops have Fwd thread id 0)."""
+    """Backward op -> forward op with the same Sequence number (forward ops have Fwd thread id 0):
+    the first forward op of each number, in event order (vectorised: a Python loop over every
+    op was 0.12 s of the serial load at 1 GB)."""
     ops = np.nonzero((store.kind == K["op"]) & (store.seq >= 0))[0]
     if not ops.size:
         return {}
-    fwd = {}
-    bwd = []
-    for o, s, f in zip(ops.tolist(), store.seq[ops].tolist(), store.fwd_tid[ops].tolist()):
-        if f > 0:
-            bwd.append((o, s))
-        else:
-            fwd.setdefault(s, o)
-    return {base + o: base + fwd[s] for o, s in bwd if s in fwd}
+    seq, bwd = store.seq[ops], store.fwd_tid[ops] > 0
+    f_seq, first = np.unique(seq[~bwd], return_index=True)   # first occurrence: ops are in event order
+    f_op = ops[~bwd][first]
+    b_op, b_seq = ops[bwd], seq[bwd]
+    if not f_seq.size or not b_op.size:
+        return {}
+    pos = np.minimum(np.searchsorted(f_seq, b_seq), f_seq.size - 1)
+    hit = f_seq[pos] == b_seq
+    return dict(zip((b_op[hit] + base).tolist(), (f_op[pos[hit]] + base).tolist()))

@@ -13,8 +13,7 @@ in a worker thread: 2,203 -> 1,727 MB). A 94 MB trace: no change beyond the nois
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import platform
+import os
 import threading
 from contextlib import contextmanager
 
@@ -28,17 +27,20 @@ _libc = None
 
 
 def _glibc():
+    """The C library's functions where it is glibc, else None. ``os.confstr`` names it and
+    ``dlopen(NULL)`` reaches it without ``ctypes.util.find_library`` and ``platform.libc_ver``,
+    which cost ~10 ms of every load's start (a subprocess and a read of the interpreter)."""
     global _libc
     if _libc is None:
         _libc = False
-        if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-            try:
-                lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        try:
+            if (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+                lib = ctypes.CDLL(None)
                 lib.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
                 lib.malloc_trim.argtypes = (ctypes.c_size_t,)
                 _libc = lib
-            except (OSError, AttributeError):
-                pass
+        except (OSError, ValueError, AttributeError):
+            pass
     return _libc or None
 
 
