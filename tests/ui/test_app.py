@@ -806,6 +806,56 @@ def test_the_trees_cached_scrollbars_paint_what_an_uncached_bar_paints():
     asyncio.run(run())
 
 
+
+def test_a_vertical_bar_put_together_from_its_lines_paints_what_textual_paints(monkeypatch):
+    """A vertical bar at a new position reuses the lines it drew for each segment (track above,
+    thumb, track below, the thumb's partial end glyphs): at every scroll position of a tall tree,
+    in both focus colours, it must equal Textual's own paint of the same bar; and once its
+    segments are known, most positions draw nothing through Textual."""
+    from textual.geometry import Region
+    from textual.widget import Widget
+
+    from tracetui.ui.scrollbars import _CachedBar
+
+    drawn = []
+    real = Widget.render_lines
+
+    def counted(self, crop):
+        if isinstance(self, _CachedBar):
+            drawn.append(self)
+        return real(self, crop)
+
+    def paint(lines):
+        return [[(seg.text, str(seg.style), str(seg.style.meta) if seg.style else "") for seg in strip]
+                for strip in lines]
+
+    async def run():
+        app = TraceApp([TRACES / "mlp_eager.json.gz"])
+        async with app.run_test(size=(80, 24)) as pilot:
+            s = await explorer(pilot)
+            await pilot.press("p", *(["right", "down"] * 12))  # frames shown, rows opened: a tall tree
+            await pilot.pause()
+            tree, bar = s.tree, s.tree.vertical_scrollbar
+            assert tree.max_scroll_y > 2 * tree.size.height and bar.display
+            monkeypatch.setattr(Widget, "render_lines", counted)
+            positions, through_textual = 0, 0
+            for focused in (True, False):
+                (tree.focus if focused else s.query_one("#details").focus)()
+                await pilot.pause()
+                for y in range(0, int(tree.max_scroll_y) + 1):
+                    tree.scroll_to(y=y, animate=False)
+                    await pilot.pause()
+                    crop = Region(0, 0, *bar.size)
+                    drawn.clear()
+                    bar._looks = None  # the per-look cache: what is tested here is under it
+                    ours = paint(bar.render_lines(crop))
+                    through_textual += bool(drawn)
+                    positions += 1
+                    bar._styles_cache.clear()
+                    assert ours == paint(real(bar, crop)), (focused, y)
+            assert positions >= 10 and through_textual <= positions // 2, (through_textual, positions)
+    asyncio.run(run())
+
 def test_search_box_floats_above_the_status_line_without_resizing_the_panes():
     async def run():
         app = TraceApp([TRACES / "mlp_eager.json.gz"])
