@@ -22,6 +22,8 @@ from tracetui.textsafe import visible
 from tracetui.ui.format import fit, fit_distinct
 from tracetui.ui.scrollbars import CachedScrollbars
 
+FITTED = 96
+"""Fitted row sets kept per table, by (rows, width): every page of the memory view at one width."""
 HEADER = Style(bold=True)
 CURSOR = Style(reverse=True)
 CURSOR_BLURRED = Style(underline=True)
@@ -137,16 +139,30 @@ class LineTable(CachedScrollbars, ScrollView, can_focus=True):
         self.cursor = min(self.cursor, max(len(self._lines) - 1, 0))
         self.refresh()
 
+    @property
+    def laid_out_width(self) -> int:
+        """The rows' width when the table was last laid out (0: never; a hidden table keeps it)."""
+        return self._shown_width
+
+    def fitted(self, lines: Lines, width: int) -> Lines:
+        """``lines`` laid out for ``width`` cells, as ``set_lines`` would show them there (plain
+        Python: a worker can fit the pages a table will show before it shows them)."""
+        return relayout(self.columns, lines, self.flex, width, self.least) if self.flex is not None else lines
+
+    def keep_fitted(self, lines: Lines, width: int, fitted: Lines) -> None:
+        """Keep ``fitted`` (``fitted(lines, width)``) for when ``lines`` is shown at ``width``."""
+        if len(self._fitted) >= FITTED:
+            self._fitted.pop(next(iter(self._fitted)))
+        self._fitted[(id(lines), width)] = (lines, fitted)
+
     def _fit(self, width: int) -> None:
         """Show the rows laid out for ``width`` cells (the flex column cut to it; 0: as given)."""
         lines = self._given
         if width and self.flex is not None:
-            key = (id(lines), width)
-            hit = self._fitted.get(key)
+            hit = self._fitted.get((id(lines), width))
             if hit is None or hit[0] is not lines:  # ~2 ms for 200 look-alike names: once per page and width
-                if len(self._fitted) >= 64:
-                    self._fitted.pop(next(iter(self._fitted)))
-                hit = self._fitted[key] = (lines, relayout(self.columns, lines, self.flex, width, self.least))
+                hit = (lines, self.fitted(lines, width))
+                self.keep_fitted(lines, width, hit[1])
             lines = hit[1]
         self._fit_width = width
         self._header, self._lines, self._widths = lines.header, lines.lines, lines.widths

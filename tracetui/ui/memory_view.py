@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from rich.text import Text
 from textual import on, work
+from textual.worker import get_current_worker
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.geometry import Region
@@ -36,7 +37,7 @@ BRAILLE_BITS = np.array([[0x01, 0x08], [0x02, 0x10], [0x04, 0x20], [0x40, 0x80]]
 """The braille bit of dot (row, column) inside one cell (Unicode's dot numbering)."""
 HOLDER_ROWS = 200
 """Rows of the live-at-peak table (grouped by op, module and step); the rest are summed in one row."""
-PLOT_CACHE = 64
+PLOT_CACHE = 96
 """Plots kept drawn, per (device, step, width, rows): a view shown again, or a step visited again,
 draws nothing."""
 LIVE_COLUMNS = [("bytes", True), ("count", True), ("op", False), ("module", False), ("step", False)]
@@ -298,6 +299,7 @@ class MemoryView(Vertical):
         else:
             self._paint_off_screen()
             self._end_warm()
+            self._predraw_all()
             # the widgets, caches and lines of this first layout will live as long as the view:
             # out of the cyclic GC's scans (the loaded trace went there after loading), after
             # one collection of the garbage so far. Full collections in keys went from 11-17
@@ -317,6 +319,44 @@ class MemoryView(Vertical):
                 size = part.outer_size if part is not None and part.display else None
                 if size:
                     part.render_lines(Region(0, 0, size.width, size.height))
+
+    def _predraw_all(self) -> None:
+        """Start the predraw worker at the sizes the view was just laid out at."""
+        live, ops = self.query_one("#mem-live", LineTable), self.query_one("#mem-ops", LineTable)
+        width, n_rows = self._plot_size()
+        tables = [(t, w) for t in (live, ops) if (w := t.laid_out_width)]
+        if self.device is not None and width and tables:
+            self._predraw(self.device, width, n_rows, tables)
+
+    @work(thread=True, exclusive=True, group="memory-predraw")
+    def _predraw(self, d: int, width: int, n_rows: int, tables: list) -> None:
+        """Every step's plot and table lines for device ``d`` at the laid-out sizes (~2 ms a step
+        on a 270k-event trace), so that 5 on a step not shown yet, and , . , fit and draw nothing
+        in the key. Handed to the view on the app's thread, where its caches are used."""
+        worker = get_current_worker()
+        plots, fits = {}, []
+        for scope in [0, *self.trace.steps]:
+            if worker.is_cancelled:
+                return
+            key = (d, scope, width, n_rows)
+            if key not in self._plots:
+                plots[key] = self._render_plot(d, scope, width, n_rows)
+            page = self.page(d, scope)
+            for table, w in tables:
+                lines = page.live if table.id == "mem-live" else page.ops
+                fits.append((table, lines, w, table.fitted(lines, w)))
+        try:
+            self.app.call_from_thread(self._keep_predrawn, plots, fits)
+        except RuntimeError:  # the app closed meanwhile
+            pass
+
+    def _keep_predrawn(self, plots: dict, fits: list) -> None:
+        for key, drawn in plots.items():
+            self._plots.setdefault(key, drawn)
+        while len(self._plots) > PLOT_CACHE:
+            self._plots.popitem(last=False)
+        for table, lines, width, fitted in fits:
+            table.keep_fitted(lines, width, fitted)
 
     def _end_warm(self) -> None:
         box, self._warm = self._warm, None
@@ -380,15 +420,13 @@ class MemoryView(Vertical):
         if not len(mem):
             return
         d = self.device
-        size = self._laid_out_size()
-        width = max(10, (size.width or 80) - AXIS_W - 2)
-        n_rows = int(np.clip((size.height or 20) // 4, *PLOT_ROWS))
+        width, n_rows = self._plot_size()
         key = (d, self.scope, width, n_rows)
         if self._plot_key == key:
             return  # on screen already: shown again at the same size (5 after a jump to the tree)
         drawn = self._plots.get(key)
         if drawn is None:
-            drawn = self._plots[key] = self._render_plot(d, width, n_rows)
+            drawn = self._plots[key] = self._render_plot(d, self.scope, width, n_rows)
             if len(self._plots) > PLOT_CACHE:
                 self._plots.popitem(last=False)
         else:
@@ -406,20 +444,26 @@ class MemoryView(Vertical):
         when shown again): a step chosen in the tree draws its plot in the key's own frame."""
         return self.size if self.size.width else self.container_size
 
-    def _render_plot(self, d: int, width: int, n_rows: int) -> tuple[Text, Text, int]:
+    def _plot_size(self) -> tuple[int, int]:
+        """The plot's cells (width, text rows) at the view's laid-out size."""
+        size = self._laid_out_size()
+        return max(10, (size.width or 80) - AXIS_W - 2), int(np.clip((size.height or 20) // 4, *PLOT_ROWS))
+
+    def _render_plot(self, d: int, scope: int, width: int, n_rows: int) -> tuple[Text, Text, int]:
         """(the view's first line, the plot with its axis and legend, its height) of device ``d``
-        over the shown step, ``width`` cells by ``n_rows``."""
+        over step ``scope`` (0: the whole trace), ``width`` cells by ``n_rows``. Plain Python: the
+        predraw worker calls it too."""
         mem, tr = self.memory, self.trace
-        page = self.page(d, self.scope)
+        page = self.page(d, scope)
         lo, hi, peak = page.lo, page.hi, page.peak
         if d not in self._series:
             self._series[d] = mem.series(d)
         ts, alloc, res = self._series[d]
         rows, styles, top = braille_plot(ts, alloc, res, lo, hi, width, n_rows,
                                          peak.ts if peak is not None else None)
-        head = self._head(d, page, lo, width + AXIS_W, hints=True)
+        head = self._head(d, scope, page, lo, hints=True)
         if head.cell_len > width + AXIS_W:  # narrow: the key hints give way to the figures
-            head = self._head(d, page, lo, width + AXIS_W, hints=False)
+            head = self._head(d, scope, page, lo, hints=False)
         out = Text()
         for y, (row, st) in enumerate(zip(rows, styles)):  # styles: a code per cell
             label = fmt_bytes(top) if y == 0 else ("0" if y == len(rows) - 1 else "")
@@ -434,11 +478,11 @@ class MemoryView(Vertical):
         out.append("⣿ at the peak", style="bold red")
         return head, out, n_rows + 2
 
-    def _head(self, d: int, page: Page, lo: int, cols: int, hints: bool) -> Text:
+    def _head(self, d: int, scope: int, page: Page, lo: int, hints: bool) -> Text:
         """The view's first line: device, step, peak, reserved, never freed; the keys that change
         device and step only when ``hints`` (they are in the help and the footer's palette)."""
         mem, peak = self.memory, page.peak
-        scope_name = self.trace.name(self.scope) if self.scope else "whole trace"
+        scope_name = self.trace.name(scope) if scope else "whole trace"
         head = Text()
         head.append(f"{mem.devices[d]}", style="bold")
         if len(mem.devices) > 1:
