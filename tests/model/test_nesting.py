@@ -77,9 +77,11 @@ def test_host_order_is_the_track_start_longest_first_kind_index_order():
 
     rng = np.random.default_rng(3)
     n = 5000
-    for span in (50, 10**6, 2**61):  # many ties; few; too wide to pack (the lexsort path)
+    # many ties; few; too wide to pack (the lexsort path); times at both ends of int64, whose
+    # span does not fit in it (computed in int64 it wrapped and packed keys that collided)
+    for span in (50, 10**6, 2**61, None):
         track = rng.integers(0, 4, n).astype(np.int32)
-        ts = rng.integers(0, span, n, dtype=np.int64)
+        ts = rng.integers(0, span, n, dtype=np.int64) if span else rng.integers(-2**63 + 1, 2**63 - 1, n)
         ts[rng.random(n) < 0.3] = ts[0]  # runs of equal starts
         dur = rng.integers(0, 100, n, dtype=np.int64)
         kind = rng.integers(2, 8, n).astype(np.int8)
@@ -87,6 +89,44 @@ def test_host_order_is_the_track_start_longest_first_kind_index_order():
         want = host[np.lexsort((host, kind[host], -dur[host], ts[host], track[host]))]
         assert np.array_equal(_host_order(host, track, ts, dur, kind), want)
     assert _host_order(np.zeros(0, dtype=np.int64), track, ts, dur, kind).size == 0
+
+
+def test_children_are_ordered_by_parent_then_start_then_index():
+    import numpy as np
+
+    from tracetui.model.tree import by_parent_then_start
+
+    rng = np.random.default_rng(5)
+    n = 4000
+    for lo, hi in ((0, 50), (0, 2**40), (-2**63 + 1, 2**63 - 1)):
+        par = rng.integers(0, 300, n)
+        start = rng.integers(lo, hi, n)
+        start[rng.random(n) < 0.2] = start[0]
+        assert np.array_equal(by_parent_then_start(par, start), np.lexsort((np.arange(n), start, par)))
+
+
+EXTREMES = {  # name: (ts µs, dur µs, expected parent); ns at both ends of int64
+    "far_past": (-9_200_000_000_000_000, 100, "thread"),
+    "past_child": (-9_200_000_000_000_000 + 10, 20, "far_past"),
+    "now": (0, 50, "thread"),
+    "now_child": (5, 10, "now"),
+    "far_future": (9_200_000_000_000_000, 100, "thread"),
+    "future_child": (9_200_000_000_000_000 + 10, 20, "far_future"),
+}
+
+
+def test_events_at_both_ends_of_the_clock_nest_by_their_times(tmp_path):
+    """Hostile times: a trace whose events lie 18.4e18 ns apart (the span overflows int64)
+    nests each event in the one that holds it, as on any other clock."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": ts, "dur": d, "args": {}}
+              for n, (ts, d, _) in EXTREMES.items()]
+    p = tmp_path / "extremes.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    tr = load_trace(p)
+    assert _parents(tr) == {n: v[2] for n, v in EXTREMES.items()}
+    by_name = {tr.name(i): i for i in range(len(tr.tree)) if tr.kind(i) == "op"}
+    assert tr.roll.cpu_self[by_name["far_past"]] == 80_000 and tr.roll.cpu_self[by_name["now"]] == 40_000
+    assert (tr.tree.dur >= 0).all()  # the thread and the root span more than int64 holds: capped, not wrapped
 
 
 def test_nesting_split_over_two_processes_gives_the_one_walks_tree(tmp_path, monkeypatch):
