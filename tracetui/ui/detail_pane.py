@@ -48,9 +48,10 @@ class DetailPane(CachedScrollbars, ScrollView, can_focus=True):
 
     def _wrap(self) -> None:
         console = self.app.console
+        style = self.rich_style
         width = self.scrollable_content_region.width
-        if width > 0:
-            lines = console.render_lines(self.text, console.options.update_width(width), pad=False)
+        if width > 0:  # styled and padded by Rich as it splits the lines (as Strip's would, one pass)
+            lines = console.render_lines(self.text, console.options.update_width(width), style=style)
         else:  # hidden (another view is shown, or `d`): at the width it will have when shown, so
             # showing it again (Enter in the memory view) lays the screen out once, not twice
             full, bar = self.container_size.width, self.styles.scrollbar_size_vertical
@@ -61,12 +62,11 @@ class DetailPane(CachedScrollbars, ScrollView, can_focus=True):
             with_bar = self.show_vertical_scrollbar
             for _ in range(2):  # a text that takes the scrollbar (or gives it back) wraps twice
                 width = full - (bar if with_bar else 0)
-                lines = console.render_lines(self.text, console.options.update_width(width), pad=False)
+                lines = console.render_lines(self.text, console.options.update_width(width), style=style)
                 if (len(lines) > self.container_size.height) == with_bar:
                     break
                 with_bar = not with_bar
-        style = self.rich_style
-        self._strips = [Strip(line).extend_cell_length(width, style).apply_style(style) for line in lines]
+        self._strips = [Strip(line, width) for line in lines]
         self.virtual_size = Size(width, len(self._strips))
         self.refresh()
 
