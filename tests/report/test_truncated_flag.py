@@ -39,3 +39,21 @@ def test_diff_and_memory_caps_name_the_uncapped_totals():
     capped, err = _run("memory", m, "--json", "--top", "3")
     assert f"ops 3 of {len(full['ops'])}" in err and err.startswith("tracetui: truncated: ")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_memory_diff_caps_are_said_too():
+    """`memory A B --json --top N` and the memory part of `diff A B --json --top N`: the lists the
+    cap cut, against the uncapped run's (they were cut without a word before)."""
+    from tests.conftest import DATA
+    a, b = (DATA / "diff" / f"cpu_transformer_{k}_memory_v1021.json.gz" for k in ("eager", "compile"))
+    full, err = _run("memory", a, b, "--json", "--top", "0")
+    assert err == "" and len(full["ops"]) > 2
+    capped, err = _run("memory", a, b, "--json", "--top", "2")
+    assert len(capped["ops"]) == 2 and err.startswith("tracetui: truncated: ")
+    assert f"ops 2 of {len(full['ops'])}" in err and len(err.strip().splitlines()) == 1
+    cut_holders = [s for s in full["steps"] if len(s["holders"]) > 2]
+    assert cut_holders and f"steps[0].holders 2 of {len(full['steps'][0]['holders'])}" in err
+    dfull, err = _run("diff", a, b, "--json", "--top", "0")
+    assert err == "" and dfull["memory"]["ops"] == full["ops"]
+    dcap, err = _run("diff", a, b, "--json", "--top", "2")
+    assert len(dcap["memory"]["ops"]) == 2 and f"memory.ops 2 of {len(full['ops'])}" in err

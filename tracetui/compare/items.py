@@ -328,11 +328,10 @@ def _window_ops(t: Trace, w) -> np.ndarray:
         ops = np.nonzero(tree.kind == K["op"])[0]
         ops = ops[np.argsort(tree.start[ops], kind="stable")]
         t._diff_ops = ops
-        t._diff_op_pids = t.windows._pids(ops)
+        t._diff_op_pids = t.windows.process_codes(ops)
     lo, hi = np.searchsorted(tree.start[ops], [w.start, w.end])
     sel = ops[lo:hi]
-    pids = t._diff_op_pids[lo:hi]
-    return sel[np.array([p == w.pid for p in pids.tolist()], dtype=bool)] if sel.size else sel
+    return sel[t._diff_op_pids[lo:hi] == t.windows.process_code(w.pid)]
 
 
 def _inside_kernel(t: Trace, o: int) -> bool:

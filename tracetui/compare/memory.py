@@ -45,12 +45,23 @@ def memory_compare(a, b, top: int = TOP_DEFAULT, fusions: list | None = None) ->
             steps.append({"device": label, "a_step": na, "b_step": nb, "a_peak_bytes": pa["peak"],
                           "b_peak_bytes": pb["peak"], "change_bytes": pb["peak"] - pa["peak"],
                           "a_peak_us": pa["ts"] / 1e3, "b_peak_us": pb["ts"] / 1e3,
-                          "holders": _cut(_holder_changes(pa["rows"], pb["rows"]), top)})
+                          "holders": _holder_changes(pa["rows"], pb["rows"])})
     per = a.n_steps > 0 and b.n_steps > 0
     ops = _op_changes(a, b, ma, mb, per)
     gone = _no_longer(ops, fusions or [])
-    return {"per_step": per, "devices": devices, "steps": steps, "ops": _cut(ops, top),
-            "no_longer_allocated": _cut(gone, top), "peaks": _overall(ma, mb, devices)}
+    full = {"per_step": per, "devices": devices, "steps": steps, "ops": ops,
+            "no_longer_allocated": gone, "peaks": _overall(ma, mb, devices)}
+    return capped(full, top)
+
+
+def capped(mem: dict, top: int) -> dict:
+    """``mem`` (``memory_compare(top=0)``) with each step's holders, the ops and what is no
+    longer allocated cut to ``top`` rows (0: all): what ``memory_compare(top=top)`` returns, so a
+    caller can hold both and say what the cap cut (report/caps.py) without a second compare."""
+    if not top:
+        return mem
+    return {**mem, "steps": [{**s, "holders": _cut(s["holders"], top)} for s in mem["steps"]],
+            "ops": _cut(mem["ops"], top), "no_longer_allocated": _cut(mem["no_longer_allocated"], top)}
 
 
 def _cut(rows: list, top: int) -> list:

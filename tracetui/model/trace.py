@@ -329,16 +329,20 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
         raise TraceError(path, f"--steps {steps!r} is not a valid regular expression ({e})") from None
     rule = self_time_rule(events.meta, bool((store.kind == K["python"]).any() or (store.kind == K["module"]).any()),
                           torch_version)
+
+    def make(tree: Tree, roll: Rollups | None) -> Trace:
+        return Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
+                     step_choice=choice, self_time=rule)
+
     t1 = time.perf_counter()
+    _index_time(timings, t1 - t0)
     key = model_cache.key(path.name, steps, rule.frames_own_time) if ident is not None else None
     got = model_cache.load(path, ident, store, key) if ident is not None else None
     if got is not None:
         say("done", 1.0)
         tree, roll, kept, tables = got
-        _index_time(timings, t1 - t0)
         timings["model_cache"] = time.perf_counter() - t1
-        trace = Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
-                      step_choice=choice, self_time=rule)
+        trace = make(tree, roll)
         windows = model_cache.kept_windows(trace, kept) if kept is not None else None
         if windows is not None:
             trace.windows = windows  # the rollups hold their totals already
@@ -351,33 +355,34 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     t2 = time.perf_counter()
     timings["link"] = t2 - t1
     say("rolling up", 0.9)
-
-    def make(roll: Rollups | None) -> Trace:
-        return Trace(path=path, tree=tree, roll=roll, meta=events.meta, report=events.report, timings=timings,
-                     step_choice=choice, self_time=rule)
-
-    if _windows_beside(len(tree.kind), workers):  # the step windows need the tree, not the rollups
-        roll, kept = forked.spread([lambda: rollups(tree, python_owns_time=rule.frames_own_time),
-                                    lambda: _window_arrays(make(None))])
-        trace = make(roll)
-        trace.windows = Windows(trace, kept)
-        t3 = time.perf_counter()
-        timings["rollup+windows (2 processes)"] = t3 - t2
-    else:
-        roll = rollups(tree, python_owns_time=rule.frames_own_time)
-        t3 = time.perf_counter()
-        timings["rollup"] = t3 - t2
-        trace = make(roll)
-    trace._step_totals_from_windows()
-    timings["windows"] = time.perf_counter() - t3  # serial like link and rollup: the benchmarks show it
+    trace, took = _rolled_up(tree, rule, workers, lambda roll: make(tree, roll))
+    timings.update(took)
     say("done", 1.0)
-    _index_time(timings, t1 - t0)
     if ident is not None:
         try:
             model_cache.save(path, ident, key, trace)
         except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, MemoryError):
             pass  # the cache only saves time: a trace that loaded is not lost to its entry
     return trace
+
+
+def _rolled_up(tree: Tree, rule: SelfTimeRule, workers: int | None, make: Callable) -> tuple[Trace, dict]:
+    """The ``Trace`` of ``tree`` with its rollups and step windows (their totals set), and the
+    seconds they took: serial in this process ("rollup", "windows"), or, on a big tree with
+    workers to spare, the windows built in a forked child meanwhile ("rollup+windows (2
+    processes)"): both need the tree only, and took ~0.5 s each at 1 GB one after the other."""
+    t0 = time.perf_counter()
+    if _windows_beside(len(tree.kind), workers):
+        roll, kept = forked.spread([lambda: rollups(tree, python_owns_time=rule.frames_own_time),
+                                    lambda: _window_arrays(make(None))])
+        trace = make(roll)
+        trace.windows = Windows(trace, kept)
+        trace._step_totals_from_windows()
+        return trace, {"rollup+windows (2 processes)": time.perf_counter() - t0}
+    trace = make(rollups(tree, python_owns_time=rule.frames_own_time))
+    t1 = time.perf_counter()
+    trace._step_totals_from_windows()
+    return trace, {"rollup": t1 - t0, "windows": time.perf_counter() - t1}
 
 
 WINDOWS_FORK_MIN = 400_000

@@ -166,14 +166,14 @@ class Windows:
         self.launch_ts = np.where(launcher >= 0, t.start[np.maximum(launcher, 0)], t.start[gpu])
         self.launch_end = np.where(launcher >= 0, t.start[np.maximum(launcher, 0)] + t.dur[np.maximum(launcher, 0)],
                                    -1)
-        g_pid = self._pids(launcher)
+        g_pid = self.process_codes(launcher)
         rt = np.nonzero(t.kind == K["runtime"])[0]
-        r_pid = self._pids(rt)
+        r_pid = self.process_codes(rt)
         host = np.nonzero(np.isin(t.kind, [K["step"], K["annotation"], K["module"], K["python"], K["op"],
                                            K["runtime"]]))[0]
-        h_pid = self._pids(host)
+        h_pid = self.process_codes(host)
         steps = np.asarray(steps, dtype=np.int64)
-        s_pid = self._pids(steps)
+        s_pid = self.process_codes(steps)
         g_step = self._assign(steps, s_pid, self.launch_ts, g_pid, any_pid=True)
         r_step = self._assign(steps, s_pid, t.start[rt], r_pid)
         h_step = self._assign(steps, s_pid, t.start[host], h_pid)
@@ -199,9 +199,16 @@ class Windows:
             for k, (s, pid) in enumerate(zip(steps.tolist(), s_pid))]
         self.by_node = {w.node: w for w in self.windows}
 
-    def _pids(self, nodes: np.ndarray) -> np.ndarray:
+    def process_code(self, pid) -> int:
+        """``pid`` as ``process_codes`` gives it (-1: None, or a process with no host track)."""
+        try:
+            return self._pid_values.index(pid) if pid is not None else -1
+        except ValueError:
+            return -1
+
+    def process_codes(self, nodes: np.ndarray) -> np.ndarray:
         """The host process of each node, as its index in ``_pid_values`` (-1 where there is
-        none: node -1, or a GPU node)."""
+        none: node -1, or a GPU node): ints, so callers compare arrays, not pid objects."""
         t = self.trace.tree
         ev = np.where(nodes >= 0, t.ev[np.maximum(nodes, 0)], -1)
         tr = np.where(ev >= 0, t.store.track[np.maximum(ev, 0)], -1)

@@ -3,7 +3,7 @@ processes / fast / tolerant) -> events -> store. ``read_store`` runs them in tha
 (``tracetui.model.trace.load_trace``) goes on with steps -> tree -> rollups.
 
 The decode strategies, first that applies: a large valid file is decoded and indexed in pieces
-on N cores (``split.py``; a plain one is read through a copy-on-write map, source.py); else the fast path decodes straight into msgspec Structs (``schema.py``);
+on N cores (``split.py``; a plain one is read through a read-only map, source.py); else the fast path decodes straight into msgspec Structs (``schema.py``);
 invalid JSON takes the tolerant path (``repair.py``, linear in the file's size), which repairs
 invalid UTF-8, raw control characters, unescaped quotes in names, stray bytes and a truncated
 tail (a killed exporter) event by event, never dropping a complete event, and says what it did

@@ -163,7 +163,7 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
 
     A plain file comes back as a bytearray, so the two-process decode can close each half of
     traceEvents in place instead of copying half a file (the file itself is never written);
-    from ``MMAP_MIN_BYTES`` on, as a copy-on-write ``mmap`` of the file (never written back).
+    from ``MMAP_MIN_BYTES`` on, as a read-only ``mmap`` of the file.
     Only a regular file is read (checked before and after opening, without blocking), and no
     more than ``limit`` bytes (``max_bytes()``) of it or of what it gunzips to.
     """
@@ -211,23 +211,19 @@ def read_bytes(path: Path, report: LoadReport, limit: int | None = None) -> byte
 
 
 MMAP_MIN_BYTES = 16 << 20
-"""Plain files from this size are memory-mapped (copy-on-write, never written back) instead of
-read: the load then holds no copy of the file in its own memory (the page cache has it),
-decoders read the pages and give them back as they go (``release``), and the lazy args pass
-reads the file again through the same map. Smaller files are read into a bytearray; in both the
-decode closes its pieces with brackets in place."""
+"""Plain files from this size are memory-mapped read-only instead of read: the load then holds no
+copy of the file in its own memory (the page cache has it), decoders read the pages and give
+them back as they go (``release``), and the lazy args pass reads the file again through the same
+map. Smaller files are read into a bytearray as before (the two-process decode closes its
+pieces in place there)."""
 
 
 def _mapped(f, limit: int, path: Path) -> Mapped | None:
-    """The open file mapped copy-on-write (MAP_PRIVATE: a write changes this process's copy of a
-    page, never the file: the app never writes its input), or None where it cannot be mapped
-    (then it is read). Writable so the decode can close its pieces with brackets in place, as
-    in a bytearray, instead of copying each piece out (0.03 s of CPU per 100 MB); only the
-    pages holding those brackets are ever copied. A file that grew past the limit meanwhile
-    is refused."""
+    """The open file mapped read-only (the app never writes its input), or None where it cannot
+    be mapped (then it is read). A file that grew past the limit meanwhile is refused."""
     try:
         st = os.fstat(f.fileno())
-        m = Mapped(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        m = Mapped(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError, OverflowError):
         return None
     m.path, m.stamp = Path(path), (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -239,7 +235,7 @@ def _mapped(f, limit: int, path: Path) -> Mapped | None:
 
 def release(data, lo: int = 0, hi: int | None = None) -> None:
     """Drop the pages of ``data[lo:hi]`` from this process's memory where ``data`` is a file's
-    map (a no-op for anything else): they stay in the page cache, and a later read
+    read-only map (a no-op for anything else): they stay in the page cache, and a later read
     maps them again, so this only keeps what was decoded from counting as this process's."""
     if not isinstance(data, mmap.mmap) or data.closed:
         return
@@ -340,7 +336,7 @@ def gunzip(path: Path, data: bytes, report: LoadReport, limit: int) -> bytearray
     file goes through ISA-L first where ``isal`` is installed (``tracetui[fast]``); anything
     else it meets (damage, a bomb, trailing bytes) is read again by zlib below, which says what.
     From ``spill.SPILL_MIN_BYTES`` compressed, the text goes into an unnamed temporary file and
-    comes back as a copy-on-write map of it (spill.py), so the load holds no copy of it.
+    comes back as a read-only map of it (spill.py), so the load holds no copy of it.
     """
     fd = spill_fd(len(data))
     if fd is not None:  # a large file: into an unnamed temporary file, read through a map

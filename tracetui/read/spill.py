@@ -1,5 +1,5 @@
 """A large ``.json.gz`` trace is gunzipped into an unnamed temporary file and read through a
-copy-on-write map of it, as a plain trace is (source.py): the load then holds no copy of the
+read-only map of it, as a plain trace is (source.py): the load then holds no copy of the
 unzipped text in its own memory, and the lazy args pass reads its pages again.
 
 The file is made with ``O_TMPFILE`` in the temporary folder (``TMPDIR``): it has no name, so
@@ -23,9 +23,8 @@ IN_MEMORY_FS = frozenset({"tmpfs", "ramfs", "devtmpfs"})
 
 
 class Mapped(mmap.mmap):
-    """A copy-on-write map of a trace's text (the file is never written), with the identity of
-    the file it maps (``path`` and ``stamp``: inode, size, mtime) where that is the user's file;
-    None for a gunzipped one."""
+    """A read-only map of a trace's text, with the identity of the file it maps (``path`` and
+    ``stamp``: inode, size, mtime) where that is the user's file; None for a gunzipped one."""
     path: Path | None = None
     stamp: tuple | None = None
 
@@ -90,9 +89,9 @@ class FileOut:
         self.n = n
 
     def done(self) -> Mapped | bytearray:
-        """The text as a copy-on-write map (the file closes; the map keeps it), or an empty bytearray."""
+        """The text as a read-only map (the file closes; the map keeps it), or an empty bytearray."""
         try:
-            return Mapped(self.fd, self.n, access=mmap.ACCESS_COPY) if self.n else bytearray()
+            return Mapped(self.fd, self.n, access=mmap.ACCESS_READ) if self.n else bytearray()
         finally:
             self.close()
 

@@ -2,7 +2,7 @@
 
 Decoding and indexing are per-event Python work that holds the GIL, so threads cannot share it;
 a forked child can, and it sees the file's bytes without a copy (a large plain file is a
-copy-on-write map of it: source.py). Each process decodes its part a piece at a time, so only one
+read-only map of it: source.py). Each process decodes its part a piece at a time, so only one
 piece's decoded events are alive at once, and drops the piece's pages once it is indexed; one
 worker runs every piece in this process. This is only an optimisation: anything unexpected (a
 file that is not valid JSON, a split that lands inside a value, a child that fails or hangs)
@@ -278,26 +278,16 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
     return first, second
 
 
-def _private_map(data) -> bool:
-    """A copy-on-write map (source.py maps files so): brackets written in it stay in this
-    process's copies of two pages, never reach the file."""
-    import mmap  # noqa: PLC0415
-    try:
-        return isinstance(data, mmap.mmap) and not memoryview(data).readonly
-    except (ValueError, TypeError):
-        return False
-
-
 def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) -> Callable:
     """``part(lo, hi, child, progress)``: decode and index the events of ``arr`` between the
     commas (or brackets) at ``lo`` and ``hi`` -> (store, events, lenient, times).
 
     Each piece of a part needs brackets at its two ends (the array's own, or commas between
-    events). When ``data`` is a bytearray or a copy-on-write map and ``base`` is where ``arr``
-    starts in it, those bytes are swapped in place and put back (in a child the writes stay in
-    its own copy-on-write pages), else the piece is copied out.
+    events). When ``data`` is a bytearray and ``base`` is where ``arr`` starts in it, those
+    bytes are swapped in place and put back (in a child the writes stay in its own
+    copy-on-write pages), else the piece is copied out (a file's read-only map).
     """
-    in_place = base is not None and (isinstance(data, bytearray) or _private_map(data))
+    in_place = base is not None and isinstance(data, bytearray)
     text = text_times(data)
     events_of = lambda buf: _decode_list(buf, text)  # noqa: E731
 

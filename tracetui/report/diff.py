@@ -20,11 +20,12 @@ def print_diff(d, as_json: bool = False, write=None, top: int = 10, rows: bool =
     def emit(line: str) -> None:  # the app shows these lines too: the same guard for both
         sink(shown(line))
     from tracetui.compare.changes import diff_dict
-    from tracetui.compare.memory import memory_compare
+    from tracetui.compare.memory import capped, memory_compare
     j = diff_dict(d)
-    mem = memory_compare(d.a, d.b, top=top, fusions=d.fusions)  # only when both traces have [memory] instants
-    if mem is not None:
-        j["memory"] = mem
+    full = memory_compare(d.a, d.b, top=0, fusions=d.fusions)  # only when both traces have [memory] instants
+    mem = capped(full, top) if full is not None else None
+    if full is not None:
+        j["memory"] = full  # uncut: the JSON's cap note compares against it
     if fmt != "text":
         out = diff_dict(d, top=top) if top else j
         if mem is not None:

@@ -59,9 +59,10 @@ def print_memory_diff(a: Trace, b: Trace, top: int = 10, fmt: str = "text", tabl
     """``tracetui memory A B``: the memory diff (``compare.memory``), with the kernel diff's
     fusions to say which fused kernel removed an intermediate. JSON sizes are integer bytes."""
     from tracetui.compare.diff import diff_traces
-    from tracetui.compare.memory import memory_compare
+    from tracetui.compare.memory import capped, memory_compare
     from tracetui.report.export import report_tables
-    mem = memory_compare(a, b, top=top, fusions=diff_traces(a, b).fusions)
+    full = memory_compare(a, b, top=0, fusions=diff_traces(a, b).fusions)
+    mem = capped(full, top) if full is not None else None
     missing = [str(t.path) for t in (a, b) if not len(t.store.memory)]
     if mem is None and fmt == "text":
         write_line(f"no [memory] events in {visible(', '.join(missing))}: record with "
@@ -72,6 +73,9 @@ def print_memory_diff(a: Trace, b: Trace, top: int = 10, fmt: str = "text", tabl
     doc = {"a": str(a.path), "b": str(b.path), "no_memory_events": missing, **mem}
     if fmt == "json":
         emit_report(doc, fmt)
+        if top and full is not None:  # the cap said on stderr (tracetui/report/caps.py)
+            from tracetui.report.caps import note_truncated, walk_caps
+            note_truncated(walk_caps(mem, full))
         return
     if fmt != "text":
         flat = {"a": doc["a"], "b": doc["b"], "per_step": mem["per_step"],
