@@ -13,7 +13,6 @@ import numpy as np
 
 from tracetui.read.events import K, KINDS
 from tracetui.model.names import KernelName, decode_kernel
-from tracetui.model.taxonomy import classify
 
 
 class KernelClasses:
@@ -59,6 +58,7 @@ class KernelClasses:
         key = ((t.name_id[nodes].astype(np.int64) * n_names + op_id + 1) * 16 + t.kind[nodes]) * 2 + user
         uniq, inv = np.unique(key, return_inverse=True)
         names = self.tree.names
+        from tracetui.model.taxonomy import classify  # noqa: PLC0415 - compiled at import (~8 ms): a load alone never classifies
         cls = []
         for k in uniq.tolist():
             rest, u = divmod(k, 2)

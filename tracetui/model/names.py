@@ -10,7 +10,6 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tracetui.model.taxonomy import CLASSES, classify
 
 INDUCTOR_RE = re.compile(r"^(?:graph_\d+_)?(?:triton_(poi|red|per|tem|for|mm|bmm|spl)|(cpp))_(.*)$")
 """Inductor kernel names: Triton (GPU) ``triton_poi_fused_…_0`` and C++ (CPU, with
@@ -159,6 +158,7 @@ def decode_kernel(name: str, kind: str = "kernel", user_triton: bool = False,
 
 @lru_cache(maxsize=65536)
 def _decode(name: str, kind: str, user_triton: bool, launching_op: str | None) -> KernelName:
+    from tracetui.model.taxonomy import classify  # noqa: PLC0415 - its rule table compiles at import (~8 ms): not every load classifies
     klass, library, reason = classify(name, kind, launching_op, user_triton)
     if kind in ("memcpy", "memset"):
         return KernelName(library=library, klass=klass, short=name, reason=reason)
@@ -183,7 +183,3 @@ def _decode(name: str, kind: str, user_triton: bool, launching_op: str | None) -
     if library == "ATen native":
         kn.hint_op = next((op for key, op in _FUNCTOR_HINTS if key in name), None)
     return kn
-
-
-KERNEL_CLASSES = CLASSES
-"""Classes a summary reports, in display order (the taxonomy's)."""

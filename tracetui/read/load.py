@@ -20,7 +20,6 @@ from typing import Callable
 import msgspec
 import numpy as np
 
-from tracetui.read import repair
 from tracetui.read import split as _split
 from tracetui.read.depth import decode_limit
 from tracetui.read.errors import TraceError
@@ -175,6 +174,7 @@ def _short(e: Exception) -> str:
 
 def _decode_tolerant(path: Path, data: bytes, report: LoadReport, first_error: Exception) -> tuple[Document, bytes]:
     """Repair what real exporters break (see repair.py), saying what was repaired and dropped."""
+    from tracetui.read import repair  # noqa: PLC0415 - damaged files only: not on every load's import
     text, utf8 = repair.fix_utf8(data)
     if utf8:
         report.repairs.append(f"replaced {utf8:,} invalid UTF-8 sequence(s) with U+FFFD")

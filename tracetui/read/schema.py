@@ -12,7 +12,6 @@ from typing import Union
 
 import msgspec
 
-from tracetui.read import repair
 from tracetui.read.source import first_byte
 
 NAN = float("nan")
@@ -168,6 +167,7 @@ def _one_by_one(data, decoder, default) -> list:
     try:
         raws = _raws(data)
     except msgspec.DecodeError:  # invalid UTF-8 the first decode never read: replaced (same positions)
+        from tracetui.read import repair  # noqa: PLC0415 - damaged files only
         raws = _raws(repair.fix_utf8(data)[0])
     out = []
     for r in raws:
