@@ -17,7 +17,6 @@ from tracetui.read.events import GPU_KINDS, K, KINDS, EventStore
 from tracetui.read.early import start_load, _Gunzipping  # noqa: F401 - the CLI's and tests' way in
 from tracetui.read.load import LOST_GPU_NOTE, Events, decode_store  # noqa: F401 - LOST_GPU_NOTE: tests
 from tracetui.read import cache as store_cache
-from tracetui.read import forked
 from tracetui.read.source import LoadReport, read_input, resolve_input
 from tracetui.model import reopen as model_cache
 from tracetui.model.kclass import KernelClasses
@@ -355,7 +354,7 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     t2 = time.perf_counter()
     timings["link"] = t2 - t1
     say("rolling up", 0.9)
-    trace, took = _rolled_up(tree, rule, workers, lambda roll: make(tree, roll))
+    trace, took = _rolled_up(tree, rule, lambda roll: make(tree, roll))
     timings.update(took)
     say("done", 1.0)
     if ident is not None:
@@ -366,47 +365,15 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     return trace
 
 
-def _rolled_up(tree: Tree, rule: SelfTimeRule, workers: int | None, make: Callable) -> tuple[Trace, dict]:
+def _rolled_up(tree: Tree, rule: SelfTimeRule, make: Callable) -> tuple[Trace, dict]:
     """The ``Trace`` of ``tree`` with its rollups and step windows (their totals set), and the
-    seconds they took: serial in this process ("rollup", "windows"), or, on a big tree with
-    workers to spare, the windows built in a forked child meanwhile ("rollup+windows (2
-    processes)"): both need the tree only, and took ~0.5 s each at 1 GB one after the other."""
+    seconds each took (both serial in this process after the decode; building the windows in a
+    forked child meanwhile was measured at 1 GB: the same seconds, 150 MB more memory)."""
     t0 = time.perf_counter()
-    if _windows_beside(len(tree.kind), workers):
-        roll, kept = forked.spread([lambda: rollups(tree, python_owns_time=rule.frames_own_time),
-                                    lambda: _window_arrays(make(None))])
-        trace = make(roll)
-        trace.windows = Windows(trace, kept)
-        trace._step_totals_from_windows()
-        return trace, {"rollup+windows (2 processes)": time.perf_counter() - t0}
     trace = make(rollups(tree, python_owns_time=rule.frames_own_time))
     t1 = time.perf_counter()
     trace._step_totals_from_windows()
     return trace, {"rollup": t1 - t0, "windows": time.perf_counter() - t1}
-
-
-WINDOWS_FORK_MIN = 400_000
-"""Tree nodes from which the step windows are built in a forked child while this process rolls
-up (both ~0.5 s at 1 GB, 2M nodes; below this the fork costs about what it saves)."""
-
-
-def _windows_beside(n: int, workers: int | None) -> bool:
-    """Whether to build the step windows in a child beside the rollups: a big tree, fork
-    available, and more than one worker allowed (``--workers 1`` is one process)."""
-    if n < WINDOWS_FORK_MIN or not forked.available():
-        return False
-    if workers is None:
-        from tracetui.read.split import default_workers  # noqa: PLC0415 - read's setting, asked only here
-        workers = default_workers()
-    return workers > 1
-
-
-def _window_arrays(trace: Trace) -> dict:
-    """What ``Windows(trace, kept)`` takes to skip its own computation (the reopen cache's form)."""
-    w = trace.windows
-    out = {a: getattr(w, a) for a in model_cache.WINDOW_ARRAYS}
-    out["step_pids"] = [x.pid for x in w.windows]
-    return out
 
 
 def _index_time(timings: dict, seconds: float) -> None:
