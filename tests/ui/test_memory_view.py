@@ -43,6 +43,22 @@ def test_memory_view_peak_steps_and_jumps():
     asyncio.run(_peak_steps_and_jumps())
 
 
+async def _warm_view(pilot, ready=lambda view: view.pages_ready and view._warm is None and view.container_size.width,
+                     tries: int = 200):
+    """(screen, memory view) once the explorer is up, its workers are done and ``ready(view)``
+    holds (by default: the pages are built and the view's off-screen first layout is over)."""
+    app = pilot.app
+    while not isinstance(app.screen, ExplorerScreen):
+        await pilot.pause(0.02)
+    screen, view = app.screen, app.screen.memory_view
+    for _ in range(tries):
+        await app.workers.wait_for_complete()
+        if ready(view):
+            break
+        await pilot.pause(0.02)
+    return screen, view
+
+
 async def _peak_steps_and_jumps():
     app = TraceApp([MEM])
     async with app.run_test(size=(120, 40)) as pilot:
@@ -363,14 +379,7 @@ def test_first_layout_off_screen(monkeypatch):
     async def run():
         app = TraceApp([MEM])
         async with app.run_test(size=(120, 40)) as pilot:
-            while not isinstance(app.screen, ExplorerScreen):
-                await pilot.pause(0.02)
-            screen, view = app.screen, app.screen.memory_view
-            await app.workers.wait_for_complete()
-            for _ in range(100):
-                if seen and view._warm is None:
-                    break
-                await pilot.pause(0.02)
+            screen, view = await _warm_view(pilot, lambda view: seen and view._warm is None, tries=100)
             assert seen and view._warm is None
             switcher = screen.query_one("#views")
             for region, size, current in seen:  # nothing of it on screen, at the size it will have
@@ -422,14 +431,7 @@ def test_first_5_costs_what_a_later_5_costs(monkeypatch):
     async def run():
         app = TraceApp([MEM])
         async with app.run_test(size=(120, 40)) as pilot:
-            while not isinstance(app.screen, ExplorerScreen):
-                await pilot.pause(0.02)
-            view = app.screen.memory_view
-            await app.workers.wait_for_complete()
-            for _ in range(200):
-                if view.pages_ready and view._warm is None and view.container_size.width:
-                    break
-                await pilot.pause(0.02)
+            _, view = await _warm_view(pilot)
             assert view.pages_ready and view._warm is None and view.container_size.width
             # the tree's own scrollbars are styled at its first blur after they appear (Textual's
             # rule, any view): done here, so that only the memory view's first 5 is measured
@@ -473,14 +475,7 @@ def test_new_step_and_jump_paint_in_the_key_frame(monkeypatch):
     async def run():
         app = TraceApp([MEM])
         async with app.run_test(size=(120, 40)) as pilot:
-            while not isinstance(app.screen, ExplorerScreen):
-                await pilot.pause(0.02)
-            screen, view = app.screen, app.screen.memory_view
-            await app.workers.wait_for_complete()
-            for _ in range(200):
-                if view.pages_ready and view._warm is None and view.container_size.width:
-                    break
-                await pilot.pause(0.02)
+            screen, view = await _warm_view(pilot)
             tr = screen.trace
             other = tr.steps[-1]
             assert tr.n_steps > 1 and view.scope != other  # the warm layout showed the first step
@@ -520,14 +515,8 @@ def test_step_keys_find_their_plot_and_rows_drawn_by_the_worker(monkeypatch):
     async def run():
         app = TraceApp([MEM])
         async with app.run_test(size=(120, 40)) as pilot:
-            while not isinstance(app.screen, ExplorerScreen):
-                await pilot.pause(0.02)
-            screen, view = app.screen, app.screen.memory_view
-            for _ in range(300):
-                await app.workers.wait_for_complete()
-                if view.pages_ready and view._warm is None and view.container_size.width and not app.workers:
-                    break
-                await pilot.pause(0.02)
+            screen, view = await _warm_view(pilot, lambda view: view.pages_ready and view._warm is None
+                                            and view.container_size.width and not view.app.workers, tries=300)
             tr = screen.trace
             monkeypatch.setattr(MemoryView, "_render_plot", lambda *a: calls.append("plot") or real_plot(*a))
             monkeypatch.setattr(line_table, "relayout", lambda *a: calls.append("fit") or real_fit(*a))
