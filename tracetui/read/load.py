@@ -31,8 +31,8 @@ from tracetui.read.schema import (  # noqa: F401 - the schema's names, as read.l
     clean_meta, raw_args, raw_times, text_times)
 from tracetui.read.source import (  # noqa: F401 - as above
     DEFAULT_MAX_BYTES, GZ_IN_STEP, GZ_OUT_STEP, HEAD_BYTES, MAX_BYTES_CEILING, MAX_BYTES_ENV, TRACE_GLOBS,
-    LoadReport, Source, first_byte, folder_traces, gunzip, in_memory, max_bytes, parse_size, read_bytes,
-    read_input, resolve_input)
+    CUT_SHORT, LoadReport, Source, first_byte, folder_traces, gunzip, in_memory, max_bytes, parse_size,
+    read_bytes, read_input, resolve_input, still_whole)
 
 
 @dataclass
@@ -103,8 +103,11 @@ NESTING_NOTE = "JSON nested deeper than the decoder's limit (about 990 levels)"
 def decode(path: Path, data: bytes, report: LoadReport) -> tuple[Document, bytes]:
     """Typed decode -> (document, the bytes it came from, repaired if it had to be).
 
-    Invalid JSON takes the tolerant path; a non-trace raises TraceError.
+    Invalid JSON takes the tolerant path; a non-trace raises TraceError. A file's map whose file
+    was cut short since (a decode helper met the short read) raises too: reading it would SIGBUS.
     """
+    if not still_whole(data):
+        raise TraceError(path, CUT_SHORT)
     try:
         with decode_limit():  # the same nesting limit whatever the process set (read/depth.py)
             try:

@@ -11,6 +11,7 @@ import mmap
 import os
 import re
 import stat
+import weakref
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,7 +231,30 @@ def _mapped(f, limit: int, path: Path) -> Mapped | None:
     if len(m) > limit:
         m.close()
         raise TraceError(path, f"grew past the {limit:,}-byte limit ({MAX_BYTES_ENV}) while read")
+    try:
+        m.fd = os.dup(f.fileno())
+        weakref.finalize(m, os.close, m.fd)
+    except OSError:
+        m.fd = None  # no spare descriptor: the pieces are copied from the map, as before
     return m
+
+
+CUT_SHORT = "the file changed while it was read (cut short or rewritten meanwhile)"
+
+
+def read_piece(data: Mapped, view: memoryview, offset: int) -> None:
+    """Fill ``view`` with the bytes of ``data``'s file from ``offset`` through its descriptor
+    (``pread``): a file cut short since it was mapped raises TraceError where reading the map
+    past the file's new end would kill the process with SIGBUS."""
+    got = 0
+    while got < len(view):
+        try:
+            n = os.preadv(data.fd, [view[got:]], offset + got)
+        except OSError as e:
+            raise TraceError(data.path or Path("?"), f"cannot read: {e.strerror or e}") from None
+        if not n:
+            raise TraceError(data.path or Path("?"), CUT_SHORT)
+        got += n
 
 
 def release(data, lo: int = 0, hi: int | None = None) -> None:

@@ -27,6 +27,10 @@ class Mapped(mmap.mmap):
     ``stamp``: inode, size, mtime) where that is the user's file; None for a gunzipped one."""
     path: Path | None = None
     stamp: tuple | None = None
+    fd: int | None = None
+    """A descriptor of the user's file, kept open beside the map: the decode reads its pieces
+    with ``pread`` (source.read_piece), where a file cut short since gives a short read and a
+    clear error instead of a SIGBUS from the map."""
 
 
 def _fs_type(folder: str) -> str | None:

@@ -22,7 +22,7 @@ import msgspec
 from tracetui.read import forked
 from tracetui.read.blanks import last_non_blank
 from tracetui.read.depth import decode_limit
-from tracetui.read.source import release
+from tracetui.read.source import read_piece, release
 from tracetui.read.events import EventStore, build_store, concat_stores
 from tracetui.read.schema import (
     LENIENT_NOTE,
@@ -303,15 +303,20 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
             return decode(buf)
 
     scratch = [bytearray()]
+    fd = getattr(data, "fd", None) if base is not None else None  # the user's mapped file
 
     def copied(x: int, y: int) -> memoryview:
         """``arr[x..y]`` with brackets at its ends, in one buffer reused from piece to piece (the
-        decoders keep no reference into it: every field is copied into its Struct)."""
+        decoders keep no reference into it: every field is copied into its Struct). A user's
+        mapped file is read with ``pread``: cut short meanwhile, it is a clear error, not SIGBUS."""
         n = y + 1 - x
         if len(scratch[0]) < n:
             scratch[0] = bytearray(n)
         view = memoryview(scratch[0])[:n]
-        view[:] = arr[x:y + 1]
+        if fd is not None:
+            read_piece(data, view, base + x)
+        else:
+            view[:] = arr[x:y + 1]
         view[0], view[-1] = 0x5B, 0x5D
         return view
 
@@ -416,6 +421,9 @@ class Early:
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             self.cancel()
             return None
+        except BaseException:  # the file cut short (TraceError), a cancelled load: no child left behind
+            self.cancel()
+            raise
         got = self.pending.result()
         out = _joined(self.env, mine, got, self.started)
         if out is not None:
