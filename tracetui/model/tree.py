@@ -111,16 +111,24 @@ class Tree:
             p = int(parents[p])
 
 
+def packed(major: np.ndarray, minor: np.ndarray) -> np.ndarray | None:
+    """``(major, minor)`` as one int64 whose order is theirs (``major`` non-negative), or None
+    where they do not fit 62 bits. The span of ``minor`` is taken in Python ints: times at both
+    ends of int64 overflowed it in int64 and packed colliding keys."""
+    if not major.size:
+        return np.zeros(0, dtype=np.int64)
+    lo = int(minor.min())
+    bits = max((int(minor.max()) - lo).bit_length(), 1)
+    if int(major.min()) < 0 or bits + int(major.max()).bit_length() > 62:
+        return None
+    return (major.astype(np.int64) << bits) | (minor - lo)
+
+
 def by_parent_then_start(par: np.ndarray, start: np.ndarray) -> np.ndarray:
     """``np.lexsort((start, par))``: one stable sort of both packed in an int64 where they fit
     (the CSR children and the sibling overlaps: less time than lexsort on 2M nodes)."""
-    if not par.size:
-        return np.zeros(0, dtype=np.int64)
-    lo = int(start.min())
-    bits = max((int(start.max()) - lo).bit_length(), 1)  # Python ints: the span may not fit int64
-    if int(par.min()) < 0 or bits + int(par.max()).bit_length() > 62:
-        return np.lexsort((start, par))
-    return np.argsort((par.astype(np.int64) << bits) | (start - lo), kind="stable")
+    key = packed(par, start)
+    return np.lexsort((start, par)) if key is None else np.argsort(key, kind="stable")
 
 
 def _csr(parent: np.ndarray, start: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -143,13 +151,10 @@ def _host_order(host: np.ndarray, track: np.ndarray, ts: np.ndarray, dur: np.nda
     """
     if not host.size:
         return host
-    t = ts[host]
-    lo = int(t.min())
-    bits = max((int(t.max()) - lo).bit_length(), 1)  # Python ints: times at both ends of int64 overflowed
-    tr = track[host].astype(np.int64)
-    if bits + int(tr.max()).bit_length() > 62:
+    t, tr = ts[host], track[host]
+    key = packed(tr, t)
+    if key is None:
         return host[np.lexsort((host, kind[host], -dur[host], t, tr))]
-    key = (tr << bits) | (t - lo)
     o = np.argsort(key, kind="stable")
     k = key[o]
     tie = np.zeros(o.size, dtype=bool)
