@@ -17,8 +17,7 @@ from tracetui.read import load as load_mod
 from tests.conftest import TRACES
 
 ROOT = os.path.dirname(tracetui.__file__)
-PIPELINE = {(trace_mod.__file__, "load_trace"), (trace_mod.__file__, "_model"), (trace_mod.__file__, "_rolled_up"),
-            (load_mod.__file__, "decode_store")}
+PIPELINE = {(trace_mod.__file__, "load_trace"), (trace_mod.__file__, "_model"), (load_mod.__file__, "decode_store")}
 
 STAGES = ["read/source.py", "read/load.py", "read/split.py", "read/events.py", "read/schema.py",
           "model/steps.py", "model/selftime.py", "model/tree.py", "model/stats.py", "model/windows.py"]

@@ -354,8 +354,10 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     t2 = time.perf_counter()
     timings["link"] = t2 - t1
     say("rolling up", 0.9)
-    trace, took = _rolled_up(tree, rule, lambda roll: make(tree, roll))
-    timings.update(took)
+    trace = make(tree, rollups(tree, python_owns_time=rule.frames_own_time))
+    t3 = time.perf_counter()
+    trace._step_totals_from_windows()
+    timings.update(rollup=t3 - t2, windows=time.perf_counter() - t3)  # serial too: the benchmarks show both
     say("done", 1.0)
     if ident is not None:
         try:
@@ -363,17 +365,6 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
         except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, MemoryError):
             pass  # the cache only saves time: a trace that loaded is not lost to its entry
     return trace
-
-
-def _rolled_up(tree: Tree, rule: SelfTimeRule, make: Callable) -> tuple[Trace, dict]:
-    """The ``Trace`` of ``tree`` with its rollups and step windows (their totals set), and the
-    seconds each took (both serial in this process after the decode; building the windows in a
-    forked child meanwhile was measured at 1 GB: the same seconds, 150 MB more memory)."""
-    t0 = time.perf_counter()
-    trace = make(rollups(tree, python_owns_time=rule.frames_own_time))
-    t1 = time.perf_counter()
-    trace._step_totals_from_windows()
-    return trace, {"rollup": t1 - t0, "windows": time.perf_counter() - t1}
 
 
 def _index_time(timings: dict, seconds: float) -> None:
