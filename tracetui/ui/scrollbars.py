@@ -110,17 +110,18 @@ class CachedScrollbars:
     @property
     def vertical_scrollbar(self) -> ScrollBar:
         if self._vertical_scrollbar is None:
-            self._vertical_scrollbar = bar = _CachedBar(vertical=True, name="vertical",
-                                                        thickness=self.scrollbar_size_vertical)
-            bar.display = False
-            self.app._start_widget(self, bar)
+            self._vertical_scrollbar = self._new_bar(True, self.scrollbar_size_vertical)
         return self._vertical_scrollbar
 
     @property
     def horizontal_scrollbar(self) -> ScrollBar:
         if self._horizontal_scrollbar is None:
-            self._horizontal_scrollbar = bar = _CachedBar(vertical=False, name="horizontal",
-                                                          thickness=self.scrollbar_size_horizontal)
-            bar.display = False
-            self.app._start_widget(self, bar)
+            self._horizontal_scrollbar = self._new_bar(False, self.scrollbar_size_horizontal)
         return self._horizontal_scrollbar
+
+    def _new_bar(self, vertical: bool, thickness: int) -> ScrollBar:
+        """A hidden ``_CachedBar`` started as this widget's child, as Widget's properties do."""
+        bar = _CachedBar(vertical=vertical, name="vertical" if vertical else "horizontal", thickness=thickness)
+        bar.display = False
+        self.app._start_widget(self, bar)
+        return bar
