@@ -55,6 +55,29 @@ def built_once(tmp_path_factory, name: str, make):
         return made
 
 
+@pytest.fixture
+def xdg(tmp_path, monkeypatch):
+    """A reopen-cache folder of this test's own; the environment turns the cache on."""
+    from tracetui.read import cache
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv(cache.OFF_ENV, raising=False)
+    return tmp_path / "xdg" / "tracetui"
+
+
+def loaded_three_ways(src: Path, tmp_path: Path):
+    """(path, fresh, first, again): ``src`` copied into ``tmp_path``, loaded without the cache,
+    then twice with it (the first decodes and writes the entries, the second reads them back).
+    Skips where ``src`` is a peer trace that is not here."""
+    from tracetui.model import load_trace
+    if not src.exists():
+        pytest.skip("../shared/peer-traces is not here")
+    path = tmp_path / src.name
+    path.write_bytes(src.read_bytes())
+    fresh = load_trace(path)
+    first = load_trace(path, cache=True)
+    return path, fresh, first, load_trace(path, cache=True)
+
+
 @pytest.fixture(scope="session")
 def peer_dir() -> Path:
     if not PEER.is_dir():

@@ -17,14 +17,7 @@ from tracetui.model import reopen
 from tracetui.read import cache
 from tracetui.read.events import K
 
-from tests.conftest import PEER, ROOT, TRACES
-
-
-@pytest.fixture
-def xdg(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv(cache.OFF_ENV, raising=False)
-    return tmp_path / "xdg" / "tracetui"
+from tests.conftest import PEER, ROOT, TRACES, loaded_three_ways
 
 
 TREE = ("name_id", "kind", "ev", "start", "dur", "parent", "cparent", "child_off", "child_idx", "depth")
@@ -78,14 +71,8 @@ INPUTS = [TRACES / "transformer_eager_memory.json.gz", TRACES / "mlp_compile.jso
 
 @pytest.mark.parametrize("src", INPUTS, ids=lambda p: p.name)
 def test_a_reopened_model_is_the_fresh_build_array_for_array(src, xdg, tmp_path):
-    if not src.exists():
-        pytest.skip("../shared/peer-traces is not here")
-    path = tmp_path / src.name
-    path.write_bytes(src.read_bytes())
-    fresh = load_trace(path)  # no cache: built from the file
-    first = load_trace(path, cache=True)
+    path, fresh, first, again = loaded_three_ways(src, tmp_path)  # fresh: no cache, built from the file
     assert "model_cache" not in first.timings and cache.entry_path(path, cache.MODEL).exists()
-    again = load_trace(path, cache=True)
     assert "model_cache" in again.timings  # the tree, rollups and windows came from the entry
     assert "figures" in again.windows.__dict__ and K["python"] in again.tree._without
     assert {"op_table", "kernel_table", "_gpu_class_libs"} <= again.__dict__.keys()  # kept, not computed

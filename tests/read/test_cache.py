@@ -16,19 +16,11 @@ import pytest
 from tracetui.model import load_trace
 from tracetui.read import cache
 
-from tests.conftest import PEER, ROOT, TRACES
+from tests.conftest import PEER, ROOT, TRACES, loaded_three_ways
 
 ARRAYS = ("name_id", "kind", "track", "ts", "dur", "corr", "ext", "seq", "fwd_tid", "file_index")
 FIELDS = ("names", "track_keys", "thread_names", "process_names", "flows", "skipped", "unreadable",
           "missing_fields", "wrong_types", "times_out_of_range", "negative_durations")
-
-
-@pytest.fixture
-def xdg(tmp_path, monkeypatch):
-    """A cache folder of this test's own; the environment turns the cache on."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv(cache.OFF_ENV, raising=False)
-    return tmp_path / "xdg" / "tracetui"
 
 
 def _same_store(a, b):
@@ -55,14 +47,8 @@ INPUTS = [TRACES / "transformer_eager_memory.json.gz", TRACES / "mlp_compile.jso
 
 @pytest.mark.parametrize("src", INPUTS, ids=lambda p: p.name)
 def test_reopen_equals_a_fresh_load(src, xdg, tmp_path):
-    if not src.exists():
-        pytest.skip("../shared/peer-traces is not here")
-    path = tmp_path / src.name
-    path.write_bytes(src.read_bytes())
-    fresh = load_trace(path)
-    first = load_trace(path, cache=True)  # decodes and writes the entry
-    assert "cache" not in first.timings and len(list(xdg.glob("*.store"))) == 1
-    again = load_trace(path, cache=True)
+    path, fresh, first, again = loaded_three_ways(src, tmp_path)
+    assert "cache" not in first.timings and len(list(xdg.glob("*.store"))) == 1  # the first wrote the entry
     assert "cache" in again.timings  # served from the entry
     _same_store(fresh.store, again.store)
     assert len(again.store) <= _raw_x_count(path)
