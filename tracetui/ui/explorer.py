@@ -10,7 +10,9 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.lazy import Lazy
+from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import ContentSwitcher, DataTable, Input, Static, Tree
 from textual.worker import get_current_worker
 
@@ -23,6 +25,7 @@ from tracetui.ui.boxes import Box, HBox, Switcher, VBox
 from tracetui.ui.detail_pane import DetailPane
 from tracetui.ui.details import describe
 from tracetui.ui.exporting import EXPORT_BINDINGS, ExportsView
+from tracetui.ui.focus_now import focus_now
 from tracetui.ui.footer import StableFooter
 from tracetui.ui.format import plain
 from tracetui.ui.idle_gc import keep_out_of_gc, release_frozen
@@ -43,6 +46,10 @@ class ExplorerScreen(ExportsView, Screen):
     """Tree + details, kernel and op tables, timeline for one trace."""
 
     BLANK = True  # its lines are its background, all of them covered (ui/boxes.py): a focus change redraws them
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+    """Screen.focused, less its repaint of the whole screen: the focused and blurred widgets repaint
+    themselves, and this screen draws nothing of its own. After a view switch's layout (Enter's jump,
+    1-5) that repaint was a second compositor pass over the screen in the key's frame, ~1.5 ms."""
 
     BINDINGS = [
         Binding("slash", "search", "Search"),
@@ -238,7 +245,7 @@ class ExplorerScreen(ExportsView, Screen):
             self.tree.reveal(int(node))
             self.show_if_new(int(node))  # moving the cursor usually showed it already
             if focus:  # now, not after this frame (tree.focus() would restyle it in a second one)
-                self.set_focus(self.tree)
+                focus_now(self, self.tree)
 
     def action_opportunities(self) -> None:
         """Chains of kernels a fusion could merge, ranked by projected saving (``tracetui opportunities``);
@@ -442,32 +449,36 @@ class ExplorerScreen(ExportsView, Screen):
         for w in self.walk_children():
             if w._repaint_required and w.display:
                 w._check_refresh()
+            for bar in (w._vertical_scrollbar, w._horizontal_scrollbar, w._scrollbar_corner):
+                if bar is not None and bar._repaint_required:  # a new scroll size, a focus change
+                    bar._check_refresh()
 
     def action_tab(self, name: str) -> None:
-        # set_focus now, not Widget.focus (at the next idle): the focus change moves the footer's
-        # keys, and after the view's frame it laid the screen out and painted it a second time
+        # focus now, not Widget.focus (at the next idle): the focus change moves the footer's
+        # keys, and after the view's frame it laid the screen out and painted it a second time;
+        # focus_now, not set_focus: the focused and blurred widgets' look is in the view's frame
         self._show_view(name)
         if name == "timeline":  # the tree's selection, in the timeline
             self.timeline.show(getattr(self, "current", 0))
             if self.timeline.is_mounted:
-                self.set_focus(self.timeline)
+                focus_now(self, self.timeline)
             else:
                 self.call_after_refresh(self.timeline.focus)
         elif name == "memory":
             view = self.memory_view
             if view.is_mounted:
                 view.show(getattr(self, "current", 0))
-                self.set_focus(view.query_one("#mem-live"))
+                focus_now(self, view.query_one("#mem-live"))
             else:  # a key pressed within a frame of the first screen
                 self.call_after_refresh(self.action_tab, "memory")
         elif name in ("kernels", "ops"):
             table = self.kernel_table if name == "kernels" else self.op_table
             if table.is_mounted:
-                self.set_focus(table)
+                focus_now(self, table)
             else:  # a key pressed within a frame of the first screen
                 self.call_after_refresh(table.focus)
         else:
-            self.set_focus(self.tree)
+            focus_now(self, self.tree)
 
     @on(Timeline.Opened)
     def timeline_opened(self, event: Timeline.Opened) -> None:

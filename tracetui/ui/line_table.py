@@ -20,6 +20,7 @@ from textual.strip import Strip
 
 from tracetui.textsafe import visible
 from tracetui.ui.format import fit, fit_distinct
+from tracetui.ui.focus_now import FocusApplied
 from tracetui.ui.scrollbars import CachedScrollbars
 
 FITTED = 96
@@ -82,7 +83,7 @@ def relayout(columns: list[tuple[str, bool]], lines: Lines, flex: int, width: in
                  widths, lines.cells)
 
 
-class LineTable(CachedScrollbars, ScrollView, can_focus=True):
+class LineTable(FocusApplied, CachedScrollbars, ScrollView, can_focus=True):
     """Columns of plain text; ↑↓ PgUp PgDn Home End move the cursor, Enter posts ``Selected``."""
 
     BINDINGS = [
@@ -206,12 +207,6 @@ class LineTable(CachedScrollbars, ScrollView, can_focus=True):
             self.scroll_to(y=self.cursor, animate=False)
         elif self.cursor >= top + rows:
             self.scroll_to(y=self.cursor - rows + 1, animate=False)
-
-    def on_focus(self) -> None:
-        self.refresh()
-
-    def on_blur(self) -> None:
-        self.refresh()
 
     def action_move(self, delta: int) -> None:
         if self._lines:

@@ -17,6 +17,7 @@ from tracetui.model.trace import Trace
 
 from tracetui.model.names import shorten_cpp
 
+from tracetui.ui.focus_now import FocusApplied
 from tracetui.ui.format import KIND_STYLE, fit, fit_distinct, plain
 
 KERNEL_COLUMNS = ("share %", "total µs", "count", "mean µs", "kind", "name")
@@ -44,7 +45,7 @@ def cell_len(cell) -> int:
     return cell.cell_len if isinstance(cell, Text) else _str_len(cell)
 
 
-class AggTable(DataTable):
+class AggTable(FocusApplied, DataTable):
     """One aggregate table; ``s`` cycles the sort column, Enter jumps to the first occurrence."""
 
     BINDINGS = [Binding("s", "cycle_sort", "Sort"), Binding("S", "reverse_sort", "Reverse sort", show=False)]

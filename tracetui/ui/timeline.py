@@ -24,6 +24,7 @@ from tracetui.model.lanes import Lane, build_lanes, extent, fmt_time, range_summ
 from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
 from tracetui.textsafe import visible
+from tracetui.ui.focus_now import FocusApplied
 
 CLASS_COLOUR = {
     "gemm": "#d7005f", "conv": "#ff8700", "attention": "#af5fd7", "norm": "#d787d7",
@@ -74,7 +75,7 @@ class Cursor:
     index: int = -1
 
 
-class Timeline(Widget, can_focus=True):
+class Timeline(FocusApplied, Widget, can_focus=True):
     """Lanes of every thread and stream; the cursor sits on one event of one lane."""
 
     BINDINGS = [
