@@ -242,10 +242,10 @@ class ExplorerScreen(ExportsView, Screen):
         """Show ``node`` in the tree (expanding its path) and the detail pane, in one repaint."""
         with self.app.batch_update():
             self._show_view("tree")
+            if focus:  # now, not after this frame (tree.focus() would restyle it in a second one),
+                focus_now(self, self.tree)  # and before reveal: a Tree's restyle drops its lines
             self.tree.reveal(int(node))
             self.show_if_new(int(node))  # moving the cursor usually showed it already
-            if focus:  # now, not after this frame (tree.focus() would restyle it in a second one)
-                focus_now(self, self.tree)
 
     def action_opportunities(self) -> None:
         """Chains of kernels a fusion could merge, ranked by projected saving (``tracetui opportunities``);

@@ -231,7 +231,8 @@ class TraceTree(FocusApplied, CachedScrollbars, FastTreeLines, Tree[Row]):
                 break
             tnode = self.rows[p]
         for a in _ancestors(tnode):
-            a.expand()
+            if not a.is_expanded:  # TreeNode.expand posts NodeExpanded even for an expanded node
+                a.expand()
         self._tree_lines  # noqa: B018 (build the lines now so new rows know their line numbers)
         self.move_cursor(tnode)
         return tnode
