@@ -12,10 +12,11 @@ from textual.reactive import Reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from tracetui.ui.focus_now import FocusApplied
+from tracetui.ui.lean_styles import LeanLines
 from tracetui.ui.scrollbars import CachedScrollbars
 
 
-class DetailPane(FocusApplied, CachedScrollbars, ScrollView, can_focus=True):
+class DetailPane(FocusApplied, LeanLines, CachedScrollbars, ScrollView, can_focus=True):
     """Shows one Text; ``show`` replaces it and scrolls back to the top."""
 
     # Its box is fixed by the layout; a new text changes only the content height, so a new text

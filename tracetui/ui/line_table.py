@@ -21,6 +21,7 @@ from textual.strip import Strip
 from tracetui.textsafe import visible
 from tracetui.ui.format import fit, fit_distinct
 from tracetui.ui.focus_now import FocusApplied
+from tracetui.ui.lean_styles import LeanLines
 from tracetui.ui.scrollbars import CachedScrollbars
 
 FITTED = 96
@@ -83,7 +84,7 @@ def relayout(columns: list[tuple[str, bool]], lines: Lines, flex: int, width: in
                  widths, lines.cells)
 
 
-class LineTable(FocusApplied, CachedScrollbars, ScrollView, can_focus=True):
+class LineTable(FocusApplied, LeanLines, CachedScrollbars, ScrollView, can_focus=True):
     """Columns of plain text; ↑↓ PgUp PgDn Home End move the cursor, Enter posts ``Selected``."""
 
     BINDINGS = [

@@ -17,6 +17,7 @@ from tracetui.model.trace import Trace
 
 from tracetui.ui.format import KIND_STYLE, fmt_us, plain
 from tracetui.ui.focus_now import FocusApplied
+from tracetui.ui.lean_styles import LeanLines
 from tracetui.ui.scrollbars import CachedScrollbars
 from tracetui.ui.tree_lines import FastTreeLines
 
@@ -32,7 +33,7 @@ class Row:
     offset: int = 0
 
 
-class TraceTree(FocusApplied, CachedScrollbars, FastTreeLines, Tree[Row]):
+class TraceTree(FocusApplied, LeanLines, CachedScrollbars, FastTreeLines, Tree[Row]):
     """Tree of one Trace. ``hide_python`` flattens Python frames; ``collapse`` merges single-child chains."""
 
     BINDINGS = [
