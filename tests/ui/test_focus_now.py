@@ -142,4 +142,10 @@ def test_scrollbars_follow_a_resize():
                 assert tree.show_vertical_scrollbar
                 assert bar.window_size == tree.container_size.height - tree.scrollbar_size_horizontal, (cols, rows)
                 assert bar.window_virtual_size == tree.virtual_size.height
+            # the bars' CSS changed at the same size: the next layout gives them their new size
+            tree.styles.scrollbar_size_vertical = 3
+            await pilot.pause()
+            await pilot.pause()
+            assert tree.scrollbar_size_vertical == 3
+            assert tree.vertical_scrollbar.region.width == 3
     asyncio.run(run())
