@@ -12,7 +12,8 @@ helpers it forks included) every 50 ms: the peak of the summed RSS, and of the s
 (shared pages split between the processes that map them: the honest total for forked helpers).
 
 Printed: per round, each contender's seconds, peak summed RSS and PSS, and load_trace's stages
-(import, read, decode+index, link, rollup, windows: the last three are serial in the parent); then the best
+(import, read, decode+index, link, rollup+windows: the last two run in the parent, their
+independent parts side by side in threads, read/together.py); then the best
 seconds per contender, ratio to orjson.loads and to 1 worker (same run), peak memory and MiB per
 MB of JSON. Needs only Python 3.11+, numpy, msgspec and orjson (no Textual, no peer traces).
 On a 2-core VM the 1 GB trace takes ~1.7 min to make and ~25 s per 1-worker load; on 16 cores
@@ -55,6 +56,11 @@ else:
     t = load_trace(path, workers=int(what), cache=False)
     n = len(t.store)
     stages = {"import": t1 - t0, **{k.split(" (")[0]: v for k, v in t.timings.items()}}
+    from tracetui.read import split
+    if split.TIMES.get("processes", 1) > 1:  # inside decode+index: this process's own part, the slowest helper's
+        stages["(own part"] = split.TIMES.get("parent decode", 0) + split.TIMES.get("parent index", 0)
+        if "slowest child s" in split.TIMES:
+            stages["slowest helper)"] = split.TIMES["slowest child s"]
 print(json.dumps({"seconds": time.perf_counter() - t0, "n": n, **({"stages": stages} if what.isdigit() else {})}))
 """
 
@@ -178,8 +184,9 @@ def ab(a) -> None:
         for w in a.workers.split(","):
             for name, root in (("A", a.ab), ("B", ROOT)):
                 got = run(a.input, w, root)
+                stages = "  ".join(f"{k} {v:.2f}" for k, v in got.get("stages", {}).items())
                 print(f"round {r + 1} {name} workers {w}: {got['seconds']:7.2f} s  RSS sum {got['rss_mb']:6.0f} MB  "
-                      f"PSS sum {got['pss_mb']:6.0f} MB  {got['pss_mb'] / mb:.2f} MiB/MB", flush=True)
+                      f"PSS sum {got['pss_mb']:6.0f} MB  {got['pss_mb'] / mb:.2f} MiB/MB  {stages}", flush=True)
 
 
 if __name__ == "__main__":

@@ -128,3 +128,38 @@ def test_the_custom_op_pair_diff_explains_every_kernel():
 def _node_of_first_step(t, name):
     return next(i for i in range(len(t.tree.kind)) if t.name(i) == name and t.tree.kind[i] == K["kernel"])
 
+
+
+def _many_overhangs(pairs: int):
+    """Host events in nesting order on one thread: a step holding 6,000 ops (so the closers'
+    range-maximum table needs 14 levels), then ``pairs`` times an op A [t, t+300] with a frame F
+    [t+10, t+2000] started inside it that outlasts it (ns). Returns (ts, end, track, kind, A, F)."""
+    import numpy as np
+    inner = 6000
+    a_ts = 20_000_000 + np.arange(pairs, dtype=np.int64) * 10_000
+    ts = np.concatenate([[0], 1000 + np.arange(inner, dtype=np.int64) * 1000,
+                         np.stack([a_ts, a_ts + 10], axis=1).ravel()])
+    end = np.concatenate([[10_000_000], 1100 + np.arange(inner, dtype=np.int64) * 1000,
+                          np.stack([a_ts + 300, a_ts + 2000], axis=1).ravel()])
+    kind = np.concatenate([[K["step"]], np.full(inner, K["op"]), np.tile([K["op"], K["python"]], pairs)]).astype(np.int8)
+    a = 1 + inner + 2 * np.arange(pairs)
+    return ts, end, np.zeros(ts.size, dtype=np.int64), kind, a, a + 1
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_frames_are_cut_on_a_trace_too_big_for_one_table(workers):
+    """A GB-sized trace's closers table over every host event at once is past its cap, and no
+    frame was cut at all there; cut stretch by stretch, each overhanging frame ends with the op
+    it started in, whatever the threads."""
+    import numpy as np
+    from tracetui.model import nesting
+    from tracetui.model.frame_ends import cut_frame_ends
+    ts, end, track, kind, a, f = _many_overhangs(300_000)
+    packed = nesting._packed(track, ts, end)
+    assert nesting._closers(end, *packed[2:]) is None  # one table for all: over TABLE_MAX_BYTES
+    new_end, n_cut = cut_frame_ends(ts, end, track, kind, workers)
+    assert n_cut == a.size
+    assert np.array_equal(new_end[f], end[a])               # each frame ends with its op
+    keep = np.ones(ts.size, dtype=bool)
+    keep[f] = False
+    assert np.array_equal(new_end[keep], end[keep])        # nothing else moves

@@ -22,7 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from tracetui.read.events import K
-from tracetui.model.nesting import OVERHANG_NS, _closers, _packed
+from tracetui.model.nesting import OVERHANG_NS, _chunks, _closers, _packed
+from tracetui.read.forked import cores
+from tracetui.read.together import together
 
 FRAME_KINDS = (K["python"], K["module"])
 """What the Python tracer writes (``python_function``: frames and ``nn.Module:`` scopes)."""
@@ -38,13 +40,29 @@ MAX_ROUNDS = 8
 that all ran to the stop); each round cuts the outermost level left."""
 
 
-def cut_frame_ends(ts: np.ndarray, end: np.ndarray, track: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, int]:
+def cut_frame_ends(ts: np.ndarray, end: np.ndarray, track: np.ndarray, kind: np.ndarray,
+                   workers: int | None = 1) -> tuple[np.ndarray, int]:
     """(ends with each overhanging frame cut, how many frames were cut), for host events in
     nesting order (nesting.py). A frame is cut to the end of the innermost call scope (op,
-    runtime call, frame) it started inside and outlasts by more than ``OVERHANG_NS``."""
+    runtime call, frame) it started inside and outlasts by more than ``OVERHANG_NS``.
+
+    Stretch by stretch, cut where the walk's stack is empty (``nesting._chunks``): nothing
+    starts inside an event of another stretch, cutting only shortens, so each is cut on its own,
+    the stretches side by side (together.py). On the whole array at once the closers' table
+    outgrew its cap on a GB trace, and no frame was cut there at all."""
     frame, scope = np.isin(kind, FRAME_KINDS), np.isin(kind, SCOPE_KINDS)
     if not frame.any() or ts.size < 2:
         return end, 0
+    spans = _chunks(track, ts, end)
+    parts = together([lambda a=a, b=b: _cut(ts[a:b], end[a:b], track[a:b], frame[a:b], scope[a:b])
+                      for a, b in spans], cores(workers))
+    n_cut = sum(n for _, n in parts)
+    return (np.concatenate([e for e, _ in parts]) if n_cut else end), n_cut
+
+
+def _cut(ts: np.ndarray, end: np.ndarray, track: np.ndarray, frame: np.ndarray,
+         scope: np.ndarray) -> tuple[np.ndarray, int]:
+    """``cut_frame_ends`` of one stretch: rounds until no frame overhangs a scope it started in."""
     cut = np.zeros(ts.size, dtype=bool)
     for _ in range(MAX_ROUNDS):
         packed = _packed(track, ts, end) if np.all(end >= ts) else None

@@ -23,6 +23,8 @@ from tracetui.model.kclass import KernelClasses
 from tracetui.model.selftime import SelfTimeRule, self_time_rule
 from tracetui.model.stats import Agg, Rollups, aggregate, rollups, torch_device
 from tracetui.model.steps import StepChoice, choose_steps
+from tracetui.read.forked import cores
+from tracetui.read.together import together
 from tracetui.model.tree import Tree, build_tree
 from tracetui.model.windows import StepWindow, Windows
 
@@ -354,10 +356,14 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     t2 = time.perf_counter()
     timings["link"] = t2 - t1
     say("rolling up", 0.9)
-    trace = make(tree, rollups(tree, python_owns_time=rule.frames_own_time))
-    t3 = time.perf_counter()
+    trace = make(tree, None)
+    # the step windows need only the tree: built beside the rollups (together.py), then their
+    # totals go into the rollups' step rows
+    trace.roll, trace.windows = together(
+        [lambda: rollups(tree, python_owns_time=rule.frames_own_time, workers=workers), lambda: Windows(trace)],
+        cores(workers))
     trace._step_totals_from_windows()
-    timings.update(rollup=t3 - t2, windows=time.perf_counter() - t3)  # serial too: the benchmarks show both
+    timings["rollup+windows"] = time.perf_counter() - t2
     say("done", 1.0)
     if ident is not None:
         try:

@@ -14,6 +14,8 @@ import numpy as np
 from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, EventStore
 from tracetui.model.frame_ends import cut_frame_ends
 from tracetui.model.nesting import nest
+from tracetui.read.forked import cores
+from tracetui.read.together import together
 
 DIAGNOSTICS = {
     "partial_overlaps": "events that outlast their parent on a thread (closed there, by torch's rule)",
@@ -266,11 +268,15 @@ def build_tree(store: EventStore, title: str = "trace", cut_frames: bool = False
     use (nesting.py; one: this one only)."""
     links = _Links.start(store)
     _nest_host(links, cut_frames, workers)
-    _steps_on_top(links)
-    links.groups = _step_thread_groups(store, links.host, links.parent, links.thread_node, links.base)
-    _link_gpu(links)
+
+    def steps() -> None:
+        _steps_on_top(links)
+        links.groups = _step_thread_groups(store, links.host, links.parent, links.thread_node, links.base)
+
+    # host events' display parents, GPU activity's and the backward links touch disjoint parts
+    _, _, fwd_of = together([steps, lambda: _link_gpu(links), lambda: _link_backward(store, links.base)], cores(workers))
     tree = _assemble(links, title)
-    tree.fwd_of = _link_backward(store, links.base)
+    tree.fwd_of = fwd_of
     return tree
 
 
@@ -288,7 +294,7 @@ def _nest_host(links: _Links, cut_frames: bool = False, workers: int | None = No
     sentinel = {t: -node - 1 for t, node in links.thread_node.items()}  # negative: encoded thread node
     cp, partial = nest(o_ts, o_ts + dur[order], order + links.base, o_track, sentinel, workers)
     if cut_frames and partial:
-        o_end, n_cut = cut_frame_ends(o_ts, o_ts + dur[order], o_track, store.kind[order])
+        o_end, n_cut = cut_frame_ends(o_ts, o_ts + dur[order], o_track, store.kind[order], workers)
         if n_cut:  # the nesting order ranks longer events first at one start: the cut ones may move
             links.diag["python_frames_cut"] = n_cut
             links.dur = dur.copy()

@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Callable, TypeVar
 
+from tracetui.read.together import together
+
 T = TypeVar("T")
 U = TypeVar("U")
 
@@ -63,6 +65,33 @@ def available() -> bool:
             and os.environ.get("TRACETUI_PARALLEL", "1") != "0" and not getattr(_SERIAL, "depth", 0))
 
 
+WORKERS_ENV = "TRACETUI_WORKERS"
+MAX_DEFAULT_WORKERS = 8
+"""The default number of decode processes: one per CPU this process may run on
+(``os.sched_getaffinity``), at most this many; ``--workers N`` or TRACETUI_WORKERS=N say otherwise."""
+
+
+def default_workers() -> int:
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if raw.isdigit() and int(raw) >= 1:
+        return int(raw)
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_DEFAULT_WORKERS))
+
+
+def cores(workers: int | None) -> int:
+    """How many cores a load asked for ``workers`` may use, in threads beside its processes
+    (together.py): 1 where fork-based parallelism is off (``available``: one CPU,
+    TRACETUI_PARALLEL=0, inside ``serial()``), so a one-worker load stays on one core; else
+    ``workers``, or ``default_workers()``."""
+    if not available():
+        return 1
+    return max(1, default_workers() if workers is None else workers)
+
+
 def spread(parts: list[Callable[[], T]], retry: bool = True) -> list[T | None]:
     """``[part() for part in parts]``, the first computed in this process while each other one is
     computed in a forked child of its own. A child that delivers no result (None counts as none)
@@ -73,9 +102,10 @@ def spread(parts: list[Callable[[], T]], retry: bool = True) -> list[T | None]:
         t0 = time.perf_counter()
         out = [parts[0]()]
         extra = 4 * (time.perf_counter() - t0)
-        for part, p in zip(parts[1:], pending):
-            got = p.result(extra=extra) if p is not None else None
-            out.append(got if got is not None or not retry else part())
+        # read back side by side: a child blocks on its full pipe until it is read
+        got = together([lambda p=p: p.result(extra=extra) if p is not None else None for p in pending], len(pending))
+        for part, value in zip(parts[1:], got):
+            out.append(value if value is not None or not retry else part())
         return out
     finally:
         for p in pending:

@@ -9,6 +9,12 @@ then holds less than before. 1 GB replica, 4 interleaved rounds (docs/perf.md): 
 7.3-8.3 s, peak 2,200 -> 2,259 MB, held after the load 2,170 -> 1,937 MB (in the app, which loads
 in a worker thread: 2,203 -> 1,727 MB). A 94 MB trace: no change beyond the noise. Elsewhere
 (musl, macOS, no libc found) it does nothing.
+
+The load's stages run side by side in threads (together.py), and glibc gives each new thread
+an arena of its own, whose freed memory only that arena reuses: with nothing handed back,
+every thread kept its own high-water mark (1 GB replica, 2 workers: peak RSS 759 -> 1,272 MB).
+So the first load also caps the arenas at one (``M_ARENA_MAX``: glibc fixes that limit the
+first time it needs it, so it stays; the threads then share the one heap: 918 MB).
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ import os
 import threading
 from contextlib import contextmanager
 
-M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4          # mallopt parameters (malloc.h)
+M_TRIM_THRESHOLD, M_MMAP_MAX, M_ARENA_MAX = -1, -4, -8  # mallopt parameters (malloc.h)
 DEFAULT_TRIM_THRESHOLD, DEFAULT_MMAP_MAX = 128 * 1024, 65536  # glibc's defaults
 KEEP_FREED = 2**31 - 1                         # mallopt takes an int
 
@@ -55,6 +61,7 @@ def large_arrays_on_heap():
         return
     with _lock:
         if _depth == 0:
+            libc.mallopt(M_ARENA_MAX, 1)
             libc.mallopt(M_MMAP_MAX, 0)
             libc.mallopt(M_TRIM_THRESHOLD, KEEP_FREED)
         _depth += 1

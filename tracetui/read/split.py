@@ -20,9 +20,11 @@ from typing import Callable
 import msgspec
 
 from tracetui.read import forked
+from tracetui.read.forked import MAX_DEFAULT_WORKERS, WORKERS_ENV, default_workers  # noqa: F401 - as split has offered them
 from tracetui.read.blanks import last_non_blank
 from tracetui.read.depth import decode_limit
 from tracetui.read.source import read_piece, release
+from tracetui.read.together import together
 from tracetui.read.events import EventStore, build_store, concat_stores
 from tracetui.read.schema import (
     LENIENT_NOTE,
@@ -170,23 +172,6 @@ def _full_envelope(data: bytes) -> tuple[_Envelope, memoryview, None] | None:
     return env, memoryview(env.traceEvents), None  # the array's offset in data is not known
 
 
-WORKERS_ENV = "TRACETUI_WORKERS"
-MAX_DEFAULT_WORKERS = 8
-"""The default number of decode processes: one per CPU this process may run on
-(``os.sched_getaffinity``), at most this many; ``--workers N`` or TRACETUI_WORKERS=N say otherwise."""
-
-
-def default_workers() -> int:
-    raw = os.environ.get(WORKERS_ENV, "").strip()
-    if raw.isdigit() and int(raw) >= 1:
-        return int(raw)
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(1, min(n, MAX_DEFAULT_WORKERS))
-
-
 def decode_index(data: bytes, min_bytes: int | None = None,
                  progress: Callable[[float], None] | None = None,
                  workers: int | None = None) -> tuple[Document, EventStore, bool] | None:
@@ -228,9 +213,10 @@ def _decode_parts(data: bytes | bytearray, env: _Envelope, arr: memoryview, base
         return None
     part = _part_decoder(data, arr, base)
     t0 = time.perf_counter()
+    pieces = [_cuts(arr, lo, hi) for lo, hi in pairwise(cuts)]  # see _part_decoder
     pending = []
-    for lo, hi in list(pairwise(cuts))[1:]:  # every child forks before this process touches the bytes
-        p = forked.spawn(lambda lo=lo, hi=hi: part(lo, hi, child=True))
+    for lo_hi in pieces[1:]:  # every child forks before this process touches the bytes
+        p = forked.spawn(lambda lo_hi=lo_hi: part(lo_hi, child=True))
         if p is None:
             break
         pending.append(p)
@@ -238,14 +224,14 @@ def _decode_parts(data: bytes | bytearray, env: _Envelope, arr: memoryview, base
         if len(pending) < len(cuts) - 2:
             return None  # no fork: the one-process path
         try:
-            mine = part(cuts[0], cuts[1], child=False, progress=progress)
+            mine = part(pieces[0], child=False, progress=progress)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None  # a split inside a value, or a broken file: the one-process path decides
         mine[0].source = data
         t_mine = time.perf_counter() - t0
-        got = []
-        for p in pending:  # one at a time: each part's columns are taken apart by the join
-            got.append(p.result(extra=4 * t_mine))
+        # read back side by side: a child blocks on its full pipe until it is read, so reading
+        # them one at a time made each wait for those before it
+        got = together([lambda p=p: p.result(extra=4 * t_mine) for p in pending], len(pending))
     finally:
         for p in pending:
             p.cancel()  # a no-op for those collected
@@ -265,13 +251,14 @@ helper; 60 pieces of 8 MB 10.2-10.9 s and 180 MB; 15 of 32 MB 9.07-9.48 s and 24
 def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -> tuple[Callable, Callable]:
     """(first, second): decode and index the events before / after the comma at ``arr[c]``."""
     part = _part_decoder(data, arr, base)
+    pieces = _cuts(arr, 0, c), _cuts(arr, c, len(arr) - 1)  # before the fork: see _part_decoder
 
     def second() -> tuple:
-        store, _, lenient, times = part(c, len(arr) - 1, child=True)
+        store, _, lenient, times = part(pieces[1], child=True)
         return store, lenient, times
 
     def first(progress=None) -> tuple:
-        store, n, lenient, times = part(0, c, child=False, progress=progress)
+        store, n, lenient, times = part(pieces[0], child=False, progress=progress)
         store.source = data
         return store, n, lenient, times
 
@@ -279,8 +266,11 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
 
 
 def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) -> Callable:
-    """``part(lo, hi, child, progress)``: decode and index the events of ``arr`` between the
-    commas (or brackets) at ``lo`` and ``hi`` -> (store, events, lenient, times).
+    """``part(cuts, child, progress)``: decode and index the events of ``arr`` between the
+    commas (or brackets) at ``cuts[0]`` and ``cuts[-1]``, a piece between each two cuts
+    (``_cuts``) -> (store, events, lenient, times). The callers find every part's cuts before
+    they fork: finding them reads the file's map, and a process that did so after another had
+    seen the file cut short (tests/read/test_cut_mid_load.py) died of SIGBUS.
 
     Each piece of a part needs brackets at its two ends (the array's own, or commas between
     events). When ``data`` is a bytearray and ``base`` is where ``arr`` starts in it, those
@@ -323,11 +313,11 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
     def forget(x: int, y: int) -> None:  # a mapped file: the decoded piece's pages go back
         release(data, base + x, base + y + 1) if base is not None else None
 
-    def part(lo: int, hi: int, child: bool, progress=None) -> tuple[EventStore, int, bool, dict]:
+    def part(cuts: list[int], child: bool, progress=None) -> tuple[EventStore, int, bool, dict]:
         stores, offsets, n, lenient = [], [], 0, False
         t_dec = t_idx = 0.0
         peak = -1.0
-        cuts = _cuts(arr, lo, hi)
+        t_part = time.perf_counter()
         for x, y in pairwise(cuts):
             t0 = time.perf_counter()
             events, lax = piece(x, y)
@@ -338,8 +328,10 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
             offsets.append(n)
             n += len(events)
             lenient |= lax
-            if child:  # the most it holds: this piece's events and every store so far
-                peak = max(peak, private_mb())
+            if child and len(stores) == len(cuts) - 1:
+                # the most it holds: the last piece's events and every store. Once, not per
+                # piece: smaps_rollup walks the whole map of the file (~5 ms a read at 1 GB)
+                peak = private_mb()
             del events
             if progress is not None:
                 progress(len(stores) / (len(cuts) - 1))
@@ -348,10 +340,14 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
         who = "child" if child else "parent"
         times = {f"{who} decode": t_dec, f"{who} index": t_idx, f"{who} pieces": len(stores)}
         if child:
-            times["child private MB"] = peak
+            times.update({"child private MB": peak, "slowest child s": time.perf_counter() - t_part})
         return store, n, lenient, times
 
     return part
+
+
+_MOST = frozenset({"child private MB", "slowest child s"})
+"""The parts' times that ``TIMES`` keeps the largest of (the rest it sums)."""
 
 
 def _joined_parts(env: _Envelope, parts: list, t0: float) -> tuple[Document, EventStore, bool] | None:
@@ -362,7 +358,7 @@ def _joined_parts(env: _Envelope, parts: list, t0: float) -> tuple[Document, Eve
     TIMES.clear()
     for _, _, _, times in parts:
         for k, v in times.items():
-            TIMES[k] = max(TIMES.get(k, v), v) if k == "child private MB" else TIMES.get(k, 0) + v
+            TIMES[k] = max(TIMES.get(k, v), v) if k in _MOST else TIMES.get(k, 0) + v
     TIMES.update({"both": time.perf_counter() - t0, "processes": len(parts)})
     offsets = [0]
     for _, n, _, _ in parts[:-1]:

@@ -1,0 +1,76 @@
+"""Stages side by side in threads (read/together.py) and how many a load may use (forked.cores)."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tracetui.read import forked
+from tracetui.read.together import together
+
+
+def test_results_come_back_in_the_order_of_the_calls():
+    calls = [lambda d=d, i=i: (time.sleep(d), i)[1] for i, d in enumerate([0.05, 0.0, 0.02, 0.01])]
+    assert together(calls, 4) == [0, 1, 2, 3]
+
+
+def test_the_calls_run_at_once():
+    """Four calls that each wait for all four to have started: in a row they would never end."""
+    gate = threading.Barrier(4, timeout=10)
+    assert together([lambda i=i: (gate.wait(), i)[1] for i in range(4)], 4) == [0, 1, 2, 3]
+
+
+def test_one_thread_runs_them_here_in_order():
+    seen = []
+    me = threading.get_ident()
+    together([lambda i=i: seen.append((i, threading.get_ident())) for i in range(3)], 1)
+    assert seen == [(0, me), (1, me), (2, me)]
+
+
+def test_an_error_is_raised_after_every_call_has_ended():
+    ended = []
+
+    def slow():
+        time.sleep(0.1)
+        ended.append("slow")
+
+    def bad():
+        raise ValueError("stage failed")
+
+    with pytest.raises(ValueError, match="stage failed"):
+        together([bad, slow], 2)
+    assert ended == ["slow"]  # no stage outlives the load that started it
+
+
+def test_cores_follow_the_workers_and_the_switches(monkeypatch):
+    monkeypatch.delenv("TRACETUI_PARALLEL", raising=False)
+    monkeypatch.setattr(forked, "available", lambda: True)
+    assert forked.cores(5) == 5
+    assert forked.cores(1) == 1
+    monkeypatch.setenv(forked.WORKERS_ENV, "3")
+    assert forked.cores(None) == 3
+    monkeypatch.setattr(forked, "available", lambda: False)  # one CPU, TRACETUI_PARALLEL=0, serial()
+    assert forked.cores(8) == 1
+
+
+def test_serial_blocks_keep_a_load_on_one_core(monkeypatch):
+    monkeypatch.delenv("TRACETUI_PARALLEL", raising=False)
+    monkeypatch.setattr(forked.os, "cpu_count", lambda: 4)
+    with forked.serial():
+        assert forked.cores(8) == 1
+    monkeypatch.setenv("TRACETUI_PARALLEL", "0")
+    assert forked.cores(8) == 1
+
+
+def test_without_threads_to_start_this_one_takes_every_call(monkeypatch):
+    """Under an address-space cap a thread's stack cannot be had: the calls still all run, once."""
+    import tracetui.read.together as mod
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(mod.threading.Thread, "start", no_thread)
+    ran = []
+    assert together([lambda i=i: ran.append(i) or i for i in range(5)], 4) == [0, 1, 2, 3, 4]
+    assert sorted(ran) == [0, 1, 2, 3, 4]
