@@ -85,9 +85,11 @@ def _plan(cache: StylesCache, styles, size, content_size, padding, base_backgrou
     Style, get_box = textual_styles.Style, textual_styles.get_box
     left = right = None
     if border_left:
-        left = get_box(border_left, inner, outer, Style(foreground=base_background + left_color.multiply_alpha(opacity)))[1][0]
+        edge = Style(foreground=base_background + left_color.multiply_alpha(opacity))
+        left = get_box(border_left, inner, outer, edge)[1][0]
     if border_right:
-        right = get_box(border_right, inner, outer, Style(foreground=base_background + right_color.multiply_alpha(opacity)))[1][2]
+        edge = Style(foreground=base_background + right_color.multiply_alpha(opacity))
+        right = get_box(border_right, inner, outer, edge)[1][2]
     _, pad_right, _, pad_left = padding
     return _Plan(gutter.top, size.height - gutter.bottom, inner.rich_style, content_size.width, content_size.height,
                  pad_left, pad_right, left, right)
