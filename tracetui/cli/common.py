@@ -90,8 +90,8 @@ def decode_options() -> argparse.ArgumentParser:
     have a --workers of their own: processes loading ranks)."""
     wo = argparse.ArgumentParser(add_help=False)
     wo.add_argument("--workers", dest="decode_workers", type=positive, default=None, metavar="N",
-                    help="processes decoding a large trace (default: one per usable CPU, at most 8; "
-                         "TRACETUI_WORKERS=N does the same)")
+                    help="cores a large trace's load uses: decode processes, then threads (default: one "
+                         "per usable CPU, at most 8; TRACETUI_WORKERS=N does the same)")
     return wo
 
 

@@ -274,7 +274,8 @@ def load_trace(path, progress: Progress | None = None, early=None,
     ``steps.choose_steps`` decides); ``torch_version`` overrides the recording's version for
     the self-time rule. ``cache``: reopen from the event store cached for this very file, and
     cache it after a decode (read/cache.py; TRACETUI_NO_CACHE=1 turns it off). ``workers``:
-    processes decoding a large file (read/split.py; default one per usable CPU, at most 8).
+    the cores a large file's load uses: decode processes (read/split.py), then threads
+    for the later stages (read/together.py); default one per usable CPU, at most 8.
     """
     say = progress or (lambda stage, frac: None)
     # Loading allocates millions of small objects and no cycles; the cyclic GC would rescan
