@@ -131,35 +131,57 @@ def _node_of_first_step(t, name):
 
 
 def _many_overhangs(pairs: int):
-    """Host events in nesting order on one thread: a step holding 6,000 ops (so the closers'
-    range-maximum table needs 14 levels), then ``pairs`` times an op A [t, t+300] with a frame F
-    [t+10, t+2000] started inside it that outlasts it (ns). Returns (ts, end, track, kind, A, F)."""
+    """Host events in nesting order on one thread: the script's frame open from first to last
+    (so the walk's stack is never empty: no place to cut the work in stretches), a step holding
+    6,000 ops (the closers' range-maximum table over all of it needs 14 levels), then ``pairs``
+    times an op A [t, t+300] with a frame F [t+10, t+2000] started inside it that outlasts it
+    (ns). Returns (ts, end, track, kind, A, F)."""
     import numpy as np
     inner = 6000
     a_ts = 20_000_000 + np.arange(pairs, dtype=np.int64) * 10_000
-    ts = np.concatenate([[0], 1000 + np.arange(inner, dtype=np.int64) * 1000,
+    ts = np.concatenate([[0, 0], 1000 + np.arange(inner, dtype=np.int64) * 1000,
                          np.stack([a_ts, a_ts + 10], axis=1).ravel()])
-    end = np.concatenate([[10_000_000], 1100 + np.arange(inner, dtype=np.int64) * 1000,
+    end = np.concatenate([[a_ts[-1] + 10_000, 10_000_000], 1100 + np.arange(inner, dtype=np.int64) * 1000,
                           np.stack([a_ts + 300, a_ts + 2000], axis=1).ravel()])
-    kind = np.concatenate([[K["step"]], np.full(inner, K["op"]), np.tile([K["op"], K["python"]], pairs)]).astype(np.int8)
-    a = 1 + inner + 2 * np.arange(pairs)
+    kind = np.concatenate([[K["python"], K["step"]], np.full(inner, K["op"]),
+                           np.tile([K["op"], K["python"]], pairs)]).astype(np.int8)
+    a = 2 + inner + 2 * np.arange(pairs)
     return ts, end, np.zeros(ts.size, dtype=np.int64), kind, a, a + 1
 
 
-@pytest.mark.parametrize("workers", [1, 3])
-def test_frames_are_cut_on_a_trace_too_big_for_one_table(workers):
-    """A GB-sized trace's closers table over every host event at once is past its cap, and no
-    frame was cut at all there; cut stretch by stretch, each overhanging frame ends with the op
-    it started in, whatever the threads."""
+def test_frames_are_cut_on_a_trace_too_big_for_one_table():
+    """A GB-sized recording with stacks: one frame is open for the whole thread, so its events
+    are one stretch whose closers table is past its cap. The cut then found no frame at all
+    (it searched again for the closers); it now takes them from the nesting, which walks
+    where numpy steps aside: each overhanging frame ends with the op it started in."""
     import numpy as np
     from tracetui.model import nesting
     from tracetui.model.frame_ends import cut_frame_ends
     ts, end, track, kind, a, f = _many_overhangs(300_000)
     packed = nesting._packed(track, ts, end)
     assert nesting._closers(end, *packed[2:]) is None  # one table for all: over TABLE_MAX_BYTES
-    new_end, n_cut = cut_frame_ends(ts, end, track, kind, workers)
-    assert n_cut == a.size
+    assert nesting._chunks(track, ts, end) == [(0, ts.size)]  # and no stretch to cut it in
+    nested = nesting.nest(ts, end, np.arange(ts.size), track, {0: -1}, workers=1)
+    new_end, frames = cut_frame_ends(end, kind, nested.closers)
+    assert np.array_equal(frames, f)                        # every F, nothing else
     assert np.array_equal(new_end[f], end[a])               # each frame ends with its op
     keep = np.ones(ts.size, dtype=bool)
     keep[f] = False
     assert np.array_equal(new_end[keep], end[keep])        # nothing else moves
+
+
+def test_nested_frames_run_to_the_stop_are_cut_in_rounds(tmp_path):
+    """Frame G started inside frame F started inside op A, both running to the profiler's stop:
+    cutting F to A's end leaves G outlasting F, so a second round cuts G to F's new end."""
+    ev = [_x("ProfilerStep#1", "user_annotation", 0, 1000),
+          _x("A", "cpu_op", 100, 300),
+          _x("<built-in method F of PyCapsule>", "python_function", 110, 1890),
+          _x("<built-in method G of PyCapsule>", "python_function", 120, 1880),
+          _x("aten::mm", "cpu_op", 500, 100)]
+    p = tmp_path / "nested.json"
+    p.write_text(json.dumps({"traceEvents": ev, "tracetui": {"torch": "2.11.0+cu130"}}))
+    t = load_trace(p, cache=False)
+    f, g = _node(t, "<built-in method F of PyCapsule>"), _node(t, "<built-in method G of PyCapsule>")
+    assert t.tree.diagnostics["python_frames_cut"] == 2
+    assert int(t.tree.dur[f]) == (400 - 110) * 1000 and int(t.tree.dur[g]) == (400 - 120) * 1000
+    assert _ancestors(t, _node(t, "aten::mm"))[0] == "ProfilerStep#1"

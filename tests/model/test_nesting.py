@@ -177,15 +177,15 @@ def test_walk_cuts_split_where_the_stack_is_empty():
         t += d + int(rng.integers(0, 3))  # sometimes back to back, sometimes a gap
     ts, end, track = (np.asarray(x, dtype=np.int64) for x in (ts, end, track))
     node = np.arange(ts.size, dtype=np.int64) + 10
-    whole, n_whole = nesting.walk(ts, end, node, track, {0: -1})
+    whole, n_whole, _ = nesting.walk(ts, end, node, track, {0: -1})
     free = nesting._free(track, ts, end)
     for k in (2, 3, 7):
         cuts = nesting.walk_cuts(free, k)
         assert cuts == sorted(set(cuts)) and len(cuts) == k - 1 and all(free[c] for c in cuts)
         parts = [nesting.walk(ts[a:b], end[a:b], node[a:b], track[a:b], {0: -1})
                  for a, b in zip([0, *cuts], [*cuts, ts.size])]
-        assert np.array_equal(np.concatenate([p for p, _ in parts]), whole)
-        assert sum(n for _, n in parts) == n_whole
+        assert np.array_equal(np.concatenate([p.parents for p in parts]), whole)
+        assert sum(p.partial for p in parts) == n_whole
 
 
 def test_a_failing_child_leaves_its_part_to_the_parent():
@@ -261,11 +261,13 @@ def test_numpy_nesting_finds_the_walks_parents_and_partial_overlaps(chunk, monke
         want = nesting.walk(ts, end, node, track, sentinel)
         got = nesting.in_numpy(ts, end, track)
         assert got is not None  # these all pack, and the check must not reject a right answer
-        parent, n_partial = got
+        parent, n_partial, closers = got
         cp = np.where(parent >= 0, node[np.maximum(parent, 0)], [sentinel[int(t)] for t in track])
-        assert np.array_equal(cp, want[0]) and n_partial == want[1]
-        cp, n_partial = nesting._nest(ts, end, node, track, sentinel)
-        assert np.array_equal(cp, want[0]) and n_partial == want[1]
+        assert np.array_equal(cp, want.parents) and n_partial == want.partial
+        assert np.array_equal(closers, want.closers)  # what frame_ends.py cuts by
+        assert np.array_equal(nesting._nest(ts, end, node, track, sentinel).closers, want.closers)
+        cp, n_partial, _ = nesting._nest(ts, end, node, track, sentinel)
+        assert np.array_equal(cp, want.parents) and n_partial == want.partial
         free = nesting._free(track, ts, end)
         for c in np.flatnonzero(free)[1:3].tolist():  # what nest hands each side of a split
             assert np.array_equal(nesting._free(track[c:], ts[c:], end[c:]), free[c:])
@@ -285,3 +287,27 @@ def test_numpy_nesting_steps_aside_when_times_do_not_pack():
     assert nesting.in_numpy(ts, end, track) is None
     node = np.array([5, 6])
     assert np.array_equal(nesting._nest(ts, end, node, track, {0: -1})[0], [-1, -1])
+
+
+def test_the_closers_come_back_whole_from_split_processes(monkeypatch):
+    """The event that closed each one (frame_ends.py cuts by it), found by the stretches in
+    forked processes, at the positions the one walk over everything finds them."""
+    import numpy as np
+
+    from tracetui.model import nesting
+    from tracetui.read import forked
+
+    if not forked.available():
+        pytest.skip("needs fork and two cores")
+    monkeypatch.setattr(nesting, "NEST_FORK_MIN", 2)
+    rng = random.Random(11)
+    fam = [e for k in range(400) for e in _nested(rng, lo=k * 100_000, hi=k * 100_000 + 90_000, track=k % 2)]
+    fam.sort(key=lambda e: (e[2], e[0], -(e[1] - e[0])))
+    ts, end, track = (np.asarray(col, dtype=np.int64) for col in zip(*fam))
+    node = np.arange(ts.size, dtype=np.int64) + 10
+    sentinel = {0: -1, 1: -2}
+    want = nesting.walk(ts, end, node, track, sentinel)
+    assert (want.closers >= 0).sum() > 5  # crossings were made
+    for workers in (2, 5):
+        got = nesting.nest(ts, end, node, track, sentinel, workers)
+        assert np.array_equal(got.closers, want.closers) and np.array_equal(got.parents, want.parents), workers

@@ -28,14 +28,17 @@ def test_one_thread_runs_them_here_in_order():
     assert seen == [(0, me), (1, me), (2, me)]
 
 
-def test_an_error_is_raised_after_every_call_has_ended():
+def test_an_error_is_raised_after_the_calls_under_way_have_ended():
     ended = []
+    both = threading.Barrier(2, timeout=10)
 
     def slow():
+        both.wait()
         time.sleep(0.1)
         ended.append("slow")
 
     def bad():
+        both.wait()
         raise ValueError("stage failed")
 
     with pytest.raises(ValueError, match="stage failed"):
@@ -74,3 +77,41 @@ def test_without_threads_to_start_this_one_takes_every_call(monkeypatch):
     ran = []
     assert together([lambda i=i: ran.append(i) or i for i in range(5)], 4) == [0, 1, 2, 3, 4]
     assert sorted(ran) == [0, 1, 2, 3, 4]
+
+
+def test_after_a_failure_no_further_call_starts():
+    """A failed stage (or Ctrl-C, which arrives as an exception in the stage it interrupts) stops
+    the load: the calls not yet started are left, not run to the end first."""
+    ran = []
+    gate = threading.Event()
+
+    def bad():
+        gate.wait(5)
+        raise KeyboardInterrupt
+
+    def slow(i):
+        gate.set()
+        time.sleep(0.2)
+        ran.append(i)
+
+    calls = [bad] + [lambda i=i: slow(i) for i in range(6)]
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        together(calls, 2)
+    assert len(ran) <= 2 and time.perf_counter() - t0 < 1.0  # in a row the six would take 1.2 s
+
+
+def test_an_interrupt_is_raised_before_an_error():
+    both = threading.Barrier(2, timeout=10)
+
+    def error():
+        both.wait()
+        raise ValueError("stage failed")
+
+    def interrupt():
+        both.wait()
+        time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        together([error, interrupt], 2)

@@ -22,9 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracetui.read.events import K
-from tracetui.model.nesting import OVERHANG_NS, _chunks, _closers, _packed
-from tracetui.read.forked import cores
-from tracetui.read.together import together
+from tracetui.model.nesting import OVERHANG_NS
 
 FRAME_KINDS = (K["python"], K["module"])
 """What the Python tracer writes (``python_function``: frames and ``nn.Module:`` scopes)."""
@@ -37,45 +35,27 @@ and exited by hand)."""
 
 MAX_ROUNDS = 8
 """Cutting one frame can leave a frame started inside it outlasting it in turn (nested frames
-that all ran to the stop); each round cuts the outermost level left."""
+that all ran to the stop); each round of nesting and cutting (tree.py) cuts the outermost
+level left."""
 
 
-def cut_frame_ends(ts: np.ndarray, end: np.ndarray, track: np.ndarray, kind: np.ndarray,
-                   workers: int | None = 1) -> tuple[np.ndarray, int]:
-    """(ends with each overhanging frame cut, how many frames were cut), for host events in
-    nesting order (nesting.py). A frame is cut to the end of the innermost call scope (op,
-    runtime call, frame) it started inside and outlasts by more than ``OVERHANG_NS``.
+def cut_frame_ends(end: np.ndarray, kind: np.ndarray, closers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ends with each overhanging frame cut, the frames cut), for host events in nesting order
+    with ``closers`` as the nesting found them (``nesting.Nested``: the event that outlasted
+    each, or -1). A frame is cut to the end of the innermost call scope (op, runtime call,
+    frame) it started inside and outlasts by more than ``OVERHANG_NS``: the scope it closed.
 
-    Stretch by stretch, cut where the walk's stack is empty (``nesting._chunks``): nothing
-    starts inside an event of another stretch, cutting only shortens, so each is cut on its own,
-    the stretches side by side (together.py). On the whole array at once the closers' table
-    outgrew its cap on a GB trace, and no frame was cut there at all."""
-    frame, scope = np.isin(kind, FRAME_KINDS), np.isin(kind, SCOPE_KINDS)
-    if not frame.any() or ts.size < 2:
-        return end, 0
-    spans = _chunks(track, ts, end)
-    parts = together([lambda a=a, b=b: _cut(ts[a:b], end[a:b], track[a:b], frame[a:b], scope[a:b])
-                      for a, b in spans], cores(workers))
-    n_cut = sum(n for _, n in parts)
-    return (np.concatenate([e for e, _ in parts]) if n_cut else end), n_cut
-
-
-def _cut(ts: np.ndarray, end: np.ndarray, track: np.ndarray, frame: np.ndarray,
-         scope: np.ndarray) -> tuple[np.ndarray, int]:
-    """``cut_frame_ends`` of one stretch: rounds until no frame overhangs a scope it started in."""
-    cut = np.zeros(ts.size, dtype=bool)
-    for _ in range(MAX_ROUNDS):
-        packed = _packed(track, ts, end) if np.all(end >= ts) else None
-        killer = _closers(end, *packed[2:]) if packed is not None else None
-        if killer is None:
-            break  # keys too wide or the table too big: left to the stack rule, as before
-        closed = np.flatnonzero(killer >= 0)
-        by = killer[closed]
-        bad = frame[by] & scope[closed] & (end[by] > end[closed] + OVERHANG_NS)
-        if not bad.any():
-            break
-        end = end.copy()
-        # several events may be closed by one frame: it ends with the innermost (earliest end)
-        np.minimum.at(end, by[bad], end[closed[bad]])
-        cut[by[bad]] = True
-    return end, int(cut.sum())
+    The nesting's own closers, not a second search: on the whole of a GB trace the closers'
+    range-maximum table was past its cap (a frame open for the whole thread leaves no place to
+    cut it), and no frame was cut there at all."""
+    closed = np.flatnonzero(closers >= 0)
+    if not closed.size:
+        return end, closed
+    by = closers[closed]
+    bad = np.isin(kind[by], FRAME_KINDS) & np.isin(kind[closed], SCOPE_KINDS) & (end[by] > end[closed] + OVERHANG_NS)
+    if not bad.any():
+        return end, closed[:0]
+    end = end.copy()
+    # several events may be closed by one frame: it ends with the innermost (earliest end)
+    np.minimum.at(end, by[bad], end[closed[bad]])
+    return end, np.unique(by[bad])

@@ -18,6 +18,8 @@ compare both on random and real traces.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from tracetui.read import forked
@@ -38,10 +40,18 @@ TABLE_MAX_BYTES = 64 << 20
 """The most the range-maximum table for step 1 may take; past it the events are walked."""
 
 
+class Nested(NamedTuple):
+    """What the walk finds, per event in nesting order."""
+    parents: np.ndarray   # containment parent: a node id, or a thread's sentinel
+    partial: int          # events closed by one that outlasts them by more than OVERHANG_NS
+    closers: np.ndarray   # the position of the event that outlasted and so closed it, or -1
+
+
 def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
-         sentinel: dict, workers: int | None = None) -> tuple[np.ndarray, int]:
+         sentinel: dict, workers: int | None = None) -> Nested:
     """Containment parents (node ids; a thread as its ``sentinel``) of host events sorted by
-    (track, ts, -dur, kind, index), and how many were closed by a partial overlap. From
+    (track, ts, -dur, kind, index), how many were closed by a partial overlap, and by what
+    (frame_ends.py cuts the frames that close the calls they started in). From
     ``NEST_FORK_MIN`` events, stretches cut where the stack is empty are nested by ``workers``
     processes (this one and forked children; ``split.default_workers()`` when None): on a GB
     trace with 8 cores the nesting is most of the link, which no other stage spreads."""
@@ -55,7 +65,8 @@ def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
     bounds = [0, *cuts, ts.size]
     got = forked.spread([lambda a=a, b=b: _nest(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel, free[a:b])
                          for a, b in zip(bounds, bounds[1:])])
-    return np.concatenate([cp for cp, _ in got]), sum(n for _, n in got)
+    return Nested(np.concatenate([g.parents for g in got]), sum(g.partial for g in got),
+                  np.concatenate([np.where(g.closers >= 0, g.closers + a, -1) for g, a in zip(got, bounds)]))
 
 
 def _ways(n: int, workers: int | None) -> int:
@@ -69,22 +80,25 @@ def _ways(n: int, workers: int | None) -> int:
     return max(1, min(workers, n // (NEST_FORK_MIN // 2)))
 
 
-def _nest(ts, end, node, track, sentinel, free: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+def _nest(ts, end, node, track, sentinel, free: np.ndarray | None = None) -> Nested:
     """``nest`` in this process: numpy stretch by stretch, the walk where numpy steps aside.
     ``free`` is ``_free`` of these events, where it was computed already."""
-    parts, partial = [], 0
+    parts, closers, partial = [], [], 0
     for a, b in _chunks(track, ts, end, free):
         got = in_numpy(ts[a:b], end[a:b], track[a:b])
         if got is None:
-            cp, n = walk(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel)
+            cp, n, by = walk(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel)
         else:
-            parent, n = got
+            parent, n, by = got
             top = np.flatnonzero(parent < 0)
             cp = node[a:b][np.maximum(parent, 0)]
             cp[top] = [sentinel[t] for t in track[a:b][top].tolist()]
         parts.append(cp)
+        closers.append(np.where(by >= 0, by + a, -1))
         partial += n
-    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), partial
+    if not parts:
+        return Nested(np.zeros(0, dtype=np.int64), 0, np.zeros(0, dtype=np.int64))
+    return Nested(np.concatenate(parts), partial, np.concatenate(closers))
 
 
 def _free(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -117,33 +131,38 @@ def _chunks(track: np.ndarray, ts: np.ndarray, end: np.ndarray,
 
 
 def walk(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
-         sentinel: dict) -> tuple[np.ndarray, int]:
+         sentinel: dict) -> Nested:
     """``nest`` as torch.profiler's loop: the reference ``in_numpy`` must agree with."""
     cuts = (np.flatnonzero(np.diff(track)) + 1).tolist()
     o_ts, o_end, o_node = ts.tolist(), end.tolist(), node.tolist()
     cpar: list[int] = []
     out = cpar.append
+    closer = [-1] * len(o_node)
     partial = 0
     runs = list(zip([0] + cuts, cuts + [len(o_node)])) if o_node else []  # one run per thread
     for a, b in runs:
         # the thread sits at the bottom of the stack as a sentinel that nothing outlasts
         pe = 1 << 80
-        stack, ends = [sentinel[int(track[a])]], [pe]
-        push_n, push_e, pop_n, pop_e = stack.append, ends.append, stack.pop, ends.pop
-        for s, e, n in zip(o_ts[a:b], o_end[a:b], o_node[a:b]):
+        stack, ends, at = [sentinel[int(track[a])]], [pe], [-1]
+        push_n, push_e, push_i, pop_n, pop_e, pop_i = stack.append, ends.append, at.append, stack.pop, ends.pop, at.pop
+        for i, (s, e, n) in enumerate(zip(o_ts[a:b], o_end[a:b], o_node[a:b]), a):
             # an open event that ends before this one starts, or that this one outlasts,
             # cannot be its parent and is closed for good
             while s >= pe or e > pe:
-                if s < pe and e > pe + OVERHANG_NS:
-                    partial += 1
+                if s < pe:  # outlasted: this one closes it
+                    closer[at[-1]] = i
+                    if e > pe + OVERHANG_NS:
+                        partial += 1
                 pop_e()
                 pop_n()
+                pop_i()
                 pe = ends[-1]
             out(stack[-1])
             push_n(n)
             push_e(e)
+            push_i(i)
             pe = e
-    return np.asarray(cpar, dtype=np.int64), partial
+    return Nested(np.asarray(cpar, dtype=np.int64), partial, np.asarray(closer, dtype=np.int64))
 
 
 def walk_cuts(free: np.ndarray, k: int) -> list[int]:
@@ -182,12 +201,13 @@ def _packed(track: np.ndarray, ts: np.ndarray, end: np.ndarray):
     return first, rank, (rank << shift) | (ts - lo), (rank << shift) | (end - lo)
 
 
-def in_numpy(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """(parent position per event, -1 for its thread; partial overlaps) as ``walk`` finds them,
-    or None where the check fails or the keys do not pack."""
+def in_numpy(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> tuple[np.ndarray, int, np.ndarray] | None:
+    """(parent position per event, -1 for its thread; partial overlaps; closer position per
+    event, -1 for none) as ``walk`` finds them, or None where the check fails or the keys do
+    not pack."""
     n = ts.size
     if not n:
-        return np.zeros(0, dtype=np.int64), 0
+        return np.zeros(0, dtype=np.int64), 0, np.zeros(0, dtype=np.int64)
     packed = _packed(track, ts, end) if np.all(end >= ts) else None
     if packed is None:
         return None
@@ -199,7 +219,7 @@ def in_numpy(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> tuple[np.nda
     first, rank, key_s, key_e = packed
     cut_end = np.where(closed, ts[np.maximum(killer, 0)], end)  # ends where the walk closes it
     parent = _parents(ts, cut_end, first, rank, key_s, key_e - (end - cut_end))
-    return (parent, partial) if parent is not None else None
+    return (parent, partial, killer) if parent is not None else None
 
 
 def _closers(end: np.ndarray, key_s: np.ndarray, key_e: np.ndarray) -> np.ndarray | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, EventStore
-from tracetui.model.frame_ends import cut_frame_ends
+from tracetui.model.frame_ends import MAX_ROUNDS, cut_frame_ends
 from tracetui.model.nesting import nest
 from tracetui.read.forked import cores
 from tracetui.read.together import together
@@ -284,26 +284,32 @@ def _nest_host(links: _Links, cut_frames: bool = False, workers: int | None = No
     """Host events nest by time on their thread, one stack per thread, in (track, ts, -dur,
     kind, index) order (nesting.py): parents strictly enclose children, ties broken by that
     total order, so the containment parents cannot form a cycle. With ``cut_frames``, frames
-    that outlast their call are cut first (frame_ends.py); such a frame is a partial overlap,
-    so a trace whose nesting finds none (most) is nested once, without the search for them."""
-    store, host = links.store, links.host
-    ts, dur = store.ts, store.dur
-    links.dur = dur
-    order = _host_order(host, store.track, ts, dur, store.kind)
-    o_ts, o_track = ts[order], store.track[order]
+    that outlast the call they started in are cut to its end (frame_ends.py, from the closers
+    the nesting found) and the events nested again, for as many rounds as frames are cut (at
+    most ``MAX_ROUNDS``); such a frame is a partial overlap, so a trace whose nesting finds
+    none (most) is nested once."""
+    store, host, ts = links.store, links.host, links.store.ts
+    links.dur = store.dur
     sentinel = {t: -node - 1 for t, node in links.thread_node.items()}  # negative: encoded thread node
-    cp, partial = nest(o_ts, o_ts + dur[order], order + links.base, o_track, sentinel, workers)
-    if cut_frames and partial:
-        o_end, n_cut = cut_frame_ends(o_ts, o_ts + dur[order], o_track, store.kind[order], workers)
-        if n_cut:  # the nesting order ranks longer events first at one start: the cut ones may move
-            links.diag["python_frames_cut"] = n_cut
-            links.dur = dur.copy()
-            links.dur[order] = o_end - o_ts
-            order = _host_order(host, store.track, ts, links.dur, store.kind)
-            o_ts, o_track = ts[order], store.track[order]
-            cp, partial = nest(o_ts, o_ts + links.dur[order], order + links.base, o_track, sentinel, workers)
-    links.diag["partial_overlaps"] = partial
-    cp = np.where(cp < 0, -cp - 1, cp)
+    cut = np.zeros(len(store), dtype=bool)
+    for rounds_left in range(MAX_ROUNDS, -1, -1):
+        # the nesting order ranks longer events first at one start: the cut ones may move
+        order = _host_order(host, store.track, ts, links.dur, store.kind)
+        o_ts = ts[order]
+        o_end = o_ts + links.dur[order]
+        nested = nest(o_ts, o_end, order + links.base, store.track[order], sentinel, workers)
+        if not (cut_frames and nested.partial and rounds_left):
+            break
+        new_end, frames = cut_frame_ends(o_end, store.kind[order], nested.closers)
+        if not frames.size:
+            break
+        if not cut.any():
+            links.dur = links.dur.copy()  # the store keeps the ends as written
+        links.dur[order] = new_end - o_ts
+        cut[order[frames]] = True
+    links.diag["python_frames_cut"] = int(cut.sum())
+    links.diag["partial_overlaps"] = nested.partial
+    cp = np.where(nested.parents < 0, -nested.parents - 1, nested.parents)
     links.cparent[order] = cp
     links.parent[order] = cp
 

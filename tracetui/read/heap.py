@@ -13,8 +13,11 @@ in a worker thread: 2,203 -> 1,727 MB). A 94 MB trace: no change beyond the nois
 The load's stages run side by side in threads (together.py), and glibc gives each new thread
 an arena of its own, whose freed memory only that arena reuses: with nothing handed back,
 every thread kept its own high-water mark (1 GB replica, 2 workers: peak RSS 759 -> 1,272 MB).
-So the first load also caps the arenas at one (``M_ARENA_MAX``: glibc fixes that limit the
-first time it needs it, so it stays; the threads then share the one heap: 918 MB).
+So a load also stops glibc making new arenas (``M_ARENA_MAX`` 1): new threads share the arenas
+there are. In the CLI that is the main one (918 MB); in the app the loading worker's own arena
+and the main one. The cap is not put back (threads made later share too, which costs Python
+code nothing: it holds the GIL around most of its allocations), and it does nothing where glibc
+fixed its limit already (once a process had more arenas than its arena_test, 8 on 64 bits).
 """
 from __future__ import annotations
 

@@ -21,8 +21,9 @@ def together(calls: list[Callable[[], T]], threads: int = 1) -> list[T]:
     """``[call() for call in calls]``, run at once by up to ``threads`` threads, this one among
     them (all in this thread, in order, where that is 1: ``forked.cores`` says how many a load
     may use). Where no thread can be started (an address-space cap: each wants its stack), the
-    ones there are, or this one alone, take every call. An exception is raised here once every
-    call has ended, the earliest call's first: no stage outlives the load that started it."""
+    ones there are, or this one alone, take every call. Once a call fails (Ctrl-C included) no
+    further call starts; the error is raised here once the calls under way have ended, an
+    interrupt before any other error, else the earliest call's: no stage outlives the load."""
     n = min(threads, len(calls))
     if n <= 1:
         return [call() for call in calls]
@@ -32,7 +33,7 @@ def together(calls: list[Callable[[], T]], threads: int = 1) -> list[T]:
     lock = threading.Lock()
 
     def work() -> None:
-        while True:
+        while not errors:
             with lock:
                 i = next(todo, None)
             if i is None:
@@ -43,16 +44,20 @@ def together(calls: list[Callable[[], T]], threads: int = 1) -> list[T]:
                 errors.append((i, e))
 
     started = []
-    for _ in range(n - 1):
-        t = threading.Thread(target=work, name="tracetui-stage", daemon=True)
-        try:
-            t.start()
-        except RuntimeError:  # "can't start new thread"
-            break
-        started.append(t)
-    work()
-    for t in started:
-        t.join()
+    try:
+        for _ in range(n - 1):
+            t = threading.Thread(target=work, name="tracetui-stage", daemon=True)
+            try:
+                t.start()
+            except RuntimeError:  # "can't start new thread"
+                break
+            started.append(t)
+        work()
+    except BaseException as e:  # an interrupt between calls: stop the others, then raise it
+        errors.append((-1, e))
+    finally:
+        for t in started:
+            t.join()
     if errors:
-        raise min(errors, key=lambda e: e[0])[1]
+        raise min(errors, key=lambda e: (isinstance(e[1], Exception), e[0]))[1]
     return out
