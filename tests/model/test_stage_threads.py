@@ -28,8 +28,19 @@ def _arrays(t) -> dict:
     return out
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
-def test_threads_build_what_one_thread_builds(path, monkeypatch):
+@pytest.fixture(scope="module")
+def replica(tmp_path_factory):
+    """transformer_eager replicated to 150k events: stages long enough to run at once."""
+    from benchmarks.make_large_trace import replicate
+    out = tmp_path_factory.mktemp("threads") / "replica.json"
+    replicate(ROOT / "traces/transformer_eager.json.gz", out, 150_000)
+    return out
+
+
+@pytest.mark.parametrize("path", [*TRACES, "replica"], ids=lambda p: getattr(p, "name", p))
+def test_threads_build_what_one_thread_builds(path, monkeypatch, request):
+    if path == "replica":
+        path = request.getfixturevalue("replica")
     if not path.exists():
         pytest.skip(f"{path} not here (peer traces live in ../shared)")
     monkeypatch.setattr(forked, "available", lambda: True)  # threads even on a one-CPU runner
