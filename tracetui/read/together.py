@@ -1,12 +1,12 @@
 """Independent stages of a load at once, in threads, on the cores the load may use.
 
 The model's stages after the decode (tree, rollups, step windows) are whole-array numpy work:
-sorts, gathers, searches and elementwise loops, which release the GIL. Measured on a 16-core
-host (numpy 2.5, 3M-element arrays, 8 threads against the same 8 calls in a row): gathers 6.5x,
-stable argsort 6.9x, searchsorted 4.4x, elementwise 7.7-9.9x; only ``ufunc.at`` (1.1x) and
-``bincount`` (2.3-2.8x) hold it much. So stages that do not need each other's output run side
-by side: the fork-based helpers (forked.py) would have to send their arrays back, threads
-write into the parent's own. The decode's helpers are read back side by side too: a pipe's
+sorts, gathers, searches and elementwise loops, which release the GIL. On a 16-core host
+(``benchmarks/bench_numpy_threads.py --threads 8``: numpy 2.5, 3M elements, 8 threads against
+the same 8 calls in a row): gathers 5.3x, stable argsort 6.1x, searchsorted 4.1x, elementwise
+5.8-6.8x; ``bincount`` (2.3-2.5x) and ``ufunc.at`` (0.7x) hold it. So stages that do not
+need each other's output run side by side: the fork-based helpers (forked.py) would have to
+send their arrays back, threads write into the parent's own. The decode's helpers are read back side by side too: a pipe's
 read waits in the kernel, without the GIL.
 """
 from __future__ import annotations
