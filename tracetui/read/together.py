@@ -6,8 +6,8 @@ sorts, gathers, searches and elementwise loops, which release the GIL. On a 16-c
 the same 8 calls in a row): gathers 5.3x, stable argsort 6.1x, searchsorted 4.1x, elementwise
 5.8-6.8x; ``bincount`` (2.3-2.5x) and ``ufunc.at`` (0.7x) hold it. So stages that do not
 need each other's output run side by side: the fork-based helpers (forked.py) would have to
-send their arrays back, threads write into the parent's own. The decode's helpers are read back side by side too: a pipe's
-read waits in the kernel, without the GIL.
+send their arrays back, threads write into the parent's own. The decode's helpers are read
+back side by side too: a pipe's read waits in the kernel, without the GIL.
 """
 from __future__ import annotations
 
