@@ -53,7 +53,7 @@ def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
     (track, ts, -dur, kind, index), how many were closed by a partial overlap, and by what
     (frame_ends.py cuts the frames that close the calls they started in). From
     ``NEST_FORK_MIN`` events, stretches cut where the stack is empty are nested by ``workers``
-    processes (this one and forked children; ``split.default_workers()`` when None): on a GB
+    processes (this one and forked children; ``forked.default_workers()`` when None): on a GB
     trace with 8 cores the nesting is most of the link, which no other stage spreads."""
     k = _ways(ts.size, workers)
     # where the stack is empty, found once: both the split and the stretches cut there (on a
@@ -75,8 +75,7 @@ def _ways(n: int, workers: int | None) -> int:
     if n < NEST_FORK_MIN or not forked.available():
         return 1
     if workers is None:
-        from tracetui.read.split import default_workers  # noqa: PLC0415 - read's setting, asked only here
-        workers = default_workers()
+        workers = forked.default_workers()
     return max(1, min(workers, n // (NEST_FORK_MIN // 2)))
 
 

@@ -57,7 +57,7 @@ def decode_store(src: Source, early=None, progress: Callable[[str, float], None]
     and valid (``early``'s child, started before the UI, or one forked now), else one process:
     fast, or tolerant for invalid JSON. ``progress(stage, fraction of the whole load)``: decoding
     from 0.15 to 0.75 after each piece decoded here (it may raise to cancel), indexing at 0.55.
-    ``workers``: decode processes (``split.default_workers()`` when None; 1: this one only)."""
+    ``workers``: decode processes (``forked.default_workers()`` when None; 1: this one only)."""
     say = progress or (lambda stage, frac: None)
     decoded = lambda frac: say("decoding", 0.15 + 0.6 * frac)  # noqa: E731
     path, data, report = src.path, src.data, src.report

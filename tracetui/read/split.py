@@ -254,8 +254,7 @@ def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -
     pieces = _cuts(arr, 0, c), _cuts(arr, c, len(arr) - 1)  # before the fork: see _part_decoder
 
     def second() -> tuple:
-        store, _, lenient, times = part(pieces[1], child=True)
-        return store, lenient, times
+        return part(pieces[1], child=True)
 
     def first(progress=None) -> tuple:
         store, n, lenient, times = part(pieces[0], child=False, progress=progress)
@@ -372,17 +371,6 @@ def _document(env: _Envelope) -> Document:
                     baseTimeNanoseconds=env.baseTimeNanoseconds, host_name=env.host_name)
 
 
-def _joined(env: _Envelope, mine: tuple, got: tuple | None, t0: float) -> tuple[Document, EventStore, bool] | None:
-    """The document and whole store from the two parts' results; None when the child gave none."""
-    if got is None:
-        return None  # no fork, or the child failed: the one-process path, as for any surprise
-    store1, offset, lenient1, parent_t = mine
-    store2, lenient2, child_t = got
-    TIMES.clear()
-    TIMES.update({**parent_t, **child_t, "both": time.perf_counter() - t0})
-    return _document(env), concat_stores([store1, store2], [0, offset]), lenient1 or lenient2
-
-
 EARLY_HEAD_BYTES = 32 << 20
 """How much of a file the child of an early start decodes while this process starts the UI.
 
@@ -420,8 +408,7 @@ class Early:
         except BaseException:  # the file cut short (TraceError), a cancelled load: no child left behind
             self.cancel()
             raise
-        got = self.pending.result()
-        out = _joined(self.env, mine, got, self.started)
+        out = _joined_parts(self.env, [mine, self.pending.result()], self.started)
         if out is not None:
             TIMES["child share"] = self.share
         return out
