@@ -21,7 +21,8 @@ EXIT_CODES = (
     (EXIT_BAD_INPUT, "bad input: a file that cannot be read, a bad argument, or output that cannot be written "
                      "(full disk, closed pipe) (one line on stderr)"),
     (EXIT_NOT_COMPARABLE, "the two traces are not comparable (device, shapes, step count or steps "
-                          "marker differ), so the gate cannot judge"),
+                          "marker differ), or a cpu/wall gate meets a trace without step markers, so the "
+                          "gate cannot judge"),
 )
 """(code, meaning): the exit-code contract of ``diff --gate`` (README, ``tracetui skill``)."""
 
@@ -32,6 +33,9 @@ GATE_METRICS = {
     "kernels": ("kernels_per_step", "kernels launched per step"),
 }
 """``--gate-on`` choice -> (per-step figure, what it measures). Higher is worse for every one."""
+
+HOST_STEP_GATES = ("cpu", "wall")
+"""Gate figures measured over the step markers' windows: a trace without step markers has none."""
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 """Ops whose input shapes fingerprint a workload's size when the recording has no provenance:
@@ -240,7 +244,13 @@ def gate(j: dict, fa: Facts, fb: Facts, comp: dict, pct: float, on: str = "devic
         a, b = float(j["a"][key]), float(j["b"][key])
     change = (100.0 * (b - a) / a) if a else (0.0 if b == a else float("inf"))
     out = {"on": on, "measures": what, "threshold_pct": pct, "a": a, "b": b, "change_pct": change}
-    if not comp["comparable"]:
+    stepless = [side for side, f in (("A", fa), ("B", fb)) if not f.steps]
+    if on in HOST_STEP_GATES and stepless:  # 0.0 against 0.0 passed any B, however slow its host
+        out.update(passed=False, exit_code=EXIT_NOT_COMPARABLE, a=None, b=None, change_pct=None,
+                   reason=f"cannot judge {on}: {' and '.join(stepless)} {'has' if len(stepless) == 1 else 'have'} "
+                          "no step markers, so no host time per step (--steps REGEX names the annotation "
+                          "that marks a step)")
+    elif not comp["comparable"]:
         out.update(passed=False, exit_code=EXIT_NOT_COMPARABLE,
                    reason="not comparable: " + "; ".join(comp["differs"]))
     elif change > pct:

@@ -117,6 +117,15 @@ def fusion_lines(j: dict, top: int, emit) -> None:
                 emit(f"    + {name}")
 
 
+def host_step_text(a: dict, b: dict) -> str:
+    """"1,287.7 → 1,070.6 µs (the step markers' wall time)", or "-" and why when a side has no
+    step markers (its ``cpu_us_per_step`` is then 0.0, not a time)."""
+    if not a["steps"] or not b["steps"]:
+        which = "A and B have" if not a["steps"] and not b["steps"] else ("A has" if not a["steps"] else "B has")
+        return f"- ({which} no step markers; --steps REGEX names one)"
+    return f"{a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs (the step markers' wall time)"
+
+
 def diff_header(j: dict) -> list[str]:
     """The per-step totals of a diff, reconciled: rows sum to the delta, launches to the counts."""
     a, b, t = j["a"], j["b"], j["totals"]
@@ -127,7 +136,7 @@ def diff_header(j: dict) -> list[str]:
     out = [f"per step{alike}: {dev} {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} µs "
            f"({t['device_delta_us']:+,.1f}; rows sum to {t['rows_delta_us']:+,.1f}), "
            f"kernels {t['kernels_a']} → {t['kernels_b']} (launches saved {t['launches_saved']}), "
-           f"host time {a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs (the step markers' wall time)"]
+           f"host time {host_step_text(a, b)}"]
     if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:
         out.append(f"  memcpy/memset (not in the rows): {a['memcpy_memset_per_step']:g} → "
                    f"{b['memcpy_memset_per_step']:g} "

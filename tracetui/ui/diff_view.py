@@ -154,7 +154,9 @@ class DiffScreen(ExportsView, Screen):
         s.append(f" (launches saved {t['launches_saved']})")
         s.append(f" · device µs/step {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} ({t['device_delta_us']:+,.1f}; "
                  f"rows sum {t['rows_delta_us']:+,.1f})")
-        s.append(f" · host µs/step {A['cpu_us_per_step']:,.1f} → {B['cpu_us_per_step']:,.1f}")
+        host = (f"{A['cpu_us_per_step']:,.1f} → {B['cpu_us_per_step']:,.1f}" if A["steps"] and B["steps"]
+                else "- (no step markers)")
+        s.append(f" · host µs/step {host}")
         s.append(f" · fused {len(j['fused'])}", style="magenta")
         s.append(f" · unexplained {t['unexplained']}", style="bold red" if t["unexplained"] else "")
         counts: dict = {}

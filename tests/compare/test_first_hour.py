@@ -1,0 +1,98 @@
+"""What a new user met diffing CPU-only traces recorded without a profiler schedule (issue:
+a new user's first hour). ``torch.profiler.profile`` without ``schedule=`` writes no
+``ProfilerStep#N``, so such traces have no step markers; the diff then has no host time per step.
+
+The traces are written here as torch 2.13 writes a CPU run (``cpu_op`` / ``user_annotation``
+complete events, µs floats, a backward thread), and each figure is checked against the raw JSON.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracetui.cli.main import main
+
+PID, MAIN, BWD = 4242, 4242, 4300
+
+
+def _write(path: Path, step_us: float, mm_us: float, steps: int = 3) -> dict:
+    """``steps`` iterations marked by a plain ``train_step`` annotation (not a step marker): a
+    forward ``aten::addmm`` on the main thread, a backward ``aten::mm`` on autograd's thread."""
+    ev = [{"ph": "M", "name": "thread_name", "pid": PID, "tid": MAIN, "args": {"name": "python"}},
+          {"ph": "M", "name": "thread_name", "pid": PID, "tid": BWD, "args": {"name": "pt_autograd_0"}}]
+
+    def x(cat, name, tid, ts, dur):
+        ev.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": float(ts),
+                   "dur": float(dur), "args": {"External id": len(ev)}})
+
+    for k in range(steps):
+        t = 1000.0 + k * (step_us + 50)
+        x("user_annotation", "train_step", MAIN, t, step_us)
+        x("cpu_op", "aten::linear", MAIN, t + 5, 60)
+        x("cpu_op", "aten::addmm", MAIN, t + 10, 50)
+        x("cpu_op", "aten::relu", MAIN, t + 70, 20)
+        x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", BWD, t + 100, mm_us + 20)
+        x("cpu_op", "AddmmBackward0", BWD, t + 105, mm_us + 10)
+        x("cpu_op", "aten::mm", BWD, t + 110, mm_us)
+    doc = {"schemaVersion": 1, "deviceProperties": [], "traceEvents": ev}
+    path.write_text(json.dumps(doc))
+    return doc
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    try:
+        rc = main(["diff", *argv])
+    except SystemExit as e:
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """B's steps take twice A's host time; the compute ops are the same."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    da, db = _write(a, step_us=400, mm_us=100), _write(b, step_us=800, mm_us=100)
+    return a, b, da, db
+
+
+def _annotation_us(doc: dict) -> float:
+    return sum(e["dur"] for e in doc["traceEvents"] if e.get("name") == "train_step")
+
+
+@pytest.mark.parametrize("on", ["cpu", "wall"])
+def test_a_host_time_gate_without_step_markers_cannot_pass(capsys, pair, on):
+    """``--gate-on cpu|wall`` compared 0.0 with 0.0 and passed (exit 0) when neither trace had step
+    markers, however much slower B's host was. It cannot judge: exit 3, saying why."""
+    a, b, da, db = pair
+    assert _annotation_us(db) == 2 * _annotation_us(da)  # B's host really is twice as slow
+    assert not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in da["traceEvents"] + db["traceEvents"])
+    rc, out, err = _run(capsys, str(a), str(b), "--json", "--gate", "5", "--gate-on", on)
+    g = json.loads(out)["gate"]
+    assert rc == 3 and g["exit_code"] == 3 and g["passed"] is False
+    assert "step markers" in g["reason"] and "--steps" in g["reason"]
+    assert "gate FAILED (exit 3)" in err
+
+
+def test_the_same_gate_judges_once_steps_are_named(capsys, pair):
+    """With ``--steps`` naming the annotation, the host figure exists and the gate fails B by the
+    raw annotations' ratio (+100%)."""
+    a, b, da, db = pair
+    rc, out, _ = _run(capsys, str(a), str(b), "--json", "--gate", "5", "--gate-on", "cpu", "--steps", "^train_step$")
+    g = json.loads(out)["gate"]
+    n = 3
+    assert g["a"] == pytest.approx(_annotation_us(da) / n) and g["b"] == pytest.approx(_annotation_us(db) / n)
+    assert rc == 1 and g["change_pct"] == pytest.approx(100.0)
+
+
+def test_the_report_does_not_claim_zero_host_time_without_step_markers(capsys, pair):
+    """The text report said "host time 0.0 → 0.0 µs (the step markers' wall time)" for traces
+    whose train_step annotations hold 1.2 and 2.4 ms of host time: it says there is no figure."""
+    a, b, _, _ = pair
+    rc, out, _ = _run(capsys, str(a), str(b), "--text")
+    assert rc == 0
+    line = next(x for x in out.splitlines() if x.startswith("per step"))
+    assert "host time 0.0" not in line
+    assert "host time -" in line and "no step markers" in line
