@@ -96,3 +96,70 @@ def test_the_report_does_not_claim_zero_host_time_without_step_markers(capsys, p
     line = next(x for x in out.splitlines() if x.startswith("per step"))
     assert "host time 0.0" not in line
     assert "host time -" in line and "no step markers" in line
+
+
+def _write_stepped(path: Path, compiled: bool, kernel_profile: bool = False, steps: int = 2) -> dict:
+    """CPU train steps under ``ProfilerStep#N``, eager or as torch.compile runs them on CPU: eager
+    runs ``aten::native_layer_norm`` and ``aten::relu``; compiled runs one Inductor graph whose
+    generated C++ kernel is recorded as an op only with ``cpp.enable_kernel_profile`` (else its
+    time is the self time of the ``## Call CompiledFxGraph <hash> ##`` annotation)."""
+    ev = [{"ph": "M", "name": "thread_name", "pid": PID, "tid": MAIN, "args": {"name": "python"}}]
+
+    def x(cat, name, ts, dur):
+        ev.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": MAIN, "ts": float(ts),
+                   "dur": float(dur), "args": {"External id": len(ev)}})
+
+    for k in range(steps):
+        t = 1000.0 + k * 2000
+        x("user_annotation", f"ProfilerStep#{k}", t, 1500)
+        x("cpu_op", "aten::addmm", t + 10, 100)
+        if compiled:
+            x("cpu_op", "Torch-Compiled Region: 0/0", t + 200, 900)
+            x("user_annotation", "## Call CompiledFxGraph fvbgqghhit5grkrn6w3m3xep7shes64jmx7lkxiukouze ##", t + 210, 800)
+            x("cpu_op", "aten::mm", t + 220, 50)
+            if kernel_profile:
+                x("cpu_op", "graph_0_cpp_fused_native_layer_norm_relu_0", t + 300, 600)
+        else:
+            x("cpu_op", "aten::native_layer_norm", t + 200, 300)
+            x("cpu_op", "aten::relu", t + 520, 200)
+            x("cpu_op", "aten::mm", t + 740, 50)
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [], "traceEvents": ev}))
+    return {"traceEvents": ev}
+
+
+def _graph_self_us_per_step(doc: dict) -> float:
+    """The graph calls' self time per step from the raw events: duration less the ops inside."""
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    calls = [e for e in ev if e["name"].startswith("## Call CompiledFxGraph")]
+    steps = sum(1 for e in ev if e["name"].startswith("ProfilerStep#"))
+    own = 0.0
+    for c in calls:
+        inside = [e for e in ev if e is not c and c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"]]
+        own += c["dur"] - sum(e["dur"] for e in inside)
+    return own / steps
+
+
+def test_a_cpu_compile_headline_says_its_kernels_are_not_in_compute_ops(tmp_path, capsys):
+    """torch.compile on CPU without ``cpp.enable_kernel_profile`` records no op for Inductor's C++
+    kernels: the headline's "compute ops" dropped them and called B 39.9% faster on a real pair
+    whose host step was 17% faster. The headline now says B's graphs hide kernel time, and how much."""
+    a, b = tmp_path / "eager.json", tmp_path / "compiled.json"
+    _write_stepped(a, compiled=False)
+    db = _write_stepped(b, compiled=True)
+    rc, out, _ = _run(capsys, str(a), str(b), "--json")
+    v = json.loads(out)["verdict"]
+    hidden = _graph_self_us_per_step(db)
+    assert hidden == pytest.approx(750.0)
+    assert v["unrecorded_inductor"] == {"b": pytest.approx(hidden)}
+    assert "B's Inductor C++ kernels are not ops" in v["line"] and f"{hidden:,.1f} µs" in v["line"]
+    assert "enable_kernel_profile" in v["line"]
+
+
+def test_no_such_caveat_when_the_kernels_are_recorded(tmp_path, capsys):
+    """With ``cpp.enable_kernel_profile`` the kernels are ops the compute figure counts: no caveat."""
+    a, b = tmp_path / "eager.json", tmp_path / "compiled.json"
+    _write_stepped(a, compiled=False)
+    _write_stepped(b, compiled=True, kernel_profile=True)
+    rc, out, _ = _run(capsys, str(a), str(b), "--json")
+    v = json.loads(out)["verdict"]
+    assert rc == 0 and not v["unrecorded_inductor"] and "not ops" not in v["line"]

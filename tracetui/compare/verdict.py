@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracetui.read.events import K
+from tracetui.model.names import INDUCTOR_RE
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_NOT_COMPARABLE = 0, 1, 2, 3
 EXIT_CODES = (
@@ -44,6 +45,10 @@ the linear algebra survives compilation (eager's linear and Inductor's graph bot
 HOST_STEP_LABEL = "host time per step"
 """What the headline's CPU figure counts: the step markers' wall time on the host (``cpu_us_per_step``);
 the CPU section of a diff counts something else, self time summed over every host thread."""
+
+GRAPH_CALL = "## Call CompiledFxGraph"
+"""The annotation Inductor's compiled graph runs under: on CPU its generated C++ kernels run inside
+it and are ops only with ``torch._inductor.config.cpp.enable_kernel_profile = True``."""
 
 POINT_FLOOR = 0.05
 """Kinds contributing less than this many points of A's step are left out of the verdict line."""
@@ -204,7 +209,30 @@ def verdict(j: dict) -> dict:
     fw = _fusion_where(j)
     out = {"device_change_pct": pct, "points": points, "cpu_change_pct": cpu_pct, "where": where,
            "fusion_top": {"where": fw[0], "points": -100.0 * fw[1] / base} if fw and base else None}
-    out["line"] = _line(pct, points, cpu_pct, where, out["fusion_top"], _labels(j))
+    out["unrecorded_inductor"] = _unrecorded_inductor(j)
+    out["line"] = _line(pct, points, cpu_pct, where, out["fusion_top"], _labels(j)) + "".join(
+        f"; {side.upper()}'s Inductor C++ kernels are not ops: {us:,.1f} µs per step inside '{GRAPH_CALL}' is "
+        "not in compute ops (record with torch._inductor.config.cpp.enable_kernel_profile = True)"
+        for side, us in out["unrecorded_inductor"].items())
+    return out
+
+
+def _unrecorded_inductor(j: dict) -> dict:
+    """CPU-only diffs: per side ("a", "b") whose Inductor graphs ran with no C++ kernel recorded
+    as an op, the graph calls' self time per step (µs), which the compute-op figure leaves out.
+    Sides whose graph-call self time did not change between A and B are not listed."""
+    if j["a"].get("gpu") or j["b"].get("gpu"):
+        return {}
+    own = {"a": 0.0, "b": 0.0}
+    for c in j.get("cpu_changes", []):
+        if c["name"].startswith(GRAPH_CALL):
+            own["a"] += c["a_self_us"]
+            own["b"] += c["b_self_us"]
+    out = {}
+    for side, us in own.items():
+        recorded = any(k.get(f"{side}_us") is not None and INDUCTOR_RE.match(k["name"]) for k in j["kernels"])
+        if us > 0 and not recorded:
+            out[side] = us
     return out
 
 
