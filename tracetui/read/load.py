@@ -83,8 +83,16 @@ def decode_store(src: Source, early=None, progress: Callable[[str, float], None]
     return Events(path, store, clean_meta(doc), report, timings)
 
 
+PROFILER_OWN = frozenset({"Trace", "(none) (i)"})
+"""Skipped-category labels of what torch's profiler writes about itself (its ``cat: Trace`` span
+and its uncategorised window instants): a trace holding only these recorded nothing."""
+
+
 def _why_empty(store: EventStore) -> str:
     """Why a trace gave no events, naming what was left out (categories, unreadable events)."""
+    if store.skipped and set(store.skipped) <= PROFILER_OWN and not store.unreadable and not store.times_out_of_range:
+        return ("the profiler recorded no events: only its own span and markers; the profiled code ran no torch ops, or a "
+                "schedule= never reached an active step (call prof.step() once per step)")
     left = [f"{c:,} {k}" for k, c in sorted(store.skipped.items(), key=lambda kv: -kv[1])]
     bad = sum(store.unreadable.values())
     if bad:
