@@ -12,8 +12,9 @@ helpers it forks included) every 50 ms: the peak of the summed RSS, and of the s
 (shared pages split between the processes that map them: the honest total for forked helpers).
 
 Printed: per round, each contender's seconds, peak summed RSS and PSS, and load_trace's stages
-(import, read, decode+index, link, rollup+windows: the last two run in the parent, their
-independent parts side by side in threads, read/together.py); then the best
+(import, read, decode+index, link, tree+rollup+windows: the last two run in the parent, their
+independent parts side by side in threads, read/together.py; before 2026-12-06 11:30 UTC the
+display tree's CSR and depths were in "link" and the last stage was "rollup+windows"); then the best
 seconds per contender, ratio to orjson.loads and to 1 worker (same run), peak memory and MiB per
 MB of JSON. Needs only Python 3.11+, numpy, msgspec and orjson (no Textual, no peer traces).
 On a 2-core VM the 1 GB trace takes ~1.7 min to make and ~25 s per 1-worker load; on 16 cores

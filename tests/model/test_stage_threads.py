@@ -60,3 +60,25 @@ def test_threads_build_what_one_thread_builds(path, monkeypatch, request):
     rows = lambda t: [(r.name, r.count, r.cpu_total_us, r.cpu_self_us, r.device_total_us)  # noqa: E731
                       for r in t.op_table + t.kernel_table]
     assert rows(one) == rows(four)
+
+
+@pytest.mark.parametrize("path", TRACES[:3], ids=lambda p: p.name)
+def test_the_schedule_builds_what_the_stages_build_in_a_row(path, monkeypatch):
+    """load_trace runs the display tree's finish beside the containment rollups and the step
+    windows (trace._model); build_tree then rollups, one after the other in one thread, give
+    the same tree and rollups (the steps' device figures are then set from their windows)."""
+    from tracetui.model.stats import rollups
+    from tracetui.model.tree import build_tree
+    monkeypatch.setattr(forked, "available", lambda: True)
+    t = load_trace(path, workers=4, cache=False)
+    own = t.self_time.frames_own_time
+    tree = build_tree(t.store, title=t.path.name, cut_frames=not own, workers=1)
+    roll = rollups(tree, python_owns_time=own, workers=1)
+    for f in ("parent", "cparent", "child_off", "child_idx", "depth", "start", "dur", "kind", "name_id"):
+        assert np.array_equal(getattr(t.tree, f), getattr(tree, f)), f
+    not_step = np.ones(len(tree.kind), dtype=bool)
+    not_step[t.steps] = False
+    for f in ("cpu_total", "cpu_self", "step_of", "dup", "op_self", "device", "kernels"):
+        a, b = getattr(t.roll, f), getattr(roll, f)
+        assert np.array_equal(a[not_step], b[not_step]), f
+    assert t.tree.diagnostics == tree.diagnostics

@@ -166,25 +166,41 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     op table (``op_self``); the tree keeps each node's own (``cpu_self``). ``workers``: threads
     its independent parts may use (together.py).
     """
+    return finish_rollups(tree, contained_rollups(tree, torch_compat, python_owns_time, workers))
+
+
+def contained_rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = False,
+                      workers: int | None = 1) -> Rollups:
+    """``rollups`` less what needs the display tree (``finish_rollups``): every figure that
+    climbs the containment parents, so it may run before ``finish_tree`` or beside it (its
+    ``step_of`` is None, and threads do not total their work yet)."""
     kind = tree.kind
     host = np.isin(kind, list(HOST_KINDS))
     gpu = np.isin(kind, list(GPU_KINDS))
     cpu_total = np.where(host, tree.dur, 0).astype(np.int64)
     cpar, member = _cpu_parents(tree, python_owns_time)
-    # four parts that need only the tree, side by side (together.py)
-    cpu_self, (dup, into), (device, kernels), step_of = together([
+    # three parts that need only the containment tree, side by side (together.py)
+    cpu_self, (dup, into), (device, kernels) = together([
         lambda: _self_times(tree, host, cpar, member, torch_compat),
         lambda: _duplicates(tree, cpar, member),
-        lambda: _device_climb(tree, gpu, torch_compat),
-        lambda: _steps_of(tree)], cores(workers))
+        lambda: _device_climb(tree, gpu, torch_compat)], cores(workers))
     op_self = cpu_self.copy()  # the tree keeps every node's own self time; the op table merges
     np.add.at(op_self, into, cpu_self[dup])
     op_self[dup] = 0
     is_dup = np.zeros(len(kind), dtype=bool)
     is_dup[dup] = True
-    _thread_totals(tree, host, gpu, cpu_total, device, kernels)
     return Rollups(cpu_total=cpu_total, cpu_self=cpu_self, device=device, kernels=kernels,
-                   step_of=step_of, dup=is_dup, op_self=op_self)
+                   step_of=None, dup=is_dup, op_self=op_self)
+
+
+def finish_rollups(tree: Tree, r: Rollups, step_of: np.ndarray | None = None) -> Rollups:
+    """``r`` (``contained_rollups``) completed on the finished display tree: each node's step
+    (``steps_of``, unless given) and the threads' totals of their top-level work."""
+    host = np.isin(tree.kind, list(HOST_KINDS))
+    gpu = np.isin(tree.kind, list(GPU_KINDS))
+    _thread_totals(tree, host, gpu, r.cpu_total, r.device, r.kernels)
+    r.step_of = steps_of(tree) if step_of is None else step_of
+    return r
 
 
 def _device_climb(tree: Tree, gpu: np.ndarray, torch_compat: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -240,7 +256,7 @@ def _thread_totals(tree: Tree, host: np.ndarray, gpu: np.ndarray, cpu_total: np.
             np.add.at(col, tree.parent[members], col[members])
 
 
-def _steps_of(tree: Tree) -> np.ndarray:
+def steps_of(tree: Tree) -> np.ndarray:
     """The step of every node in the display tree, top-down (-1 outside any step). Levels come
     from one stable sort of the depths (a radix sort where they fit 16 bits) and their counts."""
     kind, n = tree.kind, len(tree.kind)

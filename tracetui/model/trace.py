@@ -21,11 +21,11 @@ from tracetui.read.source import LoadReport, read_input, resolve_input
 from tracetui.model import reopen as model_cache
 from tracetui.model.kclass import KernelClasses
 from tracetui.model.selftime import SelfTimeRule, self_time_rule
-from tracetui.model.stats import Agg, Rollups, aggregate, rollups, torch_device
+from tracetui.model.stats import Agg, Rollups, aggregate, contained_rollups, finish_rollups, steps_of, torch_device
 from tracetui.model.steps import StepChoice, choose_steps
 from tracetui.read.forked import cores
 from tracetui.read.together import together
-from tracetui.model.tree import Tree, build_tree
+from tracetui.model.tree import Tree, finish_tree, link_tree
 from tracetui.model.windows import StepWindow, Windows
 
 Progress = Callable[[str, float], None]
@@ -353,18 +353,21 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
         trace.__dict__.update(tables)  # the op and kernel tables, the GPU nodes' classes
         return trace
     say("linking", 0.75)
-    tree = build_tree(store, title=path.name, cut_frames=not rule.frames_own_time, workers=workers)
+    tree = link_tree(store, title=path.name, cut_frames=not rule.frames_own_time, workers=workers)
     t2 = time.perf_counter()
     timings["link"] = t2 - t1
     say("rolling up", 0.9)
     trace = make(tree, None)
-    # the step windows need only the tree: built beside the rollups (together.py), then their
-    # totals go into the rollups' step rows
-    trace.roll, trace.windows = together(
-        [lambda: rollups(tree, python_owns_time=rule.frames_own_time, workers=workers), lambda: Windows(trace)],
-        cores(workers))
+    # three chains that need only the linked nodes, side by side (together.py): the display
+    # tree's CSR and depths, then each node's step; the containment climbs; the step windows
+    # (they read GPU nodes' parents, which finishing the tree leaves as they are)
+    step_of, roll, trace.windows = together(
+        [lambda: steps_of(finish_tree(tree)),
+         lambda: contained_rollups(tree, python_owns_time=rule.frames_own_time, workers=workers),
+         lambda: Windows(trace)], cores(workers))
+    trace.roll = finish_rollups(tree, roll, step_of)
     trace._step_totals_from_windows()
-    timings["rollup+windows"] = time.perf_counter() - t2
+    timings["tree+rollup+windows"] = time.perf_counter() - t2
     say("done", 1.0)
     if ident is not None:
         try:

@@ -60,7 +60,7 @@ class Tree:
     dur: np.ndarray           # ns (device duration for GPU nodes)
     parent: np.ndarray        # display parent
     cparent: np.ndarray       # containment parent (torch.profiler's tree), used for rollups
-    child_off: np.ndarray
+    child_off: np.ndarray     # CSR children and depths: None between link_tree and finish_tree
     child_idx: np.ndarray
     depth: np.ndarray
     diagnostics: dict = field(default_factory=dict)
@@ -266,6 +266,15 @@ def build_tree(store: EventStore, title: str = "trace", cut_frames: bool = False
     recordings whose torch builds its own tree from ops alone (<= 2.12); torch >= 2.13 nests
     the frames as written, and so does this tree then. ``workers``: processes the nesting may
     use (nesting.py; one: this one only)."""
+    return finish_tree(link_tree(store, title, cut_frames, workers))
+
+
+def link_tree(store: EventStore, title: str = "trace", cut_frames: bool = False,
+              workers: int | None = None) -> Tree:
+    """``build_tree`` up to its last stage: every parent and node array, but not yet the display
+    tree's CSR children and depths (None until ``finish_tree``). What needs only the
+    containment tree or the nodes' parents (the rollups' climbs, the step windows) can start
+    here, beside ``finish_tree`` (trace.py)."""
     links = _Links.start(store)
     _nest_host(links, cut_frames, workers)
 
@@ -277,6 +286,15 @@ def build_tree(store: EventStore, title: str = "trace", cut_frames: bool = False
     _, _, fwd_of = together([steps, lambda: _link_gpu(links), lambda: _link_backward(store, links.base)], cores(workers))
     tree = _assemble(links, title)
     tree.fwd_of = fwd_of
+    return tree
+
+
+def finish_tree(tree: Tree) -> Tree:
+    """The display tree's CSR children and depths, after making sure every node hangs from the
+    root (``_acyclic``: it may re-hang a node on a parent cycle, which changes no containment
+    parent and no GPU node's parent)."""
+    tree.child_off, tree.child_idx, tree.depth = _acyclic(tree.parent, tree.cparent, tree.start, len(tree.kind),
+                                                          tree.diagnostics)
     return tree
 
 
@@ -384,7 +402,7 @@ def _link_gpu(links: _Links) -> None:
 
 def _assemble(links: _Links, title: str) -> Tree:
     """The node arrays: root, threads, events, "no launch found" groups, other-thread groups
-    under steps; synthetic nodes span their children; the display tree checked for cycles."""
+    under steps; synthetic nodes span their children (the CSR and depths: ``finish_tree``)."""
     store, base, thread_node, group_nodes, groups = links.store, links.base, links.thread_node, links.group_nodes, links.groups
     n_ev = len(store)
     names = list(store.names)
@@ -437,9 +455,8 @@ def _assemble(links: _Links, title: str) -> Tree:
     synthetic[list(thread_node.values()) + list(group_nodes.values())] = True
     synthetic[base + n_ev + G:] = True
     _span_children(synthetic, parent, start, d, cparent)
-    off, idx, depth = _acyclic(parent, cparent, start, n, links.diag)
     return Tree(store=store, names=names, name_id=name_id, kind=kind, ev=ev, start=start, dur=d,
-                parent=parent, cparent=cparent, child_off=off, child_idx=idx, depth=depth,
+                parent=parent, cparent=cparent, child_off=None, child_idx=None, depth=None,
                 diagnostics=links.diag)
 
 
