@@ -126,7 +126,8 @@ class JobCollectivesScreen(Screen):
             return
         c = self.collectives[j]
         t = Text(f"{visible(str(c['name']))} ({visible(str(c['group']))} {c['match']} {c['index']}): ", style="bold")
-        t.append(" · ".join(f"rank {p['rank']} start {fmt(p['start_us'])} µs wait {fmt(p['wait_us'])} µs"
+        first = min((p["start_us"] for p in c["per_rank"]), default=0.0)  # epoch µs: 16 digits nobody reads
+        t.append(" · ".join(f"rank {p['rank']} arrived +{fmt(p['start_us'] - first)} µs, waited {fmt(p['wait_us'])} µs"
                             for p in c["per_rank"]))
         self.query_one("#coll-detail", Static).update(t)
 
