@@ -163,3 +163,16 @@ def test_no_such_caveat_when_the_kernels_are_recorded(tmp_path, capsys):
     rc, out, _ = _run(capsys, str(a), str(b), "--json")
     v = json.loads(out)["verdict"]
     assert rc == 0 and not v["unrecorded_inductor"] and "not ops" not in v["line"]
+
+
+def test_the_header_says_a_stepless_trace_counts_whole_and_cpu_ops_launch_nothing(capsys, pair):
+    """"per step: … kernels 21 → 21 (launches saved 0)" on two CPU traces of 3 unmarked iterations:
+    the figures are the whole trace's (3 iterations), and CPU ops launch nothing."""
+    a, b, da, _ = pair
+    rc, out, _ = _run(capsys, str(a), str(b), "--text")
+    line = next(x for x in out.splitlines() if x.startswith("per step"))
+    assert "without step markers counts whole" in line and "launches saved" not in line
+    # the compute-op count is the whole trace's: every leaf op of the raw JSON (3 iterations)
+    parents = {"aten::linear", "autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0"}
+    leaves = [e for e in da["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] not in parents]
+    assert f"compute ops {len(leaves)} → {len(leaves)}" in line

@@ -132,10 +132,14 @@ def diff_header(j: dict) -> list[str]:
     alike = ""
     if a["steps_alike"] < a["steps"] or b["steps_alike"] < b["steps"]:
         alike = f" (steps alike: A {a['steps_alike']}/{a['steps']}, B {b['steps_alike']}/{b['steps']})"
-    dev = "device" if a["device"] or b["device"] or a.get("gpu") or b.get("gpu") else "compute (CPU ops)"
+    gpu = bool(a["device"] or b["device"] or a.get("gpu") or b.get("gpu"))
+    dev = "device" if gpu else "compute (CPU ops)"
+    saved = f" (launches saved {t['launches_saved']})" if gpu else ""  # CPU ops launch nothing
+    if not a["steps"] or not b["steps"]:  # _side counts such a trace as one step
+        alike += " (a trace without step markers counts whole, as one step)"
     out = [f"per step{alike}: {dev} {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} µs "
            f"({t['device_delta_us']:+,.1f}; rows sum to {t['rows_delta_us']:+,.1f}), "
-           f"kernels {t['kernels_a']} → {t['kernels_b']} (launches saved {t['launches_saved']}), "
+           f"{'kernels' if gpu else 'compute ops'} {t['kernels_a']} → {t['kernels_b']}{saved}, "
            f"host time {host_step_text(a, b)}"]
     if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:
         out.append(f"  memcpy/memset (not in the rows): {a['memcpy_memset_per_step']:g} → "

@@ -150,9 +150,11 @@ class DiffScreen(ExportsView, Screen):
         s = Text()
         for i, line in enumerate(getattr(self, "verdict_lines", [])):  # the verdict, then comparability
             s.append(line + "\n", style="bold" if i == 0 else "bold red")
-        s.append(f"kernels/step {t['kernels_a']} → {t['kernels_b']}", style="bold")
-        s.append(f" (launches saved {t['launches_saved']})")
-        s.append(f" · device µs/step {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} ({t['device_delta_us']:+,.1f}; "
+        gpu = bool(A.get("gpu") or B.get("gpu"))  # CPU-only: the units are compute ops, which launch nothing
+        s.append(f"{'kernels' if gpu else 'compute ops'}/step {t['kernels_a']} → {t['kernels_b']}", style="bold")
+        if gpu:
+            s.append(f" (launches saved {t['launches_saved']})")
+        s.append(f" · {'device' if gpu else 'compute'} µs/step {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} ({t['device_delta_us']:+,.1f}; "
                  f"rows sum {t['rows_delta_us']:+,.1f})")
         host = (f"{A['cpu_us_per_step']:,.1f} → {B['cpu_us_per_step']:,.1f}" if A["steps"] and B["steps"]
                 else "- (no step markers)")
