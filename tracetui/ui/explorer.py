@@ -473,6 +473,9 @@ class ExplorerScreen(ExportsView, Screen):
                 self.call_after_refresh(self.action_tab, "memory")
         elif name in ("kernels", "ops"):
             table = self.kernel_table if name == "kernels" else self.op_table
+            if name == "kernels" and not self.trace.kernel_table:  # else a header over nothing
+                self.notify("no GPU kernels in this trace (CPU only): 3 shows the ops and their CPU time",
+                            markup=False)
             if table.is_mounted:
                 focus_now(self, table)
             else:  # a key pressed within a frame of the first screen
