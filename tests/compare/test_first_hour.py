@@ -176,3 +176,21 @@ def test_the_header_says_a_stepless_trace_counts_whole_and_cpu_ops_launch_nothin
     parents = {"aten::linear", "autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0"}
     leaves = [e for e in da["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] not in parents]
     assert f"compute ops {len(leaves)} → {len(leaves)}" in line
+
+
+def test_a_ladder_of_stepless_traces_shows_no_host_time_it_does_not_have(tmp_path, capsys):
+    """The ladder said "CPU µs 0.0" per rung and "host time +0.0 µs" between rungs whose host
+    time doubled (train_step annotations of 1.2, 2.4 and 3.6 ms, no step markers)."""
+    paths, docs = [], []
+    for k, step_us in enumerate((400, 800, 1200)):
+        p = tmp_path / f"r{k}.json"
+        docs.append(_write(p, step_us=step_us, mm_us=100))
+        paths.append(str(p))
+    assert [_annotation_us(d) for d in docs] == [1200.0, 2400.0, 3600.0]
+    rc, out, _ = _run(capsys, *paths, "--text")
+    assert rc == 0
+    lines = out.splitlines()
+    rungs = [x for x in lines if x.strip().endswith(".json") and x.startswith("  r")]
+    assert len(rungs) == 3 and all(x.split()[-2] == "-" for x in rungs)  # the CPU µs column
+    between = [x for x in lines if " → " in x and "host time" in x]
+    assert len(between) == 2 and all("host time -" in x and "+0.0" not in x.split("host time")[1] for x in between)

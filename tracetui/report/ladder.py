@@ -33,6 +33,18 @@ def ladder_tables(ld: dict, names: list[str]) -> list:
             records_table("changes", changes("top")), records_table("cpu_changes", changes("cpu_top"))]
 
 
+def rung_cpu(r: dict) -> str:
+    """A rung's host time per step, or "-" without step markers (its 0.0 is no time)."""
+    return f"{r['cpu_us_per_step']:,.1f}" if r["steps"] else "-"
+
+
+def host_delta(ld: dict, s: dict) -> str:
+    """The host time change between two neighbours, or "- (no step markers)" where one lacks them."""
+    if not ld["rungs"][s["from"]]["steps"] or not ld["rungs"][s["to"]]["steps"]:
+        return "- (no step markers)"
+    return f"{s['totals']['cpu_delta_us']:+,.1f} µs"
+
+
 def ladder_lines(ld: dict, names: list[str]) -> list[str]:
     """The rungs (a rung's name is never cut: its column is as wide as the longest), then the
     biggest changes between neighbours, each title fitted to a terminal, whole into a pipe."""
@@ -40,13 +52,13 @@ def ladder_lines(ld: dict, names: list[str]) -> list[str]:
     out = [f"{'per step':{w + 2}s} {'device µs':>11s}   kernels  launches  launch CPU µs    CPU µs   file"]
     for name, r in zip(names, ld["rungs"]):
         out.append(f"  {visible(name):{w}s} {r['device_us_per_step']:11,.1f} {r['kernels_per_step']:9d} "
-                   f"{r['launches_per_step']:9.0f} {r['launch_cpu_us_per_step']:14,.1f} {r['cpu_us_per_step']:9,.1f}   "
+                   f"{r['launches_per_step']:9.0f} {r['launch_cpu_us_per_step']:14,.1f} {rung_cpu(r):>9s}   "
                    f"{visible(r['file'])}")
     for s in ld["steps"]:
         t = s["totals"]
         out.append(f"\n{visible(names[s['from']])} → {visible(names[s['to']])}: "
                    f"device {t['device_delta_us']:+,.1f} µs, "
-                   f"kernels {t['kernels_a']} → {t['kernels_b']}, host time {t['cpu_delta_us']:+,.1f} µs; "
+                   f"kernels {t['kernels_a']} → {t['kernels_b']}, host time {host_delta(ld, s)}; "
                    f"unexplained rows {t['unexplained']}")
         for c in s["top"]:
             rep = f"  [{c['repeat']}]" if c["repeat"] else ""

@@ -468,6 +468,7 @@ class LadderScreen(ExportsView, Screen):
         return [visible(t.path.name.split(".")[0]) for t in self.traces]
 
     def _show(self, ld: dict) -> None:
+        from tracetui.report.ladder import ladder_lines, rung_cpu
         self.ladder = ld
         t = self.query_one("#ladder", DataTable)
         names = self.names()
@@ -477,8 +478,7 @@ class LadderScreen(ExportsView, Screen):
             un = str(step["totals"]["unexplained"]) if step else ""
             t.add_row(Text(name), f"{r['device_us_per_step']:,.1f}", delta, str(r["kernels_per_step"]),
                       f"{r['launch_cpu_us_per_step']:,.1f}",
-                      f"{r['cpu_us_per_step']:,.1f}", un)
-        from tracetui.report.ladder import ladder_lines
+                      rung_cpu(r), un)
         lines = ladder_lines(ld, names)
         self.query_one("#ladder-text", Static).update(hanging("\n".join(lines[len(ld["rungs"]) + 1:]).strip("\n")))
         first, last = ld["rungs"][0], ld["rungs"][-1]
