@@ -108,7 +108,10 @@ class OpStats:
             sel &= self.ts >= lo
         if hi is not None:
             sel &= self.ts < hi
-        is_op = t.kind == K["op"]
+        # an op torch merges into its same-name parent (Rollups.dup) is no node of the plugin's
+        # tree either (its remove_dup_nodes): neither a call nor a row level of its own
+        dup = getattr(self.trace.roll, "dup", None)
+        is_op = (t.kind == K["op"]) & (~dup if dup is not None else True)
         out: list[OpStat] = []
         op_nodes = np.flatnonzero(is_op)
         if lo is not None or hi is not None:
@@ -121,16 +124,16 @@ class OpStats:
             # (op node, bytes, is its own op) for every op on each instant's path, then summed per
             # node over the nodes touched only (not bincounts over the whole tree per level)
             nodes_l, bytes_l, self_l = [], [], []
-            cur, first = own, True
+            cur, pend = own, np.ones(own.size, dtype=bool)  # pend: the instant's self op not met yet
             while cur.size:
                 here = is_op[cur]
                 nodes_l.append(cur[here])
                 bytes_l.append(nb[here])
-                self_l.append(np.full(int(here.sum()), first))
-                first = False
+                self_l.append(pend[here])
+                pend = pend & ~here
                 up = t.cparent[cur]
                 keep = up > 0
-                cur, nb = up[keep], nb[keep]
+                cur, nb, pend = up[keep], nb[keep], pend[keep]
             if not nodes_l or not sum(x.size for x in nodes_l):
                 continue
             out += _rows(t, label, calls, np.concatenate(nodes_l), np.concatenate(bytes_l), np.concatenate(self_l))
