@@ -35,6 +35,11 @@ def run(args) -> int:
     else:
         announce_folders(args.traces)
     traces = args.traces or bundled_default()  # none: the bundled ladder (eager, compile, ... on an H200)
+    if not interactive() and job:  # the job view's report: the app would draw into the pipe and never end
+        import argparse
+        from tracetui.cli import ranks
+        return ranks.run(argparse.Namespace(**{**vars(args), "cmd": "ranks", "paths": [str(p) for p in args.traces],
+                                               "top": 10, "workers": None, "rank_clocks": False}))
     if not interactive() and not job:  # a pipe or a file: the report the app would open on, never escape codes
         if len(traces) >= 2:
             from tracetui.cli.diff import report
