@@ -1,6 +1,6 @@
 """Make a large trace from real events: replicate a recorded trace with shifted ids and timestamps.
 
-    python benchmarks/make_large_trace.py SRC OUT --events 270000 [--layout kineto|line]
+    python benchmarks/make_large_trace.py SRC OUT --events 270000 [--layout kineto|line] [--script-frame]
 
 Each copy shifts ``ts`` past the previous copy and offsets every id that links events
 (External id, correlation, Python ids, flow ids, Sequence number), so the copies link like the
@@ -39,7 +39,10 @@ LAYOUTS = {"kineto": _kineto_event, "line": orjson.dumps}
 layout of the benchmark files before 2026-12-04, ~15% smaller for the same events)."""
 
 
-def replicate(src: Path, out: Path, events: int, layout: str = "kineto") -> int:
+def replicate(src: Path, out: Path, events: int, layout: str = "kineto", script_frame: bool = False) -> int:
+    """Write ``events`` events of ``src``'s copies to ``out``; with ``script_frame``, each host
+    thread also gets one Python frame open from its first copy to its last, as a ``with_stack``
+    recording has for the script (its thread's stack is then never empty)."""
     raw = Path(src).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
@@ -59,6 +62,8 @@ def replicate(src: Path, out: Path, events: int, layout: str = "kineto") -> int:
             id_max = max(id_max, e["id"])
     stride = id_max + 1
     copies = max(1, -(-events // max(1, len(body))))
+    if script_frame:
+        meta = meta + _script_frames(body, min(ts) - 1, copies * span + 2)
     write = LAYOUTS[layout]
     opener = (lambda: gzip.open(out, "wb", compresslevel=1)) if str(out).endswith(".gz") else (lambda: open(out, "wb"))
     n = 0
@@ -101,6 +106,13 @@ def _copies(body: list, copies: int, events: int, span: float, stride: int):
                 return
 
 
+def _script_frames(body: list, ts: float, dur: float) -> list:
+    """One ``python_function`` frame per thread with ops, from ``ts`` for ``dur`` µs."""
+    threads = dict.fromkeys((e["pid"], e["tid"]) for e in body if e.get("cat") == "cpu_op" and "pid" in e and "tid" in e)
+    return [{"ph": "X", "cat": "python_function", "name": "train.py(1): <module>", "pid": pid, "tid": tid,
+             "ts": ts, "dur": dur, "args": {"Python id": 0, "Python thread": 0}} for pid, tid in threads]
+
+
 def _write_events(f, write, meta: list, body) -> int:
     """Write the events separated as before (",\n"), in blocks; returns how many."""
     n, block = 0, []
@@ -121,8 +133,10 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--events", type=int, default=270_000)
     ap.add_argument("--layout", choices=sorted(LAYOUTS), default="kineto")
+    ap.add_argument("--script-frame", action="store_true",
+                    help="each host thread's events inside one frame from start to end (a with_stack recording)")
     a = ap.parse_args()
-    n = replicate(a.src, a.out, a.events, a.layout)
+    n = replicate(a.src, a.out, a.events, a.layout, a.script_frame)
     print(f"{a.out}: {n:,} events, {a.out.stat().st_size / 1e6:.1f} MB")
 
 

@@ -311,3 +311,93 @@ def test_the_closers_come_back_whole_from_split_processes(monkeypatch):
     for workers in (2, 5):
         got = nesting.nest(ts, end, node, track, sentinel, workers)
         assert np.array_equal(got.closers, want.closers) and np.array_equal(got.parents, want.parents), workers
+
+
+def _with_script_frames(rng, tracks):
+    """``_nested`` families on a few threads, each inside a few long frames open from (about)
+    the thread's start to its end, as a with_stack recording's script and training loop; now
+    and then a frame that starts or ends in the middle of the work, crossing what is there."""
+    import numpy as np
+
+    from tracetui.model.tree import _host_order
+
+    ev = []
+    for tr in range(tracks):
+        fam = [e for k in range(rng.randint(1, 6))
+               for e in _nested(rng, lo=k * 100_000, hi=k * 100_000 + 90_000, track=tr)]
+        if not fam:
+            continue
+        lo, hi = min(e[0] for e in fam), max(e[1] for e in fam)
+        for _ in range(rng.randint(0, 3)):
+            a, b = lo - rng.choice([0, 0, 10]), hi + rng.choice([0, 0, 10])
+            if rng.random() < 0.15:
+                a = fam[rng.randrange(len(fam))][0] + rng.choice([0, 1])   # starts mid-way
+            if rng.random() < 0.15:
+                b = fam[rng.randrange(len(fam))][1] + rng.choice([0, -1])  # ends mid-way
+            ev.append((a, max(a, b), tr))
+        ev += fam
+    if not ev:
+        return _with_script_frames(rng, tracks)
+    ts, end, track = (np.array(c, dtype=np.int64) for c in zip(*ev))
+    o = _host_order(np.arange(len(ev)), track, ts, end - ts, np.full(len(ev), 6, dtype=np.int8))
+    return ts[o], end[o], track[o]
+
+
+def test_long_frames_set_aside_give_the_walks_tree(monkeypatch):
+    """A with_stack recording's long frames (the script's, the training loop's) keep the stack
+    from ever emptying; set aside (``_peeled``), the rest nests in stretches and processes.
+    Where that is taken, parents, partial overlaps and closers are the one walk's; where a long
+    frame crosses other events it is not taken (None), and ``nest`` walks as before."""
+    import numpy as np
+
+    from tracetui.model import nesting
+
+    monkeypatch.setattr(nesting, "LONG_SPAN", 40)
+    monkeypatch.setattr(nesting, "CHUNK", 64)
+    rng = random.Random(5)
+    taken = refused = 0
+    for _ in range(400):
+        ts, end, track = _with_script_frames(rng, rng.randint(1, 3))
+        node = np.arange(ts.size) + 10
+        sentinel = {int(t): -1 - int(t) for t in np.unique(track)}
+        want = nesting.walk(ts, end, node, track, sentinel)
+        got = nesting._peeled(ts, end, node, track, sentinel, workers=1)
+        if got is None:
+            refused += 1
+            continue
+        taken += 1
+        assert np.array_equal(got.parents, want.parents)
+        assert got.partial == want.partial and np.array_equal(got.closers, want.closers)
+    assert taken > 150 and refused > 100  # both ways were exercised (400 cases: 175 and 225)
+
+
+def test_a_thread_inside_one_frame_is_nested_by_several_processes(monkeypatch):
+    """The whole nest on such a thread, with two and three processes: the stretches between the
+    script frame's children go to the children processes, and the answer is the walk's."""
+    import numpy as np
+
+    from tracetui.model import nesting
+    from tracetui.read import forked
+
+    if not forked.available():
+        pytest.skip("needs fork and two cores")
+    monkeypatch.setattr(nesting, "LONG_SPAN", 200)
+    monkeypatch.setattr(nesting, "CHUNK", 800)
+    monkeypatch.setattr(nesting, "NEST_FORK_MIN", 2)
+    rng = random.Random(12)
+    fam = [e for k in range(300) for e in _nested(rng, lo=k * 100_000, hi=k * 100_000 + 90_000, track=k % 2)]
+    fam += [(-5, 30_000_000, 0), (-5, 30_000_000, 1), (0, 29_999_000, 1)]  # the script's frames
+    fam.sort(key=lambda e: (e[2], e[0], -(e[1] - e[0])))
+    ts, end, track = (np.asarray(col, dtype=np.int64) for col in zip(*fam))
+    node = np.arange(ts.size, dtype=np.int64) + 10
+    sentinel = {0: -1, 1: -2}
+    want = nesting.walk(ts, end, node, track, sentinel)
+    assert nesting._longest_stretch(nesting._free(track, ts, end)) == (track == 0).sum()  # never empty
+    spread = []
+    real = forked.spread
+    monkeypatch.setattr(forked, "spread", lambda parts, **kw: (spread.append(len(parts)), real(parts, **kw))[1])
+    for workers in (2, 3):
+        got = nesting.nest(ts, end, node, track, sentinel, workers)
+        assert np.array_equal(got.parents, want.parents) and np.array_equal(got.closers, want.closers), workers
+        assert got.partial == want.partial
+    assert spread and max(spread) >= 2  # split over processes

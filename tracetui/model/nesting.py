@@ -36,6 +36,15 @@ CHUNK = 1 << 18
 """Events nested in numpy at a time (cut where the walk's stack is empty), which bounds the
 range-maximum table to ~40 MB on a GB-sized trace."""
 
+LONG_SPAN = CHUNK // 4
+"""An event with more later starts inside it than this is long (``_peeled``): a with_stack
+recording's script and training-loop frames."""
+
+MAX_LONG = 4096
+SPAN_BUDGET = 8
+"""At most this many long events, holding at most ``SPAN_BUDGET`` times the events in all
+(``_peeled`` marks each one's span): past either, the events are nested as one stretch."""
+
 TABLE_MAX_BYTES = 64 << 20
 """The most the range-maximum table for step 1 may take; past it the events are walked."""
 
@@ -48,17 +57,23 @@ class Nested(NamedTuple):
 
 
 def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
-         sentinel: dict, workers: int | None = None) -> Nested:
+         sentinel: dict, workers: int | None = None, peel: bool = True) -> Nested:
     """Containment parents (node ids; a thread as its ``sentinel``) of host events sorted by
     (track, ts, -dur, kind, index), how many were closed by a partial overlap, and by what
     (frame_ends.py cuts the frames that close the calls they started in). From
     ``NEST_FORK_MIN`` events, stretches cut where the stack is empty are nested by ``workers``
     processes (this one and forked children; ``forked.default_workers()`` when None): on a GB
-    trace with 8 cores the nesting is most of the link, which no other stage spreads."""
+    trace with 8 cores the nesting is most of the link, which no other stage spreads. Where
+    the stack stays full for more than ``CHUNK`` events, the long events are set aside first
+    so that the rest can be split (``peel``, ``_peeled``)."""
     k = _ways(ts.size, workers)
     # where the stack is empty, found once: both the split and the stretches cut there (on a
     # slice that starts at such a place, the scan gives the same answer as on the whole)
     free = _free(track, ts, end) if k > 1 or ts.size > CHUNK else None
+    if peel and k > 1 and _longest_stretch(free) > CHUNK:  # one process: the walk is as fast
+        got = _peeled(ts, end, node, track, sentinel, workers)
+        if got is not None:
+            return got
     cuts = walk_cuts(free, k) if k > 1 else []
     if not cuts:
         return _nest(ts, end, node, track, sentinel, free)
@@ -67,6 +82,78 @@ def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
                          for a, b in zip(bounds, bounds[1:])])
     return Nested(np.concatenate([g.parents for g in got]), sum(g.partial for g in got),
                   np.concatenate([np.where(g.closers >= 0, g.closers + a, -1) for g, a in zip(got, bounds)]))
+
+
+def _longest_stretch(free: np.ndarray) -> int:
+    """The most events between two places where the stack is empty."""
+    return int(np.diff(np.r_[np.flatnonzero(free), free.size]).max()) if free.size else 0
+
+
+def _peeled(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray, sentinel: dict,
+            workers: int | None) -> Nested | None:
+    """``nest`` with the long events (more than ``LONG_SPAN`` later starts inside them) set
+    aside, or None where that would not give the walk's answer.
+
+    A ``with_stack`` recording keeps the script's frame (and the training loop's) open for the
+    whole thread: the stack is never empty, so the events were one stretch, walked in Python
+    in one process. Without those few long events the rest nest as usual, in stretches and
+    processes; the long ones are walked alone. This is exact when no long event crosses any
+    other event: no short event is open where a long one starts (the long one would close it),
+    none started inside a long one outlasts it, and the long ones nest among themselves. A
+    short event is then never an ancestor of a long one (it would hold more starts than the
+    long one does), so a short event found at its thread's top goes under the innermost long
+    event open at its start."""
+    found = _long_events(track, ts, end)
+    if found is None:
+        return None
+    lp, inner = found
+    is_short = np.ones(ts.size, dtype=bool)
+    is_short[lp] = False
+    sp = np.flatnonzero(is_short)
+    up = inner[sp]  # (only what the short events need is kept while they nest: a GB trace's peak)
+    del is_short, inner
+    longs = walk(ts[lp], end[lp], node[lp], track[lp], sentinel)
+    if (longs.closers >= 0).any():
+        return None  # long events that cross each other
+    held = up >= 0
+    if np.any(end[sp[held]] > end[up[held]]):
+        return None  # a short event that outlasts the long one it started in
+    short = nest(ts[sp], end[sp], node[sp], track[sp], sentinel, workers, peel=False)
+    parents = np.empty(ts.size, dtype=np.int64)
+    parents[lp] = longs.parents
+    parents[sp] = np.where((short.parents < 0) & held, node[np.maximum(up, 0)], short.parents)
+    closers = np.full(ts.size, -1, dtype=np.int64)
+    closers[sp] = np.where(short.closers >= 0, sp[np.maximum(short.closers, 0)], -1)
+    return Nested(parents, short.partial, closers)
+
+
+def _long_events(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(positions of the long events, the innermost long event each event starts inside or -1),
+    or None: none, too many, times that do not pack, or a short event still open where a long
+    one starts."""
+    packed = _packed(track, ts, end) if np.all(end >= ts) else None
+    if packed is None:
+        return None
+    _, _, key_s, key_e = packed
+    del packed
+    n = ts.size
+    reach = np.searchsorted(key_s, key_e, side="left")  # past the last event starting inside
+    lp = np.flatnonzero(reach - np.arange(n) - 1 > LONG_SPAN)
+    if not 0 < lp.size <= MAX_LONG or int((reach[lp] - lp).sum()) > SPAN_BUDGET * n:
+        return None
+    reach = reach[lp]
+    shorts_end = key_e.copy()
+    shorts_end[lp] = -1  # the keys are >= 0
+    furthest = np.maximum.accumulate(shorts_end)  # packed keys: another track's are all lower
+    del shorts_end, key_e
+    after = lp > 0
+    if np.any(furthest[lp[after] - 1] > key_s[lp[after]]):
+        return None  # a short event still open where a long one starts
+    del furthest, key_s
+    inner = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)
+    for p, r in zip(lp.tolist(), reach.tolist()):  # outer ones first: inner ones overwrite
+        inner[p + 1:r] = p
+    return lp, inner
 
 
 def _ways(n: int, workers: int | None) -> int:

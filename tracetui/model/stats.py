@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 import numpy as np
 
 from tracetui.read.events import GPU_KINDS, HOST_KINDS, K
 from tracetui.read.forked import cores
 from tracetui.read.together import together
-from tracetui.model.tree import Tree, by_parent_then_start
+from tracetui.model.tree import Tree, by_parent_then_start, finish_tree
+
+T = TypeVar("T")
 
 STEP_KEY = "ProfilerStep*"
 _STEP_RE = re.compile(r"^ProfilerStep#\d+$")
@@ -87,9 +90,12 @@ def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarr
     child = covered(cpar, mn)
     if member[host].all():  # torch 2.13: every host node is in torch's tree
         return np.where(host, dur - child, 0)
+    # the frames torch leaves out: only their own children's cover is needed (not every host
+    # node's again). One tree after the other: side by side, their sorts' temporaries (~7
+    # node-sized arrays each) raised the load's peak by ~130 MB at 1 GB for ~0.1 s on 16 cores
     hn = np.nonzero(host & (tree.cparent >= 0))[0]
-    # one tree after the other: side by side, their sorts' temporaries (~7 node-sized arrays
-    # each) raised the load's peak by ~130 MB at 1 GB for ~0.1 s on 16 cores
+    up = tree.cparent[hn]
+    hn = hn[host[up] & ~member[up]]
     return np.where(host, dur - np.where(member, child, covered(tree.cparent, hn)), 0)
 
 
@@ -166,14 +172,31 @@ def rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = Fal
     op table (``op_self``); the tree keeps each node's own (``cpu_self``). ``workers``: threads
     its independent parts may use (together.py).
     """
-    return finish_rollups(tree, contained_rollups(tree, torch_compat, python_owns_time, workers))
+    return rollups_beside(tree, lambda: None, torch_compat, python_owns_time, workers)[0]
 
 
-def contained_rollups(tree: Tree, torch_compat: bool = False, python_owns_time: bool = False,
-                      workers: int | None = 1) -> Rollups:
-    """``rollups`` less what needs the display tree (``finish_rollups``): every figure that
-    climbs the containment parents, so it may run before ``finish_tree`` or beside it (its
-    ``step_of`` is None, and threads do not total their work yet)."""
+def rollups_beside(tree: Tree, beside: Callable[[], T], torch_compat: bool = False, python_owns_time: bool = False,
+                   workers: int | None = 1) -> tuple[Rollups, T]:
+    """(``rollups``, ``beside()``), with ``beside`` (the step windows: trace.py) run side by side
+    with the rollups' parts. A tree from ``link_tree`` is finished here (its CSR children and
+    depths, ``finish_tree``), beside the climbs up the containment parents, which need none."""
+    def display() -> np.ndarray:  # what needs the display tree: each node's step
+        if tree.child_off is None:
+            finish_tree(tree)
+        return _steps_of(tree)
+
+    step_of, r, other = together([display, lambda: _contained(tree, torch_compat, python_owns_time, workers), beside],
+                                 cores(workers))
+    host = np.isin(tree.kind, list(HOST_KINDS))
+    gpu = np.isin(tree.kind, list(GPU_KINDS))
+    _thread_totals(tree, host, gpu, r.cpu_total, r.device, r.kernels)  # on the finished display tree
+    r.step_of = step_of
+    return r, other
+
+
+def _contained(tree: Tree, torch_compat: bool, python_owns_time: bool, workers: int | None) -> Rollups:
+    """The rollups that climb the containment parents only (all but ``step_of`` and the
+    threads' totals): they may run before the display tree is finished."""
     kind = tree.kind
     host = np.isin(kind, list(HOST_KINDS))
     gpu = np.isin(kind, list(GPU_KINDS))
@@ -191,16 +214,6 @@ def contained_rollups(tree: Tree, torch_compat: bool = False, python_owns_time: 
     is_dup[dup] = True
     return Rollups(cpu_total=cpu_total, cpu_self=cpu_self, device=device, kernels=kernels,
                    step_of=None, dup=is_dup, op_self=op_self)
-
-
-def finish_rollups(tree: Tree, r: Rollups, step_of: np.ndarray | None = None) -> Rollups:
-    """``r`` (``contained_rollups``) completed on the finished display tree: each node's step
-    (``steps_of``, unless given) and the threads' totals of their top-level work."""
-    host = np.isin(tree.kind, list(HOST_KINDS))
-    gpu = np.isin(tree.kind, list(GPU_KINDS))
-    _thread_totals(tree, host, gpu, r.cpu_total, r.device, r.kernels)
-    r.step_of = steps_of(tree) if step_of is None else step_of
-    return r
 
 
 def _device_climb(tree: Tree, gpu: np.ndarray, torch_compat: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -256,7 +269,7 @@ def _thread_totals(tree: Tree, host: np.ndarray, gpu: np.ndarray, cpu_total: np.
             np.add.at(col, tree.parent[members], col[members])
 
 
-def steps_of(tree: Tree) -> np.ndarray:
+def _steps_of(tree: Tree) -> np.ndarray:
     """The step of every node in the display tree, top-down (-1 outside any step). Levels come
     from one stable sort of the depths (a radix sort where they fit 16 bits) and their counts."""
     kind, n = tree.kind, len(tree.kind)

@@ -21,11 +21,9 @@ from tracetui.read.source import LoadReport, read_input, resolve_input
 from tracetui.model import reopen as model_cache
 from tracetui.model.kclass import KernelClasses
 from tracetui.model.selftime import SelfTimeRule, self_time_rule
-from tracetui.model.stats import Agg, Rollups, aggregate, contained_rollups, finish_rollups, steps_of, torch_device
+from tracetui.model.stats import Agg, Rollups, aggregate, rollups_beside, torch_device
 from tracetui.model.steps import StepChoice, choose_steps
-from tracetui.read.forked import cores
-from tracetui.read.together import together
-from tracetui.model.tree import Tree, finish_tree, link_tree
+from tracetui.model.tree import Tree, link_tree
 from tracetui.model.windows import StepWindow, Windows
 
 Progress = Callable[[str, float], None]
@@ -358,14 +356,10 @@ def _model(events: Events, say: Progress, steps: str | None, torch_version: str 
     timings["link"] = t2 - t1
     say("rolling up", 0.9)
     trace = make(tree, None)
-    # three chains that need only the linked nodes, side by side (together.py): the display
-    # tree's CSR and depths, then each node's step; the containment climbs; the step windows
-    # (they read GPU nodes' parents, which finishing the tree leaves as they are)
-    step_of, roll, trace.windows = together(
-        [lambda: steps_of(finish_tree(tree)),
-         lambda: contained_rollups(tree, python_owns_time=rule.frames_own_time, workers=workers),
-         lambda: Windows(trace)], cores(workers))
-    trace.roll = finish_rollups(tree, roll, step_of)
+    # the step windows need only the linked nodes: built beside the rollups and the display
+    # tree's finish (stats.rollups_beside), then their totals go into the rollups' step rows
+    trace.roll, trace.windows = rollups_beside(tree, lambda: Windows(trace), python_owns_time=rule.frames_own_time,
+                                               workers=workers)
     trace._step_totals_from_windows()
     timings["tree+rollup+windows"] = time.perf_counter() - t2
     say("done", 1.0)

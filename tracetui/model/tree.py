@@ -276,14 +276,15 @@ def link_tree(store: EventStore, title: str = "trace", cut_frames: bool = False,
     containment tree or the nodes' parents (the rollups' climbs, the step windows) can start
     here, beside ``finish_tree`` (trace.py)."""
     links = _Links.start(store)
-    _nest_host(links, cut_frames, workers)
 
-    def steps() -> None:
+    def host() -> None:  # the host events' parents: nested, then the steps kept on top
+        _nest_host(links, cut_frames, workers)
         _steps_on_top(links)
         links.groups = _step_thread_groups(store, links.host, links.parent, links.thread_node, links.base)
 
-    # host events' display parents, GPU activity's and the backward links touch disjoint parts
-    _, _, fwd_of = together([steps, lambda: _link_gpu(links), lambda: _link_backward(store, links.base)], cores(workers))
+    # host events' parents, GPU activity's and the backward links touch disjoint parts (the
+    # nesting's helpers may fork while the other two run: they only run numpy on arrays)
+    _, _, fwd_of = together([host, lambda: _link_gpu(links), lambda: _link_backward(store, links.base)], cores(workers))
     tree = _assemble(links, title)
     tree.fwd_of = fwd_of
     return tree

@@ -17,6 +17,7 @@ import numpy as np
 from tracetui.read.schema import BAD_EVENT_CAT, TEXT_TIMES, LenientLinkArgs
 from tracetui.read.source import release, still_whole
 from tracetui.read.times import MISSING, OK, OUT_OF_RANGE, ns_column
+from tracetui.read.together import together
 
 # Node kinds. Host kinds come first: their order is also the tie-break when two events start
 # and end together (the step encloses the annotation, which encloses the module, ...).
@@ -406,12 +407,13 @@ def _others(events: list, rest: np.ndarray, skipped: dict) -> dict:
 _COLUMNS = ("name_id", "kind", "track", "ts", "dur", "corr", "ext", "seq", "fwd_tid", "file_index")
 
 
-def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
+def concat_stores(parts: list[EventStore], offsets: list[int], threads: int = 1) -> EventStore:
     """The store of a file's events when ``parts[i]`` holds those from position ``offsets[i]`` on.
 
     Ids are assigned in first-seen order, so the result equals what one pass would build. The
     parts are used up: each column is joined into one array and the parts' own copies of it
-    dropped before the next, so the join never holds two whole copies of the columns.
+    dropped once it is, so the join never holds two whole copies of the columns; ``threads``
+    columns are joined at once (together.py: copies and gathers, which release the GIL).
     """
     if len(parts) == 1 and offsets[0] == 0:
         return parts[0]
@@ -442,7 +444,9 @@ def concat_stores(parts: list[EventStore], offsets: list[int]) -> EventStore:
             unreadable[k] = unreadable.get(k, 0) + c
         thread_names.update(b.thread_names)
         process_names.update(b.process_names)
-    columns = {f: _joined_column(parts, f, maps.get(f), offsets if f == "file_index" else None) for f in _COLUMNS}
+    columns = dict(zip(_COLUMNS, together(
+        [lambda f=f: _joined_column(parts, f, maps.get(f), offsets if f == "file_index" else None) for f in _COLUMNS],
+        threads)))
     return EventStore(
         names=names, **columns, track_keys=tracks, source=a.source,
         thread_names=thread_names, process_names=process_names, flows=Flows.joined([p.flows for p in parts]),

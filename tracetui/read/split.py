@@ -362,7 +362,14 @@ def _joined_parts(env: _Envelope, parts: list, t0: float) -> tuple[Document, Eve
     offsets = [0]
     for _, n, _, _ in parts[:-1]:
         offsets.append(offsets[-1] + n)
-    return _document(env), concat_stores([p[0] for p in parts], offsets), any(p[2] for p in parts)
+    # the columns four at a time: each holds one more column until its parts' copies go
+    return (_document(env), concat_stores([p[0] for p in parts], offsets, min(JOIN_THREADS, forked.cores(len(parts)))),
+            any(p[2] for p in parts))
+
+
+JOIN_THREADS = 4
+"""Columns the parts' stores are joined by at once (events.concat_stores): 1 GB, 8 processes on
+16 cores, the join took ~0.045 s of the decode's ~0.77 s one column at a time."""
 
 
 def _document(env: _Envelope) -> Document:
