@@ -32,9 +32,12 @@ def parse_version(v) -> tuple[int, int] | None:
 
 def self_time_rule(meta: dict, has_frames: bool, torch_version: str | None = None) -> SelfTimeRule:
     """The rule for one recording, tried in order: a version the user gave, the torch version the
-    recorder wrote in the trace (``tracetui`` provenance), else
-    the older rule, which every archived trace without a version was recorded with (the newer rule
-    only exists since torch 2.13). Traces without Python frames get the same numbers either way."""
+    recorder wrote in the trace (``tracetui`` provenance), the torch installed here (a trace is
+    mostly read where it was recorded, over SSH on the training host: a plain
+    ``export_chrome_trace`` of torch 2.13 carries no version, and the older rule put its
+    annotations' self times 4x off its own ``key_averages()``), else the older rule, which every
+    archived trace without a version was recorded with (the newer rule only exists since torch
+    2.13). Traces without Python frames get the same numbers either way."""
     if not has_frames:
         return SelfTimeRule(False, "no Python frames in the trace: both rules agree")
     prov = meta.get("tracetui") if isinstance(meta.get("tracetui"), dict) else {}
@@ -42,4 +45,23 @@ def self_time_rule(meta: dict, has_frames: bool, torch_version: str | None = Non
         ver = parse_version(v)
         if ver is not None:
             return SelfTimeRule(ver >= FRAMES_OWN_TIME_FROM, f"{source} {v}")
+    here = installed_torch()
+    ver = parse_version(here)
+    if ver is not None:
+        return SelfTimeRule(ver >= FRAMES_OWN_TIME_FROM,
+                            f"torch version not recorded: that of the torch installed here, {here} "
+                            "(pass --torch-version to change)")
     return SelfTimeRule(False, "torch version not recorded: assumed <= 2.12 (pass --torch-version to change)")
+
+
+def installed_torch() -> str | None:
+    """The version of the torch installed in this environment, from its package metadata (torch
+    is not imported: a few ms), or None where it is not installed."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - only when a trace has frames
+    except ImportError:
+        return None
+    try:
+        return version("torch")
+    except (PackageNotFoundError, ValueError, OSError):
+        return None
