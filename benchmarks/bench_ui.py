@@ -1,5 +1,5 @@
 """UI latency benchmark driven by Pilot: first screen, cursor moves, expands, search keystrokes,
-timeline keys (on a step, and on the whole trace from the root row).
+timeline keys (on a step, and on the whole trace from the root row), the help (`?`) first and again.
 
     python benchmarks/bench_ui.py [--events 270000] [--src RECORDING] [--input TRACE]
 
@@ -69,6 +69,14 @@ async def run(path: Path) -> dict:
         out["tl_whole_ms"] = await timed(*(["w"] + ["right"] * 6 + ["down"] * 4 + ["up"] * 4
                                            + ["minus", "plus", "right_square_bracket"]))
         out["tl_range_ms"] = await timed("4", "m", "right", "right", "right", "m", "z", "M")
+        # `?`: the first open builds help.md's Markdown; later opens show the screen kept (app.action_help)
+        await timed("1")
+        out["help_first_ms"] = await timed("question_mark")
+        out["help_close_ms"] = await timed("escape")
+        out["help_again_ms"] = []
+        for _ in range(5):
+            out["help_again_ms"] += await timed("question_mark")
+            out["help_close_ms"] += await timed("escape")
 
     return out
 
@@ -100,7 +108,7 @@ def main() -> None:
     base = cpu_median(r["cursor_ms"])  # the baseline: the tree's cursor key, in the same run
     for k in ("cursor_ms", "expand_ms", "search_open_ms", "search_ms", "search_settle_ms", "search_close_ms",
               "next_match_ms", "timeline_step_ms", "timeline_all_ms", "tl_step_ms", "tl_deep_ms", "tl_whole_ms",
-              "tl_range_ms"):
+              "tl_range_ms", "help_first_ms", "help_again_ms", "help_close_ms"):
         cpu = [s[1] for s in r[k]]
         print(line(k[:-3], r[k], base)
               + (f"  {'meets' if statistics.median(cpu) <= 50 and max(cpu) <= 150 else 'MISSES'} "

@@ -210,11 +210,24 @@ def verdict(j: dict) -> dict:
     out = {"device_change_pct": pct, "points": points, "cpu_change_pct": cpu_pct, "where": where,
            "fusion_top": {"where": fw[0], "points": -100.0 * fw[1] / base} if fw and base else None}
     out["unrecorded_inductor"] = _unrecorded_inductor(j)
+    if bool(A.get("gpu")) != bool(B.get("gpu")):  # one side's figure is CPU op time, the other's GPU time
+        out.update(device_change_pct=None, points={}, fusion_top=None, line=_one_side_gpu(t, A, cpu_pct))
+        return out
     out["line"] = _line(pct, points, cpu_pct, where, out["fusion_top"], _labels(j)) + "".join(
         f"; {side.upper()}'s Inductor C++ kernels are not ops: {us:,.1f} µs per step inside '{GRAPH_CALL}' is "
         "not in compute ops (record with torch._inductor.config.cpp.enable_kernel_profile = True)"
         for side, us in out["unrecorded_inductor"].items())
     return out
+
+
+def _one_side_gpu(t: dict, A: dict, cpu_pct) -> str:
+    """The verdict where one trace ran on the GPU and the other on the CPU only: the GPU side's time
+    against the other's compute-op time is no change in %, so each is said in its own unit."""
+    gpu, cpu, us_g, us_c = ("A", "B", t["device_us_a"], t["device_us_b"]) if A.get("gpu") else \
+        ("B", "A", t["device_us_b"], t["device_us_a"])
+    line = (f"no step change in %: {gpu} ran on the GPU ({us_g:,.1f} µs of GPU work per step), {cpu} on the "
+            f"CPU only ({us_c:,.1f} µs of compute ops per step)")
+    return line + (f"; {HOST_STEP_LABEL} {cpu_pct:+.0f}%" if cpu_pct is not None else "")
 
 
 def _unrecorded_inductor(j: dict) -> dict:

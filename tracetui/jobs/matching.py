@@ -205,6 +205,23 @@ def unequal_counts(m: Matched, diags: list[str]) -> list[str]:
     return unsure
 
 
+def unlike_kinds(m: Matched) -> list[str]:
+    """The reasons the matching cannot be trusted where a group matched by order pairs collectives
+    of different kinds across ranks (an all-reduce with an all-to-all): NCCL runs a communicator's
+    collectives in one order on every rank, so the order is off (a sampled or cut recording), and
+    the waits and last arrivers of those pairs compare unrelated collectives."""
+    out = []
+    for g in sorted({k[0] for k in m.by_key if m.how.get(k[0]) == "order"}, key=str):
+        keys = [k for k in m.by_key if k[0] == g]
+        unlike = [k for k in keys if len({m.coll["kind"][i] for i in m.by_key[k]}) > 1]
+        if unlike:
+            kinds = sorted({m.coll["kind"][i] for k in unlike for i in m.by_key[k]})
+            out.append(f"group {g or 'default'} is matched by order and {len(unlike)} of {len(keys)} of its "
+                       f"collectives pair different kinds across ranks ({', '.join(kinds)}): the ranks' "
+                       f"orders differ (a sampled or cut recording)")
+    return out
+
+
 def group_members(m: Matched) -> dict:
     """Per group, the ranks that hold any of its collectives."""
     out: dict = {}

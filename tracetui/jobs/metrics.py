@@ -118,7 +118,7 @@ def straggler(per_rank: list, w: Waits, unsure: list[str]) -> dict:
     """``_name_straggler``, withheld (and why said) when the matching cannot be trusted."""
     out = _name_straggler(per_rank, int(sum(w.caused.values())), len(w.collectives))
     if unsure and out["rank"] is not None:  # a wrong match names a wrong rank: say why, name none
-        out = {"rank": None, "share": out.get("share"),
+        out = {"rank": None, "share": out.get("share"), "unreliable": list(unsure),
                "evidence": "not named, the matching is not reliable: " + "; ".join(unsure)
                            + ". Taken at face value: " + out["evidence"]}
     return out

@@ -48,6 +48,7 @@ def analyze(info: dict, coll: dict, steps: dict, diagnostics: list[str] | None =
     clocks = _clocks.estimate(info, m, ranks, diags, unsure, each_rank=rank_clocks)
     waits = _metrics.collective_waits(m, clocks, ranks, job_world, diags)
     unsure += _matching.unequal_counts(m, diags)
+    unsure += _matching.unlike_kinds(m)
     idle = [r for r in ranks if not (m.rank == r).any()]
     if idle and len(idle) < len(ranks):
         diags.append(f"rank(s) {spans(idle)} hold no collective while the others do (cut short, or "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tracetui.model.graphs import GRAPH_LAUNCH
 from tracetui.read.events import K
 
 FUSIBLE = frozenset({"pointwise", "norm", "reduction"})
@@ -192,7 +193,10 @@ def step_kernels(t, step: int) -> list[Kernel]:
     for n, klass in zip(nodes.tolist(), classes.tolist()):
         op = t.launching_op(n)
         op_name = t.name(op) if op is not None else None
-        w, r, numel = op_bytes(op_name, t.args(op), t.name(n)) if op is not None else (None, None, None)
+        rt = int(t.tree.cparent[n])
+        replayed = rt > 0 and GRAPH_LAUNCH.search(t.name(rt)) is not None
+        # a graph replay's op is the region around the graph launch: its inputs are not the kernel's
+        w, r, numel = op_bytes(op_name, t.args(op), t.name(n)) if op is not None and not replayed else (None, None, None)
         scope, bwd = _scope_of(t, n, op)
         key = t.store.track_keys[int(t.store.track[int(t.tree.ev[n])])] if t.tree.ev[n] >= 0 else ()
         out.append(Kernel(n, t.name(n), klass, op_name, tuple(key), scope, bwd, int(t.tree.dur[n]), w, r, numel))

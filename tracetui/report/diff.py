@@ -126,6 +126,17 @@ def host_step_text(a: dict, b: dict) -> str:
     return f"{a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs (the step markers' wall time)"
 
 
+def launches_text(saved: int) -> str:
+    """Launches saved per step, or, where B launches more, how many more ('launches saved -127' read
+    as a typo)."""
+    return f"launches saved {saved}" if saved >= 0 else f"{-saved} more launches"
+
+
+def _count(n: float) -> str:
+    """A count per step: whole where it is, else one decimal (a mean over steps: '959.3', not '959.333')."""
+    return f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
+
+
 def diff_header(j: dict) -> list[str]:
     """The per-step totals of a diff, reconciled: rows sum to the delta, launches to the counts."""
     a, b, t = j["a"], j["b"], j["totals"]
@@ -134,7 +145,7 @@ def diff_header(j: dict) -> list[str]:
         alike = f" (steps alike: A {a['steps_alike']}/{a['steps']}, B {b['steps_alike']}/{b['steps']})"
     gpu = bool(a["device"] or b["device"] or a.get("gpu") or b.get("gpu"))
     dev = "device" if gpu else "compute (CPU ops)"
-    saved = f" (launches saved {t['launches_saved']})" if gpu else ""  # CPU ops launch nothing
+    saved = f" ({launches_text(t['launches_saved'])})" if gpu else ""  # CPU ops launch nothing
     if not a["steps"] or not b["steps"]:  # _side counts such a trace as one step
         alike += " (a trace without step markers counts whole, as one step)"
     out = [f"per step{alike}: {dev} {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} µs "
@@ -142,8 +153,8 @@ def diff_header(j: dict) -> list[str]:
            f"{'kernels' if gpu else 'compute ops'} {t['kernels_a']} → {t['kernels_b']}{saved}, "
            f"host time {host_step_text(a, b)}"]
     if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:
-        out.append(f"  memcpy/memset (not in the rows): {a['memcpy_memset_per_step']:g} → "
-                   f"{b['memcpy_memset_per_step']:g} "
+        out.append(f"  memcpy/memset (not in the rows): {_count(a['memcpy_memset_per_step'])} → "
+                   f"{_count(b['memcpy_memset_per_step'])} "
                    f"per step, {a['memcpy_memset_us_per_step']:.1f} → {b['memcpy_memset_us_per_step']:.1f} µs")
     out.append(f"  B's kernels explained {t['b_kernels_explained']}/{t['b_kernels']}; unexplained rows "
                f"{t['unexplained']} ({t['unexplained_added']} added, {t['unexplained_removed']} removed)")

@@ -224,7 +224,7 @@ def _per_step_lines(t: Trace, d: dict) -> None:
         for s in d["per_step"]:
             write_line(f"  {visible(s['name']):{w}s} {s['window_us']:10.1f}  {s['threads']:7d}")
     elif d["per_step"]:
-        write_line("\nper step (window: host start → end of its last GPU work; all threads and streams; µs)")
+        write_line("\nper step (window: host start → the later of host end and its last GPU work's end; all threads and streams; µs)")
         w = max(16, *(len(visible(s["name"])) for s in d["per_step"]))  # a step's name is never cut
         write_line(f"  {'step':{w}s} {'window':>9s}      busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
         for s in d["per_step"]:

@@ -125,8 +125,14 @@ class TraceApp(App):
         self.push_screen(LoadingScreen([message.path], done, load_opts=message.load_opts))
 
     def action_help(self) -> None:
+        """The help, built once per section order and kept installed: laying out help.md's Markdown
+        took ~300 ms CPU on every `?`; shown again, it takes ~50 ms (docs/perf.md)."""
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(getattr(self.screen, "help_section", None)))
+            first = getattr(self.screen, "help_section", None)
+            name = f"help:{first or ''}"
+            if not self.is_screen_installed(name):
+                self.install_screen(HelpScreen(first), name)
+            self.push_screen(name)
 
     def action_open(self) -> None:
         def opened(path: str | None) -> None:

@@ -153,7 +153,8 @@ class DiffScreen(ExportsView, Screen):
         gpu = bool(A.get("gpu") or B.get("gpu"))  # CPU-only: the units are compute ops, which launch nothing
         s.append(f"{'kernels' if gpu else 'compute ops'}/step {t['kernels_a']} → {t['kernels_b']}", style="bold")
         if gpu:
-            s.append(f" (launches saved {t['launches_saved']})")
+            from tracetui.report.diff import launches_text
+            s.append(f" ({launches_text(t['launches_saved'])})")
         s.append(f" · {'device' if gpu else 'compute'} µs/step {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} ({t['device_delta_us']:+,.1f}; "
                  f"rows sum {t['rows_delta_us']:+,.1f})")
         host = (f"{A['cpu_us_per_step']:,.1f} → {B['cpu_us_per_step']:,.1f}" if A["steps"] and B["steps"]

@@ -51,6 +51,12 @@ def heat(frac: float) -> Style:
     return Style(bgcolor=f"rgb({min(r, 255)},{g},60)", color="black")
 
 
+def _withheld(straggler: dict) -> bool:
+    """Whether ``ranks`` withheld the straggler because the matching is not reliable
+    (``jobs.metrics.straggler`` lists why under ``unreliable``)."""
+    return straggler["rank"] is None and bool(straggler.get("unreliable"))
+
+
 class JobDiagnosticsScreen(ModalScreen):
     """The job's diagnostics (``ranks`` text's last section): files left out, ranks missing,
     collectives the ranks disagree on. The header counts them; ``D`` shows them."""
@@ -258,10 +264,14 @@ class JobScreen(ExportsView, Screen):
         t = Text()
         t.append(f"{d['ranks']} ranks", style="bold")
         t.append(f" of {d['world_size'] or '?'} · {len(d['collectives'])} collectives · ")
-        t.append(f"straggler: rank {s['rank']}" if s["rank"] is not None else "no clear straggler",
-                 style="bold red" if s["rank"] is not None else "bold")
-        if d["diagnostics"]:
-            t.append(f" · {len(d['diagnostics'])} diagnostics (D)", style="yellow")
+        if s["rank"] is not None:
+            t.append(f"straggler: rank {s['rank']}", style="bold red")
+        elif _withheld(s):  # the ranks were not matched reliably: not "no clear straggler", which reads as balanced
+            t.append("straggler not named: matching unreliable (D)", style="bold yellow")
+        else:
+            t.append("no clear straggler", style="bold")
+        if self._diag_lines():
+            t.append(f" · {len(self._diag_lines())} diagnostics (D)", style="yellow")
         t.append("\n" + METRICS[self.metric][1] + " by rank × step (m: metric, Enter: open rank)", style="cyan")
         self.query_one("#job-head", Static).update(t)
 
@@ -375,7 +385,12 @@ class JobScreen(ExportsView, Screen):
 
     def action_diagnostics(self) -> None:
         if self.doc is not None:
-            self.app.push_screen(JobDiagnosticsScreen(list(self.doc["diagnostics"])))
+            self.app.push_screen(JobDiagnosticsScreen(self._diag_lines()))
+
+    def _diag_lines(self) -> list[str]:
+        """The job's diagnostics, after why the straggler was withheld where it was."""
+        s = self.doc["straggler"]
+        return ([s["evidence"]] if _withheld(s) else []) + list(self.doc["diagnostics"])
 
     def action_open_rank(self) -> None:
         """The selected rank in the explorer, at the selected step; Esc there comes back here."""

@@ -43,7 +43,9 @@ class OpportunitiesScreen(Screen):
     @work(thread=True, exclusive=True, group="opportunities")
     def compute(self) -> None:
         from tracetui.model.opportunities import opportunities
-        o = opportunities(self.trace)  # pure model work, off the UI thread
+        o = getattr(self.trace, "_opportunities", None)  # a trace's chains do not change: found once
+        if o is None:
+            o = self.trace._opportunities = opportunities(self.trace)  # pure model work, off the UI thread
         self.app.call_from_thread(self._show, o)
 
     def _show(self, o: dict) -> None:
