@@ -13,16 +13,7 @@ from tracetui.ui.app import TraceApp
 from tracetui.ui.job_view import JobDiagnosticsScreen, JobScreen
 
 from tests.jobs.test_order_kinds import nccl_rank
-
-
-async def _ready(pilot):
-    for _ in range(1500):
-        s = pilot.app.screen
-        if isinstance(s, JobScreen) and s.doc is not None:
-            break
-        await pilot.pause(0.02)
-    for _ in range(20):
-        await pilot.pause()
+from tests.ui.test_job_view import _ready
 
 
 def test_withheld_straggler_is_said_in_the_header_and_why_under_D(tmp_path, capsys):
