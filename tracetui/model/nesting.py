@@ -111,7 +111,7 @@ def _peeled(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray
     is_short[lp] = False
     sp = np.flatnonzero(is_short)
     up = inner[sp]  # (only what the short events need is kept while they nest: a GB trace's peak)
-    del is_short, inner
+    del is_short, inner, found  # the tuple held ``inner`` too
     longs = walk(ts[lp], end[lp], node[lp], track[lp], sentinel)
     if (longs.closers >= 0).any():
         return None  # long events that cross each other
