@@ -19,18 +19,22 @@ SIZES = [(80, 24), (160, 48)]
 
 
 async def _settled(pilot):
-    """Pause until two pauses in a row leave every widget's region and the rendered screen as they
-    were. Regions alone miss a content update that moves nothing (a table's rows drawn on a later
-    idle, styles changing with focus): the diff's changes screen failed CI once that way at 160x48
-    (stop 46) and never in 12 local runs of tests/ui, so the screen itself is compared too."""
-    seen = None
-    for _ in range(100):
-        await pilot.pause()
+    """Pause until three pauses in a row, each giving the app 50 ms, leave every widget's region and
+    the rendered screen as they were. Regions alone miss a content update that moves nothing (a
+    table's rows drawn on a later idle, styles changing with focus): the diff's changes screen
+    failed CI once that way at 160x48 (stop 46), so the screen itself is compared too. Two
+    instant pauses were not enough on a loaded 2-core machine: a fresh-clone run (2026-12-06,
+    12:41 UTC) caught the diff's summary one line high, its layout after a Static.update not yet
+    made, so each pause now gives the app time for its idle work, and one more must agree."""
+    seen, same = None, 0
+    for _ in range(200):
+        await pilot.pause(0.05)
         now = ([(w, w.region) for w in pilot.app.screen.walk_children()], pilot.app.export_screenshot())
-        if now == seen:
+        same = same + 1 if now == seen else 0
+        if same == 2:
             return
         seen = now
-    raise AssertionError("the screen kept changing for 100 pauses: no stable state to snapshot")
+    raise AssertionError("the screen kept changing for 200 pauses: no stable state to snapshot")
 
 
 async def _loaded(pilot):
