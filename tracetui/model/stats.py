@@ -56,13 +56,13 @@ def _nearest_not(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
     return owner
 
 
-def _cpu_parents(tree: Tree, python_owns_time: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(the CPU parent of every node in torch's tree, whether the node is in that tree).
+def _cpu_parents(tree: Tree, host: np.ndarray, python_owns_time: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(the CPU parent of every node in torch's tree, whether the node is in that tree), ``host``
+    marking the host nodes.
 
     torch <= 2.12 leaves Python frames out of its tree: an op's parent is then its nearest
     non-frame ancestor, and frames have none. torch 2.13 keeps them (``python_owns_time``).
     """
-    host = np.isin(tree.kind, list(HOST_KINDS))
     if python_owns_time:
         return tree.cparent, host
     pyish = np.isin(tree.kind, [K["python"], K["module"]])
@@ -185,23 +185,23 @@ def rollups_beside(tree: Tree, beside: Callable[[], T], torch_compat: bool = Fal
             finish_tree(tree)
         return _steps_of(tree)
 
-    step_of, r, other = together([display, lambda: _contained(tree, torch_compat, python_owns_time, workers), beside],
-                                 cores(workers))
     host = np.isin(tree.kind, list(HOST_KINDS))
     gpu = np.isin(tree.kind, list(GPU_KINDS))
+    step_of, r, other = together(
+        [display, lambda: _contained(tree, host, gpu, torch_compat, python_owns_time, workers), beside], cores(workers))
     _thread_totals(tree, host, gpu, r.cpu_total, r.device, r.kernels)  # on the finished display tree
     r.step_of = step_of
     return r, other
 
 
-def _contained(tree: Tree, torch_compat: bool, python_owns_time: bool, workers: int | None) -> Rollups:
+def _contained(tree: Tree, host: np.ndarray, gpu: np.ndarray, torch_compat: bool, python_owns_time: bool,
+               workers: int | None) -> Rollups:
     """The rollups that climb the containment parents only (all but ``step_of`` and the
-    threads' totals): they may run before the display tree is finished."""
+    threads' totals): they may run before the display tree is finished. ``host``, ``gpu``: the
+    nodes of those kinds, found once for both stages."""
     kind = tree.kind
-    host = np.isin(kind, list(HOST_KINDS))
-    gpu = np.isin(kind, list(GPU_KINDS))
     cpu_total = np.where(host, tree.dur, 0).astype(np.int64)
-    cpar, member = _cpu_parents(tree, python_owns_time)
+    cpar, member = _cpu_parents(tree, host, python_owns_time)
     # three parts that need only the containment tree, side by side (together.py)
     cpu_self, (dup, into), (device, kernels) = together([
         lambda: _self_times(tree, host, cpar, member, torch_compat),
