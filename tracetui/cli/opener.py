@@ -36,10 +36,8 @@ def run(args) -> int:
         announce_folders(args.traces)
     traces = args.traces or bundled_default()  # none: the bundled ladder (eager, compile, ... on an H200)
     if not interactive() and job:  # the job view's report: the app would draw into the pipe and never end
-        import argparse
         from tracetui.cli import ranks
-        return ranks.run(argparse.Namespace(**{**vars(args), "cmd": "ranks", "paths": [str(p) for p in args.traces],
-                                               "top": 10, "workers": None, "rank_clocks": False}))
+        return ranks.run(_ranks_args(args))
     if not interactive() and not job:  # a pipe or a file: the report the app would open on, never escape codes
         if len(traces) >= 2:
             from tracetui.cli.diff import report
@@ -50,3 +48,14 @@ def run(args) -> int:
     if getattr(args, "stdin_used", False):
         terminal_stdin()
     return open_app(traces, diff=len(traces) >= 2, load_opts=load_opts(args), job=job)
+
+
+def _ranks_args(args):
+    """``tracetui ranks`` on the same paths: its own options as its parser sets them (not a copy
+    of its defaults here), and what both commands take (--steps, --no-cache ...) as given."""
+    import argparse
+    from tracetui.cli import ranks
+    sub = argparse.ArgumentParser().add_subparsers(dest="cmd")
+    ranks.add_parser(sub)
+    own = sub.choices["ranks"].parse_args(["--", *(str(p) for p in args.traces)])  # a name may start with -
+    return argparse.Namespace(**{**vars(own), **{k: v for k, v in vars(args).items() if k != "cmd"}, "cmd": "ranks"})
