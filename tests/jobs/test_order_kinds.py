@@ -5,16 +5,16 @@ ranks hold different numbers of collectives, and the reason is said. Synthetic r
 the pairs whose kinds differ are worked out from their JSON."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import PEER
 
+from .gpu_rank import MAIN, GpuRank
 from .test_ranks import ranks_json
 
-PID, MAIN, STREAM = 10, 10, 7
+STREAM = 7
 KERNEL = {"allreduce": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
           "all_to_all": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"}
 C10D = {"allreduce": "c10d::allreduce_", "all_to_all": "c10d::alltoall_base_"}
@@ -23,18 +23,8 @@ C10D = {"allreduce": "c10d::allreduce_", "all_to_all": "c10d::alltoall_base_"}
 def nccl_rank(path: Path, rank: int, world: int, order: list[list[str]], late_us: float) -> dict:
     """A GPU rank of ``len(order)`` steps: a GEMM, then the step's collectives in the order given
     (NCCL kernels with their metadata, no sequence number), each ``late_us`` after rank 0's time."""
-    ev, corr = [], iter(range(1, 10**6))
-
-    def x(cat, name, tid, ts, dur, pid=PID, **args):
-        ev.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": round(ts, 3),
-                   "dur": round(dur, 3), "args": args})
-
-    def launch(op, ts, kn, kts, kdur, **kargs):
-        c = next(corr)
-        x("cpu_op", op, MAIN, ts - 5, 20, **{"External id": c})
-        x("cuda_runtime", "cudaLaunchKernel", MAIN, ts, 6, correlation=c, **{"External id": c})
-        x("kernel", kn, STREAM, kts, kdur, pid=0, device=0, stream=STREAM, correlation=c, **{"External id": c}, **kargs)
-
+    r = GpuRank(STREAM)
+    x, launch = r.x, r.launch
     for k, names in enumerate(order):
         t = 1000.0 + k * 5000
         x("user_annotation", f"ProfilerStep#{k}", MAIN, t, 4500)
@@ -44,11 +34,7 @@ def nccl_rank(path: Path, rank: int, world: int, order: list[list[str]], late_us
             args = {"Process Group Name": "0", "Collective name": name, "dtype": "Float",
                     "In msg nelems": 1024 * (j + 1), "Out msg nelems": 1024 * (j + 1), "Group size": world}
             launch(C10D[name], at - 30, KERNEL[name], at, 500, **args)
-    doc = {"distributedInfo": {"rank": rank, "world_size": world, "backend": "nccl"}, "host_name": "h",
-           "baseTimeNanoseconds": 1_700_000_000_000_000_000, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
-           "traceEvents": ev}
-    path.write_text(json.dumps(doc))
-    return doc
+    return r.write(path, rank, world)
 
 
 def _names_in_order(doc: dict) -> list[str]:

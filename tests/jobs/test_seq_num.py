@@ -4,14 +4,13 @@ order, when a rank's recording lacks one the others hold; and NCCL's kernel name
 references computed from their JSON."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from .gpu_rank import MAIN, GpuRank
 from .test_ranks import ns, ranks_json
 
-PID, MAIN = 10, 10
 NAMES = {"new": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
          "old": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"}
 
@@ -19,19 +18,8 @@ NAMES = {"new": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorag
 def nccl_rank(path: Path, rank: int, world: int, seqs: list, stream: int, kname: str, seq_key: str | None = "seq_num"):
     """A GPU rank of ``len(seqs)`` steps: a GEMM, then an all-reduce whose NCCL kernel carries its
     sequence number under ``seq_key`` (None: none); a step whose seq is None has no collective."""
-    ev, corr = [], iter(range(1, 10**6))
-
-    def x(cat, name, tid, ts, dur, pid=PID, **args):
-        ev.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": round(ts, 3),
-                   "dur": round(dur, 3), "args": args})
-
-    def launch(op, ts, kn, kts, kdur, **kargs):
-        c = next(corr)
-        x("cpu_op", op, MAIN, ts - 5, 20, **{"External id": c})
-        x("cuda_runtime", "cudaLaunchKernel", MAIN, ts, 6, correlation=c, **{"External id": c})
-        x("kernel", kn, stream, kts, kdur, pid=0, device=0, stream=stream, correlation=c,
-          **{"External id": c}, **kargs)
-
+    r = GpuRank(stream)
+    x, launch = r.x, r.launch
     for k, seq in enumerate(seqs):
         t = 1000.0 + k * 3000
         x("user_annotation", f"ProfilerStep#{k}", MAIN, t, 2500)
@@ -43,11 +31,7 @@ def nccl_rank(path: Path, rank: int, world: int, seqs: list, stream: int, kname:
             if seq_key:
                 args[seq_key] = seq
             launch("c10d::allreduce_", at - 30, kname, at, 500, **args)
-    doc = {"distributedInfo": {"rank": rank, "world_size": world, "backend": "nccl"}, "host_name": "h",
-           "baseTimeNanoseconds": 1_700_000_000_000_000_000, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
-           "traceEvents": ev}
-    path.write_text(json.dumps(doc))
-    return doc
+    return r.write(path, rank, world)
 
 
 def _kernels(doc: dict, prefix: str) -> list[dict]:
