@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -112,6 +113,28 @@ def test_failing_child_steps_aside(tmp_path, monkeypatch):
 
     monkeypatch.setattr(split, "build_store", fails_in_child)
     assert split.decode_index(json.dumps(_trace(_ops(100))).encode(), min_bytes=0) is None
+
+
+def test_a_slow_helper_leaves_its_pieces_to_this_process(tmp_path, monkeypatch):
+    """Past each process's own first pieces, the rest are claimed as the processes run: with the
+    helper slowed down this process decodes most of them, and the store, joined from pieces
+    decoded out of file order, is still the one-process one."""
+    p = _plain_copy(tmp_path)
+    data = p.read_bytes()
+    monkeypatch.setattr(split, "PIECE_BYTES", max(1024, len(data) // 24))
+    parent, real = os.getpid(), split.build_store
+
+    def slow_in_child(*a, **k):
+        if os.getpid() != parent:
+            time.sleep(0.2)
+        return real(*a, **k)
+
+    monkeypatch.setattr(split, "build_store", slow_in_child)
+    doc, store, _ = split.decode_index(data, min_bytes=0, workers=2)
+    _assert_same(_serial(p)[1], store)
+    t = split.TIMES
+    assert t["pieces"] >= 12 and t["parent pieces"] + t["child pieces"] == t["pieces"]
+    assert 1 <= t["child pieces"] < t["parent pieces"]
 
 
 def _same_trace(a, b):

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import time
-from itertools import pairwise
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 import msgspec
 
@@ -117,10 +117,11 @@ def _split_point(arr: memoryview, tries: int = 64, at: float = 0.5, pos: int | N
     return None
 
 
-def _cuts(arr: memoryview, lo: int, hi: int) -> list[int]:
+def _cuts(arr: memoryview, lo: int, hi: int, most: int | None = None, least: int = 1) -> list[int]:
     """Event-separating commas that split ``arr[lo..hi]`` (its ends: a bracket or a comma) into
-    pieces of about PIECE_BYTES; fewer, larger pieces where no comma qualifies."""
-    n = min(MAX_PIECES, max(1, round((hi - lo) / PIECE_BYTES)))
+    pieces of about PIECE_BYTES (at least ``least``, at most ``most``, default MAX_PIECES);
+    fewer, larger pieces where no comma qualifies."""
+    n = min(MAX_PIECES if most is None else most, max(least, round((hi - lo) / PIECE_BYTES)))
     cuts = [lo]
     for i in range(1, n):
         c = _split_point(arr, pos=max(lo + (hi - lo) * i // n, cuts[-1] + 1), end=hi)
@@ -128,6 +129,49 @@ def _cuts(arr: memoryview, lo: int, hi: int) -> list[int]:
             cuts.append(c)
     cuts.append(hi)
     return cuts
+
+
+class _Claims:
+    """Which pieces each process decodes: its own first ones (``home`` each: process ``j``
+    takes pieces ``j*home .. (j+1)*home - 1``), then whatever is left, claimed one at a time
+    while the processes run, so one that runs slower (a busy core, a piece of larger events)
+    leaves more to the others instead of being waited for. The pieces left are 4-byte numbers
+    in a pipe written whole before the fork: a read takes one or sees its end, and a pipe's
+    readers are served one at a time, so no piece is taken twice.
+
+    16 cores, 1 GB, 8 processes decoding fixed parts: the slowest helper finished 0.87-0.99 s
+    after the start where the average took 0.78 s (bench_load_scaling, 2026-12-06)."""
+
+    def __init__(self, n: int, processes: int):
+        self.n = n
+        self.home = max(1, n // (2 * processes)) if processes > 1 else n
+        first = min(n, self.home * processes)
+        self.r = None
+        if first < n:
+            r, w = os.pipe()
+            try:
+                os.write(w, struct.pack(f"<{n - first}I", *range(first, n)))  # < 64 KiB: MAX_CLAIMED
+            finally:
+                os.close(w)  # no writer left: an empty pipe reads as its end
+            self.r = r
+
+    def pieces(self, j: int) -> Iterator[int]:
+        """Process ``j``'s pieces: its own, then claimed ones until none is left."""
+        yield from range(min(j * self.home, self.n), min((j + 1) * self.home, self.n))
+        while self.r is not None:
+            b = os.read(self.r, 4)
+            if len(b) < 4:
+                return
+            yield struct.unpack("<I", b)[0]
+
+    def close(self) -> None:
+        if self.r is not None:
+            os.close(self.r)
+            self.r = None
+
+
+MAX_CLAIMED = 4096
+"""At most this many pieces in all (their numbers fill 16 KiB of a pipe that holds 64 KiB)."""
 
 
 def _quick_envelope(data: bytes, tries: int = 16, brackets: int = 4096) -> tuple[_Envelope, memoryview, int] | None:
@@ -201,41 +245,39 @@ def decode_index(data: bytes, min_bytes: int | None = None,
 def _decode_parts(data: bytes | bytearray, env: _Envelope, arr: memoryview, base: int | None,
                   progress: Callable[[float], None] | None = None,
                   workers: int = 2) -> tuple[Document, EventStore, bool] | None:
-    """Fork ``workers - 1`` children, each decoding and indexing one part of ``arr`` (the
-    traceEvents array) while this process does the first; the parts' stores are joined in order."""
-    cuts = [0]
-    for k in range(1, workers):
-        c = _split_point(arr, pos=max(len(arr) * k // workers, cuts[-1] + 1))
-        if c is not None and cuts[-1] < c < len(arr) - 1:
-            cuts.append(c)
-    cuts.append(len(arr) - 1)
-    if len(cuts) < min(workers, 2) + 1:
-        return None
+    """Fork ``workers - 1`` children that decode and index pieces of ``arr`` (the traceEvents
+    array) while this process does too (``_Claims`` says which); the pieces' stores are joined
+    in file order."""
+    cuts = _cuts(arr, 0, len(arr) - 1, most=min(MAX_PIECES * workers, MAX_CLAIMED), least=workers)
+    n = len(cuts) - 1
+    if n < min(workers, 2):
+        return None  # no comma to split at: the one-process path
+    processes = min(workers, n)
     part = _part_decoder(data, arr, base)
     t0 = time.perf_counter()
-    pieces = [_cuts(arr, lo, hi) for lo, hi in pairwise(cuts)]  # see _part_decoder
+    claims = _Claims(n, processes)
     pending = []
-    for lo_hi in pieces[1:]:  # every child forks before this process touches the bytes
-        p = forked.spawn(lambda lo_hi=lo_hi: part(lo_hi, child=True))
-        if p is None:
-            break
-        pending.append(p)
     try:
-        if len(pending) < len(cuts) - 2:
+        for j in range(1, processes):  # every child forks before this process touches the bytes
+            p = forked.spawn(lambda j=j: part(cuts, claims.pieces(j), child=True))
+            if p is None:
+                break
+            pending.append(p)
+        if len(pending) < processes - 1:
             return None  # no fork: the one-process path
         try:
-            mine = part(pieces[0], child=False, progress=progress)
+            mine = part(cuts, claims.pieces(0), child=False, progress=progress, share=processes / n)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None  # a split inside a value, or a broken file: the one-process path decides
-        mine[0].source = data
         t_mine = time.perf_counter() - t0
         # read back side by side: a child blocks on its full pipe until it is read, so reading
         # them one at a time made each wait for those before it
         got = together([lambda p=p: p.result(extra=4 * t_mine) for p in pending], len(pending))
     finally:
+        claims.close()
         for p in pending:
             p.cancel()  # a no-op for those collected
-    return _joined_parts(env, [mine, *got], t0)
+    return _joined_parts(env, [mine, *got], t0, n, data)
 
 
 PIECE_BYTES = 8 << 20
@@ -248,20 +290,21 @@ helper; 60 pieces of 8 MB 10.2-10.9 s and 180 MB; 15 of 32 MB 9.07-9.48 s and 24
 16 (~31 MB each) 8.90-8.94 s."""
 
 
-def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -> tuple[Callable, Callable]:
-    """(first, second): decode and index the events before / after the comma at ``arr[c]``."""
+def _parts(data: bytes | bytearray, arr: memoryview, base: int | None, c: int) -> tuple[Callable, Callable, int]:
+    """(first, second, pieces): decode and index the events before / after the comma at
+    ``arr[c]``, each a fixed run of the pieces (``_cuts``) of both halves."""
     part = _part_decoder(data, arr, base)
-    pieces = _cuts(arr, 0, c), _cuts(arr, c, len(arr) - 1)  # before the fork: see _part_decoder
+    head = _cuts(arr, 0, c)  # before the fork: see _part_decoder
+    cuts = head + _cuts(arr, c, len(arr) - 1)[1:]
+    k, n = len(head) - 1, len(cuts) - 1
 
     def second() -> tuple:
-        return part(pieces[1], child=True)
+        return part(cuts, range(k, n), child=True)
 
     def first(progress=None) -> tuple:
-        store, n, lenient, times = part(pieces[0], child=False, progress=progress)
-        store.source = data
-        return store, n, lenient, times
+        return part(cuts, range(k), child=False, progress=progress, share=1 / k)
 
-    return first, second
+    return first, second, n
 
 
 def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) -> Callable:
@@ -312,35 +355,33 @@ def _part_decoder(data: bytes | bytearray, arr: memoryview, base: int | None) ->
     def forget(x: int, y: int) -> None:  # a mapped file: the decoded piece's pages go back
         release(data, base + x, base + y + 1) if base is not None else None
 
-    def part(cuts: list[int], child: bool, progress=None) -> tuple[EventStore, int, bool, dict]:
-        stores, offsets, n, lenient = [], [], 0, False
+    def part(cuts: list[int], which: Iterable[int], child: bool, progress=None,
+             share: float = 1.0) -> tuple[list, bool, dict]:
+        """([(piece number, store, events)], lenient, times) of the pieces ``which`` names,
+        ``cuts[i]..cuts[i + 1]`` for piece ``i``; ``progress`` gets ``share`` per piece done."""
+        done, lenient = [], False
         t_dec = t_idx = 0.0
-        peak = -1.0
         t_part = time.perf_counter()
-        for x, y in pairwise(cuts):
+        for i in which:
+            x, y = cuts[i], cuts[i + 1]
             t0 = time.perf_counter()
             events, lax = piece(x, y)
             t1 = time.perf_counter()
-            stores.append(build_store(events, raw_times=lambda: piece(x, y, _times.decode)))
+            done.append((i, build_store(events, raw_times=lambda: piece(x, y, _times.decode)), len(events)))
             t_dec, t_idx = t_dec + t1 - t0, t_idx + time.perf_counter() - t1
             forget(x, y)
-            offsets.append(n)
-            n += len(events)
             lenient |= lax
-            if child and len(stores) == len(cuts) - 1:
-                # the most it holds: the last piece's events and every store. Once, not per
-                # piece: smaps_rollup walks the whole map of the file (~5 ms a read at 1 GB)
-                peak = private_mb()
             del events
             if progress is not None:
-                progress(len(stores) / (len(cuts) - 1))
+                progress(min(1.0, len(done) * share))
         release(data)  # what the envelope and the split points read, or a part without ``base``
-        store = concat_stores(stores, offsets)
         who = "child" if child else "parent"
-        times = {f"{who} decode": t_dec, f"{who} index": t_idx, f"{who} pieces": len(stores)}
+        times = {f"{who} decode": t_dec, f"{who} index": t_idx, f"{who} pieces": len(done)}
         if child:
-            times.update({"child private MB": peak, "slowest child s": time.perf_counter() - t_part})
-        return store, n, lenient, times
+            # what it holds at its end: every piece's store (and no piece's events any more).
+            # Once, not per piece: smaps_rollup walks the whole map of the file (~5 ms at 1 GB)
+            times.update({"child private MB": private_mb(), "slowest child s": time.perf_counter() - t_part})
+        return done, lenient, times
 
     return part
 
@@ -349,22 +390,29 @@ _MOST = frozenset({"child private MB", "slowest child s"})
 """The parts' times that ``TIMES`` keeps the largest of (the rest it sums)."""
 
 
-def _joined_parts(env: _Envelope, parts: list, t0: float) -> tuple[Document, EventStore, bool] | None:
-    """The document and whole store from every part's (store, events, lenient, times), in
-    file order; None when a child gave none."""
+def _joined_parts(env: _Envelope, parts: list, t0: float, n: int, source) -> tuple[Document, EventStore, bool] | None:
+    """The document and whole store from every process's (pieces, lenient, times), the ``n``
+    pieces joined in file order (``source``: the bytes they were read from); None when a
+    child gave none, or a piece is missing (never expected: the claims hand out each once)."""
     if any(p is None for p in parts):
         return None  # a child failed: the one-process path, as for any surprise
+    pieces = sorted((i, store, k) for done, _, _ in parts for i, store, k in done)
+    if [i for i, _, _ in pieces] != list(range(n)):
+        return None
     TIMES.clear()
-    for _, _, _, times in parts:
+    for _, _, times in parts:
         for k, v in times.items():
             TIMES[k] = max(TIMES.get(k, v), v) if k in _MOST else TIMES.get(k, 0) + v
-    TIMES.update({"both": time.perf_counter() - t0, "processes": len(parts)})
+    TIMES.update({"both": time.perf_counter() - t0, "processes": len(parts), "pieces": n})
     offsets = [0]
-    for _, n, _, _ in parts[:-1]:
-        offsets.append(offsets[-1] + n)
-    # the columns four at a time: each holds one more column until its parts' copies go
-    return (_document(env), concat_stores([p[0] for p in parts], offsets, min(JOIN_THREADS, forked.cores(len(parts)))),
-            any(p[2] for p in parts))
+    for _, _, k in pieces[:-1]:
+        offsets.append(offsets[-1] + k)
+    stores = [store for _, store, _ in pieces]
+    del pieces
+    stores[0].source = source
+    # the columns four at a time: each holds one more column until its pieces' copies go
+    return (_document(env), concat_stores(stores, offsets, min(JOIN_THREADS, forked.cores(len(parts)))),
+            any(p[1] for p in parts))
 
 
 JOIN_THREADS = 4
@@ -396,9 +444,9 @@ class Early:
     two; None from it (or any surprise) means: take the usual path, which proves or repairs.
     """
 
-    def __init__(self, data, env: _Envelope, first: Callable, pending: forked.Pending, share: float,
+    def __init__(self, data, env: _Envelope, first: Callable, pending: forked.Pending, share: float, n: int,
                  path=None, report=None):
-        self.data, self.env, self.first, self.pending, self.share = data, env, first, pending, share
+        self.data, self.env, self.first, self.pending, self.share, self.n = data, env, first, pending, share, n
         self.path, self.report = path, report  # the file ``data`` was read from, and how
         self.started = time.perf_counter()
 
@@ -415,7 +463,7 @@ class Early:
         except BaseException:  # the file cut short (TraceError), a cancelled load: no child left behind
             self.cancel()
             raise
-        out = _joined_parts(self.env, [mine, self.pending.result()], self.started)
+        out = _joined_parts(self.env, [mine, self.pending.result()], self.started, self.n, self.data)
         if out is not None:
             TIMES["child share"] = self.share
         return out
@@ -447,6 +495,6 @@ def start(data: bytes | bytearray, path=None, report=None, head_bytes: int = EAR
     c = _split_point(arr, at=1 - share)
     if c is None:
         return None
-    first, second = _parts(data, arr, base, c)
+    first, second, n = _parts(data, arr, base, c)
     pending = forked.spawn(second)
-    return Early(data, env, first, pending, share, path, report) if pending is not None else None
+    return Early(data, env, first, pending, share, n, path, report) if pending is not None else None
