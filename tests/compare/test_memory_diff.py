@@ -190,3 +190,46 @@ def test_batch_pair_peaks_equal_the_raw_json(batch_pair):
         assert sum(r["a_bytes"] for r in s["holders"]) == va[0]
         assert sum(r["b_bytes"] for r in s["holders"]) == vb[0]
         assert s["b_peak_bytes"] > s["a_peak_bytes"]  # twice the batch: more activations at the peak
+
+
+@pytest.fixture(scope="module")
+def scoped_pair(tmp_path_factory):
+    """The same recording twice: as written (with_stack / with_modules: ``nn.Module: <Class>_<k>``
+    python_function frames) and with every python_function event dropped, as a recording without
+    them writes it. Its ``[memory]`` instants and ops are the same events."""
+    ev = _raw(PAIR["eager"])
+    bare = [e for e in ev if e.get("cat") != "python_function"]
+    assert any(str(e.get("name", "")).startswith("nn.Module:") for e in ev)
+    assert not any(str(e.get("name", "")).startswith("nn.Module:") for e in bare)
+    mem = lambda es: [(e["ts"], e["args"]) for e in es if e.get("name") == "[memory]"]  # noqa: E731
+    assert mem(ev) and mem(bare) == mem(ev)
+    d = tmp_path_factory.mktemp("scoped")
+    paths = {"bare": d / "bare.json", "scoped": d / "scoped.json"}
+    paths["bare"].write_text(json.dumps({"traceEvents": bare}))
+    paths["scoped"].write_text(json.dumps({"traceEvents": ev}))
+    return paths
+
+
+@pytest.mark.parametrize("order", [("bare", "scoped"), ("scoped", "bare")])
+def test_module_frames_recorded_by_one_side_change_no_holder(scoped_pair, order):
+    """Diffing a recording with module frames against one without showed -64/+32/+32 KiB holder
+    rows that were the same allocations under another module label: the memory did not change.
+    Where one side records no module scopes, holders are compared by op alone, and the diff says
+    why; the peaks and rows still equal the raw JSON's."""
+    a, b = (load_trace(scoped_pair[k]) for k in order)
+    j = memory_compare(a, b, top=0, fusions=diff_traces(a, b).fusions)
+    ref = _reference(_raw(scoped_pair[order[0]]))
+    assert j["steps"] and j["modules"] == {"compared": False, "recorded_by": ["AB"[order.index("scoped")]]}
+    for s in j["steps"]:
+        (peak, (own_bytes, _)), = [v for (n, _), v in ref.items() if n == s["a_step"]]
+        assert s["a_peak_bytes"] == s["b_peak_bytes"] == peak
+        assert all(r["change_bytes"] == 0 for r in s["holders"]), s["holders"][:3]
+        assert {r["module"] for r in s["holders"]} <= {"-", BEFORE_STEP}
+        assert sum(r["a_bytes"] for r in s["holders"] if r["module"] != BEFORE_STEP) == own_bytes
+    assert j["ops"] == [] and j["no_longer_allocated"] == []  # op_stats: no module frame is an op
+
+
+def test_holders_keep_their_modules_when_both_sides_record_them(pair):
+    _, _, j = pair
+    assert j["modules"] == {"compared": True, "recorded_by": ["A", "B"]}
+    assert any(r["module"] not in ("-", BEFORE_STEP) for s in j["steps"] for r in s["holders"])

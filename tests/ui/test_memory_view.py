@@ -8,6 +8,7 @@ import json
 from decimal import Decimal
 
 import numpy as np
+import pytest
 
 from tracetui.ui.app import TraceApp
 
@@ -542,4 +543,34 @@ def test_step_keys_find_their_plot_and_rows_drawn_by_the_worker(monkeypatch):
                 table = view.query_one(f"#{tid}", LineTable)
                 want = real_fit(table.columns, lines, table.flex, table.scrollable_content_region.width, table.least)
                 assert [table.row_text(i) for i in range(table.row_count)] == want.lines
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_memory_head_of_a_trace_without_steps_offers_no_step_keys(tmp_path, size):
+    """A CPU recording with profile_memory=True and no profiler schedule has no step markers: the
+    head said "whole trace (, .)", offering step keys that do nothing. Where the hints fit it says
+    why there are none; where they do not (80 columns), the figures stay whole."""
+    with gzip.open(MEM, "rt") as f:
+        doc = json.load(f)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert any(e.get("name") == "[memory]" for e in doc["traceEvents"])
+    path = tmp_path / "stepless_memory.json"
+    path.write_text(json.dumps(doc))
+
+    async def run():
+        app = TraceApp([path])
+        async with app.run_test(size=size) as pilot:
+            screen, view = await _open_memory(pilot)
+            assert not screen.trace.steps
+            for key in (None, "full_stop", "comma"):
+                if key:
+                    await pilot.press(key)
+                    await pilot.pause()
+                head = view.query_one("#mem-head")
+                text = str(head.render())
+                assert "(, .)" not in text and "whole trace" in text, text
+                assert len(text) <= head.size.width and "peak " in text
+                if size[0] >= 160:
+                    assert "whole trace (no step markers) · peak" in text, text
     asyncio.run(run())

@@ -152,6 +152,32 @@ def load(path, args):
     return t
 
 
+def one_trace(path):
+    """The trace a one-trace command (summary, tree, opportunities, memory) reads for ``path``: a
+    folder of a job's ranks gives its lowest rank (rank 0), said on stderr with the command that
+    reports the job, not the newest file (whichever rank finished writing last); any other folder
+    its newest trace, said as before (``announce_folders``); a file itself."""
+    from pathlib import Path
+    try:
+        folder = path is not None and str(path) not in STDIN_NAMES and Path(path).is_dir()
+    except OSError:  # a name too long, a permission: the load says it, in one line
+        folder = False
+    if folder:
+        from tracetui.jobs.placement import job_of
+        from tracetui.jobs.route import is_index
+        job = None if is_index(Path(path)) else job_of([path])
+        if job is not None:
+            from tracetui.textsafe import visible
+            rf = job.ranks[0]
+            which = f"rank {rf.rank}" + ("" if rf.rank == 0 else " (the lowest present)")
+            print(f"tracetui: {visible(str(path))}: a job of {len(job.ranks)} ranks: reading {which}, "
+                  f"{visible(rf.path.name)} (tracetui ranks {visible(str(path))} reports the job; pass a file "
+                  "to read another rank)", file=sys.stderr)
+            return rf.path
+    announce_folders([path])
+    return path
+
+
 def announce_folders(paths) -> None:
     """A tensorboard_trace_handler folder holds one trace per file: say which one we open."""
     from pathlib import Path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import announce_folders, count, format_options, load, decode_options, read_options, path_arg
+from tracetui.cli.common import one_trace, count, format_options, load, decode_options, read_options, path_arg
 
 NAMES = ("memory",)
 
@@ -21,7 +21,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    announce_folders([args.trace] + ([args.trace_b] if args.trace_b is not None else []))
+    args.trace = one_trace(args.trace)
+    if args.trace_b is not None:
+        args.trace_b = one_trace(args.trace_b)
     from tracetui.report.memory import print_memory, print_memory_diff
     from tracetui.report.output import fmt_of
     if args.trace_b is not None:

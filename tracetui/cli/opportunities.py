@@ -17,8 +17,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from tracetui.cli.common import announce_folders, load
-    announce_folders([args.trace])
+    from tracetui.cli.common import load, one_trace
+    args.trace = one_trace(args.trace)
     from tracetui.model.opportunities import opportunities
     from tracetui.report.caps import note_truncated
     from tracetui.report.opportunities import capped, text_lines

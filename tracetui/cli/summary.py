@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import announce_folders, count, format_options, load, decode_options, read_options, path_arg
+from tracetui.cli.common import one_trace, count, format_options, load, decode_options, read_options, path_arg
 
 NAMES = ("summary",)
 
@@ -19,8 +19,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    announce_folders([args.trace])
-    return report(args.trace, args)
+    return report(one_trace(args.trace), args)
 
 
 def report(path, args) -> int:

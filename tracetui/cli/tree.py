@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import CliError, announce_folders, count, format_options, load, decode_options, read_options, path_arg
+from tracetui.cli.common import CliError, one_trace, count, format_options, load, decode_options, read_options, path_arg
 
 NAMES = ("tree",)
 
@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    announce_folders([args.trace])
+    args.trace = one_trace(args.trace)
     from tracetui.report.output import fmt_of
     from tracetui.report.tree import print_tree
     if args.table not in (None, "nodes"):

@@ -179,7 +179,8 @@ def totals(d: DiffResult) -> dict:
         "launches_saved": sum(r.launches_saved for r in d.rows),
         "b_kernels_explained": sum(1 for r in b_rows if r.explained), "b_kernels": len(b_rows),
         "unexplained": un_added + un_removed, "unexplained_added": un_added, "unexplained_removed": un_removed,
-        "cpu_delta_us": B["cpu_us_per_step"] - A["cpu_us_per_step"],
+        "cpu_delta_us": (None if A["cpu_us_per_step"] is None or B["cpu_us_per_step"] is None  # no step markers
+                         else B["cpu_us_per_step"] - A["cpu_us_per_step"]),
         "cpu_self_us_a": cpu_self_total_us(d.a), "cpu_self_us_b": cpu_self_total_us(d.b),
         "cpu_self_delta_us": cpu_self_total_us(d.b) - cpu_self_total_us(d.a),
         "weight_repack_us_b": sum(r.b.dur_ns for r in b_rows if r.rule == "weight repack") / 1e3,

@@ -9,7 +9,9 @@ has no steps):
   nn.Module scope and ATen op; and one row for everything allocated before the step began and
   still live at the peak (weights, optimizer state, activations kept, memory from before the
   trace: the peak less the step's own live allocations). The rows of a side add up to its peak.
-  A vs B per (module, op), the largest changes first;
+  A vs B per (module, op), the largest changes first; per op alone when only one side records
+  module scopes (``with_stack``/``with_modules`` frames): the other's allocations would all sit
+  under "-", and the same allocations under two labels read as -64/+32/+32 KiB of change;
 - **per op**: self allocations (count and bytes, per step; child ops not counted, so the rows add
   up) A vs B;
 - **no longer allocated**: ops that allocate in A and not at all in B, with the fused kernel of
@@ -35,11 +37,13 @@ def memory_compare(a, b, top: int = TOP_DEFAULT, fusions: list | None = None) ->
         return None
     ma, mb = a.memory, b.memory
     devices = [d for d in ma.devices if d in mb.devices]
+    scoped = [side for side, m in (("A", ma), ("B", mb)) if bool((m.module >= 0).any())]
+    by_module = len(scoped) == 2
     steps = []
     for label in devices:
         da, db = ma.device_of(label), mb.device_of(label)
         for (na, wa), (nb, wb) in zip(_windows(a), _windows(b)):
-            pa, pb = _side(ma, da, wa), _side(mb, db, wb)
+            pa, pb = _side(ma, da, wa, by_module), _side(mb, db, wb, by_module)
             if pa is None or pb is None:
                 continue
             steps.append({"device": label, "a_step": na, "b_step": nb, "a_peak_bytes": pa["peak"],
@@ -49,7 +53,8 @@ def memory_compare(a, b, top: int = TOP_DEFAULT, fusions: list | None = None) ->
     per = a.n_steps > 0 and b.n_steps > 0
     ops = _op_changes(a, b, ma, mb, per)
     gone = _no_longer(ops, fusions or [])
-    full = {"per_step": per, "devices": devices, "steps": steps, "ops": ops,
+    full = {"per_step": per, "modules": {"compared": by_module, "recorded_by": scoped},
+            "devices": devices, "steps": steps, "ops": ops,
             "no_longer_allocated": gone, "peaks": _overall(ma, mb, devices)}
     return capped(full, top)
 
@@ -79,9 +84,10 @@ def _windows(t) -> list[tuple[str, tuple | None]]:
     return out
 
 
-def _side(mem, d: int, win: tuple | None) -> dict | None:
-    """One side's peak in a window and its holder rows: {(module, op): (bytes, count)}, with the
-    memory allocated before the window as its own row; the rows sum to the peak."""
+def _side(mem, d: int, win: tuple | None, by_module: bool = True) -> dict | None:
+    """One side's peak in a window and its holder rows: {(module, op): (bytes, count)} (module "-"
+    unless ``by_module``), with the memory allocated before the window as its own row; the rows
+    sum to the peak."""
     lo, hi = win if win is not None else (None, None)
     p = mem.peak(d, lo, hi)
     if p is None:
@@ -90,7 +96,7 @@ def _side(mem, d: int, win: tuple | None) -> dict | None:
     own = live[mem.ts[live] >= lo] if lo is not None else live
     rows: dict = {}
     for i in own.tolist():
-        key = (mem.module_label(i), mem.label(mem.op[i]))
+        key = (mem.module_label(i) if by_module else "-", mem.label(mem.op[i]))
         nb, n = rows.get(key, (0, 0))
         rows[key] = (nb + int(mem.nbytes[i]), n + 1)
     before = p.allocated - int(mem.nbytes[own].sum())

@@ -1,5 +1,8 @@
 """Per-step figures of one side of a diff (device time and kernels from the diff's units, launches,
-memcpy/memset and CPU time from the step windows)."""
+memcpy/memset and CPU time from the step windows).
+
+A trace without step markers has no step windows: its step-window figures (``STEP_WINDOW_KEYS``)
+are None, not 0.0 (no step took no time; the JSON says null, the text "-")."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +10,13 @@ import numpy as np
 from tracetui.compare.items import _items
 from tracetui.read.events import K
 from tracetui.model.trace import Trace
+
+STEP_WINDOW_KEYS = ("memcpy_memset_per_step", "memcpy_memset_us_per_step", "launches_per_step",
+                    "launch_cpu_us_per_step", "cpu_us_per_step")
+"""The figures measured over step windows, so None on a trace without step markers. On a CPU-only
+trace only the host time is: it launches nothing and copies nothing on a device, a true 0, and its
+``launches_per_step`` counts the diff's units, which a stepless trace has too."""
+
 
 def _side(t: Trace) -> dict:
     """Per-step figures of one side: the diff's units, and the step windows' own figures."""
@@ -24,6 +34,8 @@ def _side(t: Trace) -> dict:
            "memcpy_memset_per_step": mem[0], "memcpy_memset_us_per_step": mem[1] / 1e3,
            "launches_per_step": launches if t.has_gpu else float(len(items)),
            "launch_cpu_us_per_step": launch_ns / 1e3, "cpu_us_per_step": cpu}
+    if not t.steps:
+        out.update({k: None for k in (STEP_WINDOW_KEYS if t.has_gpu else ("cpu_us_per_step",))})
     t._diff_side = out
     return dict(out)
 

@@ -205,7 +205,8 @@ def verdict(j: dict) -> dict:
     pct = 100.0 * t["device_delta_us"] / base if base else 0.0
     kinds = _kinds(j)
     points = {k: 100.0 * v / base for k, v in kinds.items()} if base else {}
-    cpu_pct = (100.0 * t["cpu_delta_us"] / A["cpu_us_per_step"]) if A["cpu_us_per_step"] else None
+    cpu_pct = (100.0 * t["cpu_delta_us"] / A["cpu_us_per_step"]) \
+        if A["cpu_us_per_step"] and t["cpu_delta_us"] is not None else None  # None: a side has no step markers
     fw = _fusion_where(j)
     out = {"device_change_pct": pct, "points": points, "cpu_change_pct": cpu_pct, "where": where,
            "fusion_top": {"where": fw[0], "points": -100.0 * fw[1] / base} if fw and base else None}
@@ -282,7 +283,7 @@ def gate(j: dict, fa: Facts, fb: Facts, comp: dict, pct: float, on: str = "devic
     if on == "wall":
         a, b = fa.wall_us_per_step, fb.wall_us_per_step
     else:
-        a, b = float(j["a"][key]), float(j["b"][key])
+        a, b = (float(j[s][key] or 0.0) for s in "ab")  # None: no step markers (judged below)
     change = (100.0 * (b - a) / a) if a else (0.0 if b == a else float("inf"))
     out = {"on": on, "measures": what, "threshold_pct": pct, "a": a, "b": b, "change_pct": change}
     stepless = [side for side, f in (("A", fa), ("B", fb)) if not f.steps]

@@ -439,19 +439,24 @@ def require_ranks(job: Job, items) -> Job:
 
 def is_job(items) -> bool:
     """True when ``items`` name two or more files that are distinct ranks of one job."""
+    return job_of(items) is not None
+
+
+def job_of(items) -> Job | None:
+    """The job ``items`` name when they are two or more files that are distinct ranks of it, else None."""
     try:
         paths = expand_inputs(items)
     except TraceError:
-        return False
+        return None
     if len(paths) < 2:
-        return False
+        return None
     try:
         job = discover(paths)
     except TraceError:
-        return False
+        return None
     # other files beside them are named in the job's diagnostics; a file named as a rank that
     # could not be read counts as one (the job view says it was skipped)
     ranks = {rf.rank for rf in job.ranks} | {f.rank for f in job.skipped if f.rank is not None}
-    return len(job.ranks) >= 1 and len(ranks) >= 2  # distinct ranks: an unreadable copy of rank 0 is not rank 1
+    return job if len(job.ranks) >= 1 and len(ranks) >= 2 else None  # an unreadable copy of rank 0 is not rank 1
 
 

@@ -1,6 +1,7 @@
 """``tracetui diff A B``: totals that reconcile, the biggest changes, fusion, the aligned kernels."""
 from __future__ import annotations
 
+from tracetui.report.host_step import host_pair, per_step
 from tracetui.report.memory import emit_memory_diff
 from tracetui.report.output import write_json, emit_report, write_line, short_name, shown
 from tracetui.shorten import column, fit_arrow, name_room
@@ -119,11 +120,8 @@ def fusion_lines(j: dict, top: int, emit) -> None:
 
 def host_step_text(a: dict, b: dict) -> str:
     """"1,287.7 → 1,070.6 µs (the step markers' wall time)", or "-" and why when a side has no
-    step markers (its ``cpu_us_per_step`` is then 0.0, not a time)."""
-    if not a["steps"] or not b["steps"]:
-        which = "A and B have" if not a["steps"] and not b["steps"] else ("A has" if not a["steps"] else "B has")
-        return f"- ({which} no step markers; --steps REGEX names one)"
-    return f"{a['cpu_us_per_step']:,.1f} → {b['cpu_us_per_step']:,.1f} µs (the step markers' wall time)"
+    step markers (``host_step.host_pair``: its ``cpu_us_per_step`` is None)."""
+    return host_pair(a, b, unit=" µs (the step markers' wall time)")
 
 
 def launches_text(saved: int) -> str:
@@ -132,8 +130,11 @@ def launches_text(saved: int) -> str:
     return f"launches saved {saved}" if saved >= 0 else f"{-saved} more launches"
 
 
-def _count(n: float) -> str:
-    """A count per step: whole where it is, else one decimal (a mean over steps: '959.3', not '959.333')."""
+def _count(n: float | None) -> str:
+    """A count per step: whole where it is, else one decimal (a mean over steps: '959.3', not '959.333');
+    "-" for None (no step markers)."""
+    if n is None:
+        return per_step(n)
     return f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
 
 
@@ -152,10 +153,10 @@ def diff_header(j: dict) -> list[str]:
            f"({t['device_delta_us']:+,.1f}; rows sum to {t['rows_delta_us']:+,.1f}), "
            f"{'kernels' if gpu else 'compute ops'} {t['kernels_a']} → {t['kernels_b']}{saved}, "
            f"host time {host_step_text(a, b)}"]
-    if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:
+    if a["memcpy_memset_per_step"] or b["memcpy_memset_per_step"]:  # None: no step markers ("-")
         out.append(f"  memcpy/memset (not in the rows): {_count(a['memcpy_memset_per_step'])} → "
-                   f"{_count(b['memcpy_memset_per_step'])} "
-                   f"per step, {a['memcpy_memset_us_per_step']:.1f} → {b['memcpy_memset_us_per_step']:.1f} µs")
+                   f"{_count(b['memcpy_memset_per_step'])} per step, {per_step(a['memcpy_memset_us_per_step'], '.1f')}"
+                   f" → {per_step(b['memcpy_memset_us_per_step'], '.1f')} µs")
     out.append(f"  B's kernels explained {t['b_kernels_explained']}/{t['b_kernels']}; unexplained rows "
                f"{t['unexplained']} ({t['unexplained_added']} added, {t['unexplained_removed']} removed)")
     for side, key in (("B", "weight_repack_us_b"), ("A", "weight_repack_us_a")):

@@ -1,6 +1,8 @@
 """``tracetui diff A B C …``: an N-way ladder, each rung's per-step figures and what changed."""
 from __future__ import annotations
 
+from tracetui.report import host_step
+from tracetui.report.host_step import per_step
 from tracetui.report.output import write_json, write_line, shown
 from tracetui.shorten import fit_arrow, name_room
 from tracetui.textsafe import visible
@@ -34,15 +36,15 @@ def ladder_tables(ld: dict, names: list[str]) -> list:
 
 
 def rung_cpu(r: dict) -> str:
-    """A rung's host time per step, or "-" without step markers (its 0.0 is no time)."""
-    return f"{r['cpu_us_per_step']:,.1f}" if r["steps"] else "-"
+    """A rung's host time per step, or "-" without step markers (``host_step.per_step``)."""
+    return per_step(r["cpu_us_per_step"])
 
 
-def host_delta(ld: dict, s: dict) -> str:
-    """The host time change between two neighbours, or "- (no step markers)" where one lacks them."""
-    if not ld["rungs"][s["from"]]["steps"] or not ld["rungs"][s["to"]]["steps"]:
-        return "- (no step markers)"
-    return f"{s['totals']['cpu_delta_us']:+,.1f} µs"
+def host_delta(ld: dict, s: dict, names: list[str] | None = None) -> str:
+    """The host time change between two neighbours, or which has no step markers (``host_step``)."""
+    a, b = ld["rungs"][s["from"]], ld["rungs"][s["to"]]
+    pair = (visible(names[s["from"]]), visible(names[s["to"]])) if names else ("A", "B")
+    return host_step.host_delta(a, b, s["totals"]["cpu_delta_us"], pair)
 
 
 def ladder_lines(ld: dict, names: list[str]) -> list[str]:
@@ -52,13 +54,14 @@ def ladder_lines(ld: dict, names: list[str]) -> list[str]:
     out = [f"{'per step':{w + 2}s} {'device µs':>11s}   kernels  launches  launch CPU µs    CPU µs   file"]
     for name, r in zip(names, ld["rungs"]):
         out.append(f"  {visible(name):{w}s} {r['device_us_per_step']:11,.1f} {r['kernels_per_step']:9d} "
-                   f"{r['launches_per_step']:9.0f} {r['launch_cpu_us_per_step']:14,.1f} {rung_cpu(r):>9s}   "
+                   f"{per_step(r['launches_per_step'], '.0f'):>9s} {per_step(r['launch_cpu_us_per_step']):>14s} "
+                   f"{rung_cpu(r):>9s}   "
                    f"{visible(r['file'])}")
     for s in ld["steps"]:
         t = s["totals"]
         out.append(f"\n{visible(names[s['from']])} → {visible(names[s['to']])}: "
                    f"device {t['device_delta_us']:+,.1f} µs, "
-                   f"kernels {t['kernels_a']} → {t['kernels_b']}, host time {host_delta(ld, s)}; "
+                   f"kernels {t['kernels_a']} → {t['kernels_b']}, host time {host_delta(ld, s, names)}; "
                    f"unexplained rows {t['unexplained']}")
         for c in s["top"]:
             rep = f"  [{c['repeat']}]" if c["repeat"] else ""

@@ -19,6 +19,9 @@ def emit_memory_diff(mem: dict, emit) -> None:
     from tracetui.model.memory import fmt_bytes
     emit("\nmemory: peak per device and step, A → B (k-th step of A against the k-th of B), and what held it"
          " (rows add up to the peak; largest changes first)")
+    scopes = mem.get("modules") or {}
+    if len(scopes.get("recorded_by", [])) == 1:
+        emit(f"  holders by op alone: only {scopes['recorded_by'][0]} records nn.Module scopes (with_modules)")
     last = None
     for s in mem["steps"]:
         step = visible(s["a_step"]) if s["a_step"] == s["b_step"] else f"{visible(s['a_step'])} / {visible(s['b_step'])}"
@@ -69,7 +72,8 @@ def print_memory_diff(a: Trace, b: Trace, top: int = 10, fmt: str = "text", tabl
                    "torch.profiler.profile(profile_memory=True)")
         return
     if mem is None:  # the same keys, empty: a script reads one schema
-        mem = {"per_step": False, "devices": [], "steps": [], "ops": [], "no_longer_allocated": [], "peaks": []}
+        mem = {"per_step": False, "modules": {"compared": False, "recorded_by": []}, "devices": [], "steps": [],
+               "ops": [], "no_longer_allocated": [], "peaks": []}
     doc = {"a": str(a.path), "b": str(b.path), "no_memory_events": missing, **mem}
     if fmt == "json":
         emit_report(doc, fmt)

@@ -23,6 +23,7 @@ from tracetui.compare.diff import DiffResult, diff_traces
 from tracetui.model.names import kernel_label
 from tracetui.shorten import fit_arrow, fit_distinct
 from tracetui.model.trace import Trace
+from tracetui.report.host_step import host_pair
 from tracetui.textsafe import visible
 
 from tracetui.ui.exporting import EXPORT_BINDINGS, ExportsView, stem_of, table_rows
@@ -157,9 +158,7 @@ class DiffScreen(ExportsView, Screen):
             s.append(f" ({launches_text(t['launches_saved'])})")
         s.append(f" · {'device' if gpu else 'compute'} µs/step {t['device_us_a']:,.1f} → {t['device_us_b']:,.1f} ({t['device_delta_us']:+,.1f}; "
                  f"rows sum {t['rows_delta_us']:+,.1f})")
-        host = (f"{A['cpu_us_per_step']:,.1f} → {B['cpu_us_per_step']:,.1f}" if A["steps"] and B["steps"]
-                else "- (no step markers)")
-        s.append(f" · host µs/step {host}")
+        s.append(f" · host µs/step {host_pair(A, B)}")
         s.append(f" · fused {len(j['fused'])}", style="magenta")
         s.append(f" · unexplained {t['unexplained']}", style="bold red" if t["unexplained"] else "")
         counts: dict = {}
@@ -469,6 +468,7 @@ class LadderScreen(ExportsView, Screen):
         return [visible(t.path.name.split(".")[0]) for t in self.traces]
 
     def _show(self, ld: dict) -> None:
+        from tracetui.report.host_step import per_step
         from tracetui.report.ladder import ladder_lines, rung_cpu
         self.ladder = ld
         t = self.query_one("#ladder", DataTable)
@@ -478,7 +478,7 @@ class LadderScreen(ExportsView, Screen):
             delta = f"{step['totals']['device_delta_us']:+,.1f}" if step else ""
             un = str(step["totals"]["unexplained"]) if step else ""
             t.add_row(Text(name), f"{r['device_us_per_step']:,.1f}", delta, str(r["kernels_per_step"]),
-                      f"{r['launch_cpu_us_per_step']:,.1f}",
+                      per_step(r["launch_cpu_us_per_step"]),
                       rung_cpu(r), un)
         lines = ladder_lines(ld, names)
         self.query_one("#ladder-text", Static).update(hanging("\n".join(lines[len(ld["rungs"]) + 1:]).strip("\n")))

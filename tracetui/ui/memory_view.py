@@ -489,7 +489,10 @@ class MemoryView(Vertical):
             head.append(f" {d + 1}/{len(mem.devices)}" + (" (v)" if hints else ""))
         head.append(" · ")
         head.append(plain(scope_name[:40 if hints else 24], "bold"))
-        head.append(" (, .) · " if hints else " · ")
+        if not hints:  # a narrow head: the figures stay whole, the hints give way
+            head.append(" · ")
+        else:  # no steps: nothing for , and . to step to, so why, not the keys
+            head.append(" (, .) · " if self.trace.steps else " (no step markers) · ")
         if peak is not None:
             head.append(f"peak {fmt_bytes(peak.allocated)}", style="bold red")
             head.append(f" at +{fmt_us(peak.ts - lo) if peak.ts > lo else '0'}")

@@ -1,0 +1,36 @@
+"""One rule, one wording: a trace without step markers has no host time per step (nor any other
+figure measured over step windows), so a report says "-" and why, never 0.0. The diff report, the
+ladder and the app's diff screen all word it here."""
+from __future__ import annotations
+
+NO_STEPS = "no step markers; --steps REGEX names one"
+"""Why a step-window figure is missing, and what gives it one (``--steps`` on the CLI and the app)."""
+
+
+def per_step(value, spec: str = ",.1f") -> str:
+    """A step-window figure (``compare.perstep.STEP_WINDOW_KEYS``), or "-" where it is None: the
+    trace has no step markers."""
+    return "-" if value is None else format(value, spec)
+
+
+def no_steps(sides: list[str]) -> str:
+    """"- (A has no step markers; --steps REGEX names one)" for the sides without step markers."""
+    verb = "has" if len(sides) == 1 else "have"
+    return f"- ({' and '.join(sides)} {verb} {NO_STEPS})"
+
+
+def host_pair(a: dict, b: dict, unit: str = "", names: tuple[str, str] = ("A", "B")) -> str:
+    """Host time per step of two sides ("1,287.7 → 1,070.6" + ``unit``), or, where a side has no
+    step markers, which and why (``no_steps``)."""
+    missing = [n for n, s in zip(names, (a, b)) if not s["steps"]]
+    if missing:
+        return no_steps(missing)
+    return f"{per_step(a['cpu_us_per_step'])} → {per_step(b['cpu_us_per_step'])}{unit}"
+
+
+def host_delta(a: dict, b: dict, delta_us, names: tuple[str, str] = ("A", "B")) -> str:
+    """The host time change between two sides ("+12.3 µs"), or which has no step markers."""
+    missing = [n for n, s in zip(names, (a, b)) if not s["steps"]]
+    if missing:
+        return no_steps(missing)
+    return "-" if delta_us is None else f"{delta_us:+,.1f} µs"
