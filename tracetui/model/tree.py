@@ -227,6 +227,22 @@ def _depths(off: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.nd
 
 
 @dataclass
+class _Order:
+    """The host events in the nesting's (track, ts, -dur, kind, index) order, with their
+    tracks, starts and ends (the durations the nesting used): each thread's events are one
+    slice of it, already gathered and sorted by start, for the stages after the nesting."""
+    events: np.ndarray
+    track: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+
+    def on(self, track: int) -> slice:
+        """The slice of the events on ``track``."""
+        lo, hi = np.searchsorted(self.track, [track, track + 1]).tolist()
+        return slice(lo, hi)
+
+
+@dataclass
 class _Links:
     """What the linking stages fill in, per event: display and containment parents (node ids),
     the node layout (0 root, 1..T threads, then the events from ``base``, then synthetic nodes)
@@ -241,6 +257,7 @@ class _Links:
     group_nodes: dict = field(default_factory=dict)   # GPU track key -> "no launch found" node
     dur: np.ndarray | None = None                      # the store's durations, frames cut (frame_ends.py)
     groups: list = field(default_factory=list)        # _step_thread_groups
+    nested: "_Order | None" = None                     # the host events in nesting order (_nest_host)
 
     @classmethod
     def start(cls, store: EventStore) -> "_Links":
@@ -280,7 +297,7 @@ def link_tree(store: EventStore, title: str = "trace", cut_frames: bool = False,
     def host() -> None:  # the host events' parents: nested, then the steps kept on top
         _nest_host(links, cut_frames, workers)
         _steps_on_top(links)
-        links.groups = _step_thread_groups(store, links.host, links.parent, links.thread_node, links.base)
+        links.groups = _step_thread_groups(store, links.nested, links.parent, links.thread_node, links.base)
 
     # host events' parents, GPU activity's and the backward links touch disjoint parts (the
     # nesting's helpers may fork while the other two run: they only run numpy on arrays)
@@ -314,9 +331,9 @@ def _nest_host(links: _Links, cut_frames: bool = False, workers: int | None = No
     for rounds_left in range(MAX_ROUNDS, -1, -1):
         # the nesting order ranks longer events first at one start: the cut ones may move
         order = _host_order(host, store.track, ts, links.dur, store.kind)
-        o_ts = ts[order]
+        o_ts, o_track = ts[order], store.track[order]
         o_end = o_ts + links.dur[order]
-        nested = nest(o_ts, o_end, order + links.base, store.track[order], sentinel, workers)
+        nested = nest(o_ts, o_end, order + links.base, o_track, sentinel, workers)
         if not (cut_frames and nested.partial and rounds_left):
             break
         new_end, frames = cut_frame_ends(o_end, store.kind[order], nested.closers)
@@ -331,20 +348,24 @@ def _nest_host(links: _Links, cut_frames: bool = False, workers: int | None = No
     cp = np.where(nested.parents < 0, -nested.parents - 1, nested.parents)
     links.cparent[order] = cp
     links.parent[order] = cp
+    links.nested = _Order(order, o_track, o_ts, o_end)  # the last round's: the durations links.dur holds
 
 
 def _steps_on_top(links: _Links) -> None:
     """Frames that span a step's start are shown beside the steps (under the thread), so steps
-    stay the top level; what they held that lies inside a step moves under that step."""
-    store, host, parent_e, base = links.store, links.host, links.parent, links.base
+    stay the top level; what they held that lies inside a step moves under that step. Each
+    step thread's events are its slice of the nesting order (sorted by start, gathered once)."""
+    store, parent_e, base, nested = links.store, links.parent, links.base, links.nested
     kind_e, ts, dur = store.kind, store.ts, links.dur
     steps = np.nonzero(kind_e == K["step"])[0]
     for t in set(store.track[steps].tolist()):
         st = steps[store.track[steps] == t]
         st = st[np.argsort(ts[st])]
         s_start, s_end = ts[st], ts[st] + dur[st]
-        ev = host[(store.track[host] == t) & (kind_e[host] != K["step"])]
-        e_start, e_end = ts[ev], ts[ev] + dur[ev]
+        on = nested.on(t)
+        ev = nested.events[on]
+        not_step = kind_e[ev] != K["step"]
+        ev, e_start, e_end = ev[not_step], nested.ts[on][not_step], nested.end[on][not_step]
         i_next = np.searchsorted(s_start, e_start, side="right")
         spans = (i_next < st.size) & (s_start[np.minimum(i_next, st.size - 1)] < e_end)
         i_eq = np.searchsorted(s_start, e_start, side="left")
@@ -358,10 +379,12 @@ def _steps_on_top(links: _Links) -> None:
         if spanning.size:
             is_span = np.zeros(base + len(store), dtype=bool)
             is_span[spanning + base] = True
-            kids = ev[~spans]
-            kids = kids[is_span[parent_e[kids]]]
-            k = np.searchsorted(s_start, ts[kids], side="right") - 1
-            inside = (k >= 0) & (ts[kids] < s_end[np.maximum(k, 0)])
+            rest = ~spans
+            kids, k_start = ev[rest], e_start[rest]
+            held = is_span[parent_e[kids]]
+            kids, k_start = kids[held], k_start[held]
+            k = np.searchsorted(s_start, k_start, side="right") - 1
+            inside = (k >= 0) & (k_start < s_end[np.maximum(k, 0)])
             parent_e[kids[inside]] = st[k[inside]] + base
 
 
@@ -507,13 +530,14 @@ def _thread_label(store: EventStore, pid, tid) -> str:
     return f"{label} [{pname} {pid}]"
 
 
-def _step_thread_groups(store: EventStore, host: np.ndarray, parent_e: np.ndarray, thread_node: dict,
+def _step_thread_groups(store: EventStore, nested: _Order, parent_e: np.ndarray, thread_node: dict,
                         base: int) -> list[tuple[int, int, np.ndarray]]:
     """(step event, other thread's track, its top-level events starting in the step's interval).
 
     Display only: those events move under a group node below the step, so drilling from a step
     reaches its backward and optimizer work; their containment parents (and so every CPU self
-    time) stay on their own thread, as in torch's tree.
+    time) stay on their own thread, as in torch's tree. A thread's events are its slice of the
+    nesting order (``nested``), in start order.
     """
     steps = np.nonzero(store.kind == K["step"])[0]
     if not steps.size:
@@ -527,12 +551,14 @@ def _step_thread_groups(store: EventStore, host: np.ndarray, parent_e: np.ndarra
         for t2, tnode in thread_node.items():
             if t2 == st_track or pid_of[t2] != pid_of.get(st_track):
                 continue
-            ev = host[(store.track[host] == t2)]
+            on = nested.on(t2)
+            ev, e_start = nested.events[on], nested.ts[on]
             # a step stays on its own thread: moved under another thread's step, two steps
             # with the same interval would each hold the other (a parent cycle)
-            ev = ev[(parent_e[ev] == tnode) & (store.kind[ev] != K["step"])]
-            k = np.searchsorted(s0, store.ts[ev], side="right") - 1
-            inside = (k >= 0) & (store.ts[ev] < s1[np.maximum(k, 0)])
+            top = (parent_e[ev] == tnode) & (store.kind[ev] != K["step"])
+            ev, e_start = ev[top], e_start[top]
+            k = np.searchsorted(s0, e_start, side="right") - 1
+            inside = (k >= 0) & (e_start < s1[np.maximum(k, 0)])
             ev, k = ev[inside], k[inside]
             for kk in np.unique(k).tolist():
                 out.append((int(st[kk]), t2, ev[k == kk]))
