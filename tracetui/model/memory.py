@@ -328,11 +328,15 @@ def _nearest_in(t, nodes: np.ndarray, mapping: dict) -> np.ndarray:
 
 
 def _steps(trace, ts: np.ndarray, pid: np.ndarray) -> np.ndarray:
-    """The step whose host interval holds each instant, on the instant's process; -1 none."""
+    """The step whose host interval holds each instant, on a process its window holds
+    (``StepWindow.pids``: the marker's own, and those a marker alone on its pid claims); -1 none."""
     out = np.full(ts.size, -1, dtype=np.int64)
     for s in trace.steps:
         w = trace.step_window(s)
-        m = (ts >= w.start) & (ts < w.end) & (pid == w.pid)
+        on = pid == w.pid
+        for other in w.pids[1:]:  # pids of mixed types (ints, names): compared one by one
+            on |= pid == other
+        m = (ts >= w.start) & (ts < w.end) & on
         out[m & (out < 0)] = s
     return out
 
