@@ -2,7 +2,7 @@
 ``triton_example``: ``ProfilerStep#1`` alone on pid 3100453, the Dynamo region, the Triton op, its
 ``cuLaunchKernel`` and the sync on pid 1670242, the kernel on the GPU). A step's window holds the
 work of its own process (``model/windows.py``, HTA's rule), so the one step reads "CPU only" and
-its kernel counts as other steps' work, in a trace of one step.
+its kernel counted as other steps' work, in a trace of one step.
 
 Not the recording's fault on our side: neither ``kernels/`` nor ``tracetui record`` wrote it (the
 file is third-party test data; in a torch recording the markers and ops share the profiler's

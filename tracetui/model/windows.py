@@ -14,7 +14,8 @@ its own markers (a rank merged into the same file, say) always keeps its work.
 
 The GPU can run behind the host, so the window ends at the later of the marker's end and the
 end of the step's last GPU activity. Inside it every nanosecond is exactly one of: busy with this
-step's work, busy with other steps' work (the queue was behind), or idle; idle splits into host
+step's work, busy with other work (an earlier step's, the queue was behind, or work launched outside
+every step; ``other_steps`` in the figures, "other work" in reports), or idle; idle splits into host
 wait, kernel wait and other (HTA's idle-time breakdown). Windows of consecutive steps can overlap
 when the GPU lags; the host intervals never do.
 """
@@ -296,7 +297,8 @@ class Windows:
         return rows
 
     def breakdown(self, w: StepWindow) -> dict:
-        """The step's figures (ns): window, busy (own work), other steps' work, idle and its split
+        """The step's figures (ns): window, busy (own work), other work (``other_steps_ns``: GPU work
+        the step did not launch), idle and its split
         (host wait / kernel wait / other), busy by kernel class, communication exposed/overlapped,
         launch and sync CPU, and a verdict.
 
