@@ -18,6 +18,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tracetui.model import load_trace
@@ -157,3 +158,38 @@ def test_a_marker_alone_on_its_pid_takes_no_work_from_processes_with_their_own_s
                                           and e["args"]["correlation"] in worker_corr)
     assert want[(99, "ProfilerStep#0")] and len(want) == 5
     assert _model_steps(load_trace(p)) == {k: pytest.approx(v) for k, v in want.items()}
+
+
+def test_allocations_on_the_work_pid_count_for_the_lone_markers_step(tmp_path):
+    """Memory's step attribution follows the window (``StepWindow.pids``): allocations made by the
+    work process inside the lone marker's interval belong to its step; one before it to none."""
+    p = tmp_path / "triton_like_memory.json"
+    doc = _shaped_like_triton_example(p)
+    step = next(e for e in doc["traceEvents"] if e.get("name") == "ProfilerStep#1")
+    for i, ts in enumerate((900.0, 1270.0, 1280.0)):  # before the step, then twice inside the Triton op
+        doc["traceEvents"].append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
+                                   "pid": WORK_PID, "tid": WORK_PID, "ts": ts,
+                                   "args": {"Addr": 100 + i, "Bytes": 64, "Total Allocated": 64 * (i + 1),
+                                            "Total Reserved": 0, "Device Type": 1, "Device Id": 0}})
+    p.write_text(json.dumps(doc))
+    want = [step["ts"] <= e["ts"] < step["ts"] + step["dur"] for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+    assert want == [False, True, True]
+    t = load_trace(p)
+    mem = t.memory
+    order = np.argsort(mem.ts, kind="stable")
+    assert [int(mem.step[k]) == t.steps[0] for k in order.tolist()] == want
+    assert [int(mem.step[k]) for k in order.tolist()][0] == -1
+
+
+def test_the_diffs_window_ops_of_the_lone_markers_step_are_the_work_pids(tmp_path):
+    """The diff's per-step ops (compare/items.py) come from the same window: the work process's
+    ops starting inside the marker's interval, from the raw JSON."""
+    from tracetui.compare.items import _window_ops
+    p = tmp_path / "triton_like.json"
+    doc = _shaped_like_triton_example(p)
+    step = next(e for e in doc["traceEvents"] if e.get("name") == "ProfilerStep#1")
+    want = sorted(e["name"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op"
+                  and step["ts"] <= e["ts"] < step["ts"] + step["dur"])
+    assert want
+    t = load_trace(p)
+    assert sorted(t.name(int(o)) for o in _window_ops(t, t.step_window(t.steps[0]))) == want

@@ -15,7 +15,8 @@ From those alone:
   op and the start of the next is counted once), and through the tree's containment parents to
   its innermost ATen op, ``nn.Module`` scope (for backward ops, the module of the forward op
   they came from), Python frame, and step (the step whose host interval on the same process
-  holds t: a step is a window of the whole process, windows.py);
+  holds t: a step is a window of the whole process, windows.py, or of the processes a step marker
+  alone on its pid claims, ``StepWindow.pids``);
 - **peaks**: the instant where a device's ``Total Allocated`` is highest (in the whole trace or
   in a step), and the allocations live there, grouped by the op, module and step that made them;
 - **per-op statistics**, as the TensorBoard plugin defines them (kineto ``tb_plugin/README.md``,
