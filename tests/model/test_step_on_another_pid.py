@@ -193,3 +193,26 @@ def test_the_diffs_window_ops_of_the_lone_markers_step_are_the_work_pids(tmp_pat
     assert want
     t = load_trace(p)
     assert sorted(t.name(int(o)) for o in _window_ops(t, t.step_window(t.steps[0]))) == want
+
+
+@pytest.mark.xfail(strict=True, reason="model/tree.py (not editable this round): _step_thread_groups groups "
+                                       "only the step's own process's other threads under the step; it should "
+                                       "also group the threads of the processes the window holds "
+                                       "(StepWindow.pids, windows.CLAIMS)")
+def test_drilling_from_the_lone_markers_step_reaches_its_kernel(tmp_path):
+    """The tree says the step holds the kernel (dev, k=1: its window's); drilling from it should
+    reach that kernel, as it reaches a backward thread's (README: a step shows each other thread's
+    work in its interval as a group)."""
+    p = tmp_path / "triton_like.json"
+    doc = _shaped_like_triton_example(p)
+    want = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    t = load_trace(p)
+    s = t.steps[0]
+    assert int(t.roll.kernels[s]) == len(want)  # the step's node carries its window's kernels
+    seen, todo = [], [s]
+    while todo:
+        n = todo.pop()
+        if t.kind(n) == "kernel":
+            seen.append(t.name(n))
+        todo.extend(int(c) for c in t.tree.children(n))
+    assert seen == want
