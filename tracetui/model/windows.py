@@ -192,7 +192,7 @@ class Windows:
         h_pid = self.process_codes(host)
         steps = np.asarray(steps, dtype=np.int64)
         s_pid = self.process_codes(steps)
-        claims = self._claims(s_pid, h_pid[t.kind[host] != K["step"]])
+        claims = self._claims(s_pid, h_pid)
         self.claimed_pids = {self._pid_values[p]: tuple(self._pid_values[c] for c in cs.tolist())
                              for p, cs in claims.items()}
         g_step = self._assign(steps, s_pid, self.launch_ts, g_pid, claims, any_pid=True)
@@ -235,18 +235,20 @@ class Windows:
         tr = np.where(ev >= 0, t.store.track[np.maximum(ev, 0)], -1)
         return np.where(tr >= 0, self._pid_code_of_track[np.maximum(tr, 0)], -1)
 
-    @staticmethod
-    def _claims(s_pid: np.ndarray, work_pid: np.ndarray) -> dict[int, np.ndarray]:
+    def _claims(self, s_pid: np.ndarray, h_pid: np.ndarray) -> dict[int, np.ndarray]:
         """Step process code -> the process codes its markers also claim (``CLAIMS``): for a
         process whose only host work is step markers, every process with host work and no step
-        markers; none for the others. ``work_pid``: the process of each host node not a marker."""
-        marked = np.unique(s_pid[s_pid >= 0])
-        working = np.unique(work_pid[work_pid >= 0])
-        lone = np.setdiff1d(marked, working)
-        if not lone.size:
+        markers; none for the others. ``h_pid``: the process of every host node, the step
+        markers (``s_pid``, every step-kind node) among them. Counted, not sorted: one pass over
+        the host nodes (``np.unique`` took 1.5 s on 20 million)."""
+        n = len(self._pid_values)
+        host = np.bincount(h_pid[h_pid >= 0], minlength=n)[:n]
+        marks = np.bincount(s_pid[s_pid >= 0], minlength=n)[:n]
+        lone = np.nonzero((marks > 0) & (host == marks))[0]
+        unmarked = np.nonzero((marks == 0) & (host > 0))[0]
+        if not lone.size or not unmarked.size:
             return {}
-        unmarked = np.setdiff1d(working, marked)
-        return {int(p): unmarked for p in lone.tolist()} if unmarked.size else {}
+        return {int(p): unmarked for p in lone.tolist()}
 
     def _assign(self, steps: np.ndarray, s_pid: np.ndarray, ts: np.ndarray, pid: np.ndarray,
                 claims: dict[int, np.ndarray], any_pid: bool = False) -> np.ndarray:
