@@ -9,7 +9,9 @@ one. Each contender is a fresh process, run interleaved round by round: ``orjson
 bytes and ``orjson.loads`` them: the baseline), then ``load_trace(FILE, workers=N, cache=False)``
 for each N. While a contender runs, this process samples its whole process tree (the decode
 helpers it forks included) every 50 ms: the peak of the summed RSS, and of the summed PSS
-(shared pages split between the processes that map them: the honest total for forked helpers).
+(shared pages split between the processes that map them: the honest total for forked helpers),
+each with the machine's shared memory that grew meanwhile and no process maps (a helper's
+result in an in-memory file, before this process maps it: read/forked.py).
 
 Printed: per round, each contender's seconds, peak summed RSS and PSS, and load_trace's stages
 (import, read, decode+index, link, tree+rollup+windows: the last two run in the parent, their
@@ -86,19 +88,34 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _mem_kb(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) of one process in KiB; (0, 0) once it is gone."""
+def _mem_kb(pid: int) -> tuple[int, int, int]:
+    """(RSS, PSS, the part of PSS in shared memory) of one process in KiB; zeros once it is gone."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
-            rss = pss = 0
+            rss = pss = shm = 0
             for line in f:
                 if line.startswith("Rss:"):
                     rss = int(line.split()[1])
                 elif line.startswith("Pss:"):
                     pss = int(line.split()[1])
-            return rss, pss
+                elif line.startswith("Pss_Shmem:"):
+                    shm = int(line.split()[1])
+            return rss, pss, shm
     except (OSError, ValueError):
-        return 0, 0
+        return 0, 0, 0
+
+
+def _shmem_kb() -> int:
+    """The machine's shared memory in KiB (/proc/meminfo): a helper's result written to an
+    in-memory file (read/forked.py) is there, and in no process's PSS until the parent maps it."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("Shmem:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def run(path: Path, what: str, root: Path = ROOT) -> dict:
@@ -107,14 +124,16 @@ def run(path: Path, what: str, root: Path = ROOT) -> dict:
                          env={**os.environ, "PYTHONPATH": str(root)})
     peak = [0, 0]
     done = threading.Event()
+    shmem0 = _shmem_kb()
 
     def sample() -> None:
         while not done.is_set():
-            rss = pss = 0
+            rss = pss = mapped_shm = 0
             for q in _tree(p.pid):
-                r, s = _mem_kb(q)
-                rss, pss = rss + r, pss + s
-            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
+                r, s, m = _mem_kb(q)
+                rss, pss, mapped_shm = rss + r, pss + s, mapped_shm + m
+            unmapped = max(0, _shmem_kb() - shmem0 - mapped_shm)  # written by a helper, not mapped yet
+            peak[0], peak[1] = max(peak[0], rss + unmapped), max(peak[1], pss + unmapped)
             done.wait(0.05)
 
     th = threading.Thread(target=sample, daemon=True)

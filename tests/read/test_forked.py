@@ -1,6 +1,7 @@
 """The fork helper hands back exactly what the child computed, or None."""
 from __future__ import annotations
 
+import mmap
 import os
 
 import numpy as np
@@ -42,10 +43,60 @@ def test_arrays_of_every_layout_arrive_intact():
     assert forked.spawn(lambda: "no arrays").result() == "no arrays"
 
 
+def _owner(a):
+    """What finally holds an array's bytes (arrays' bases and memoryviews' objects followed down)."""
+    while True:
+        nxt = a.obj if isinstance(a, memoryview) else getattr(a, "base", None)
+        if nxt is None:
+            return a
+        a = nxt
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no in-memory files here")
+def test_large_buffers_come_through_an_in_memory_file_without_a_copy():
+    """From SHARED_MIN_BYTES of columns the child writes them to a file the parent maps: the
+    arrays are views of that mapping (no copy), writable as before, and no descriptor is left."""
+    before = _fds()
+    want = _value()
+    p = forked.spawn(_value)
+    got = p.result()
+    assert np.array_equal(got["a"], want["a"]) and got["names"] == want["names"]
+    assert isinstance(_owner(got["a"]), mmap.mmap)  # a view of the child's file, not a copy through the pipe
+    got["a"][0] = -1  # private to this process: a later join may write its pieces in place
+    assert got["a"][0] == -1 and reaped(p.pid)
+    small = forked.spawn(lambda: np.arange(10)).result()  # below the threshold: the pipe
+    assert small.tolist() == list(range(10)) and not isinstance(_owner(small), mmap.mmap)
+    del got
+    assert _fds() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no in-memory files here")
+def test_a_child_that_dies_after_writing_its_file_gives_none():
+    def dies():
+        real = forked.write_value
+
+        def then_dies(f, value, shared=None):  # the buffers in the file, the header never sent
+            forked._write_all(shared, memoryview(np.arange(1 << 18).tobytes()))
+            os._exit(0)
+        forked.write_value = then_dies  # in the forked child only
+        return real
+
+    before = _fds()
+    p = forked.spawn(dies)
+    assert p.result() is None and reaped(p.pid)
+    p = forked.spawn(lambda: __import__("time").sleep(30))
+    p.cancel()
+    assert reaped(p.pid) and _fds() == before
+
+
 def test_a_child_that_dies_mid_value_gives_none():
     def dies():
         def half(f, value):  # the header and part of the pickle, then the child is gone
-            f.write(forked._HEAD.pack(1000, 0) + b"x" * 10)
+            f.write(forked._HEAD.pack(1000, 0, 0) + b"x" * 10)
             f.flush()
             os._exit(0)
         forked.write_value = half  # in the forked child only: the parent's module is untouched

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import mmap
 import os
 import pickle
 import select
@@ -123,20 +124,30 @@ def beside(child: Callable[[], T], parent: Callable[[], U], retry: bool = True) 
 class Pending:
     """A forked child computing one value; ``result()`` collects it, ``cancel()`` discards it."""
 
-    def __init__(self, pid: int, r: int):
-        self.pid, self.r, self.done = pid, r, False
+    def __init__(self, pid: int, r: int, shared: int | None = None):
+        self.pid, self.r, self.done, self.shared = pid, r, False, shared
 
     def result(self, extra: float = 0.0):
         """The child's value, or None when it failed, hung past the timeout or was cancelled."""
         if self.done:
             return None
         self.done = True
-        return receive(self.r, self.pid, timeout=CHILD_TIMEOUT_S + extra)
+        try:
+            return receive(self.r, self.pid, timeout=CHILD_TIMEOUT_S + extra, shared=self.shared)
+        finally:
+            self._close_shared()
+
+    def _close_shared(self) -> None:
+        """The result's file, once mapped or not wanted (a mapping keeps its pages)."""
+        if self.shared is not None:
+            os.close(self.shared)
+            self.shared = None
 
     def cancel(self) -> None:
         if not self.done:
             self.done = True
             reap(self.pid, self.r, kill=True)
+            self._close_shared()
         elif self.pid in _LIVE:  # result() is still reading in another thread: end the child now,
             try:                 # so no child outlives a cancel (the reader then sees EOF)
                 os.kill(self.pid, signal.SIGKILL)
@@ -148,17 +159,30 @@ class Pending:
 
 def spawn(child: Callable[[], T]) -> Pending | None:
     """Start ``child()`` in a forked child; None when this process cannot fork."""
+    shared = _memfd()
+
     def send(w: int) -> None:
         gc.disable()  # the child computes one value and exits: collecting cycles would only cost time
         value = child()
         with os.fdopen(w, "wb") as f:
-            write_value(f, value)
+            write_value(f, value, shared)
 
     try:
         pid, r = fork_child(send)
     except OSError:
+        if shared is not None:
+            os.close(shared)
         return None
-    return Pending(pid, r)
+    return Pending(pid, r, shared)
+
+
+def _memfd() -> int | None:
+    """A new anonymous in-memory file for a child's large buffers (``write_value``), or None
+    where there is none (not Linux, an old kernel, no descriptor left): then they go through the pipe."""
+    try:
+        return os.memfd_create("tracetui-result", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        return None
 
 
 def fork_child(body: Callable[[int], None], close: tuple = ()) -> tuple[int, int]:
@@ -222,20 +246,52 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-_HEAD = struct.Struct("<QQ")
+_HEAD = struct.Struct("<QQQ")
+SHARED_MIN_BYTES = 1 << 20
+"""From this many bytes of buffers a child's result goes through its in-memory file, not the pipe."""
 
 
-def write_value(f, value) -> None:
+def write_value(f, value, shared: int | None = None) -> None:
     """``value`` pickled with its large buffers (numpy columns) out of band: a header (the
-    pickle's length, how many buffers), each buffer's length, the pickle, then each buffer's
-    bytes straight from the array's memory, so neither side makes a whole copy of them."""
+    pickle's length, how many buffers, whether they are in ``shared``), each buffer's length,
+    the pickle, then each buffer's bytes straight from the array's memory, so neither side
+    makes a whole copy of them. With ``shared`` (an in-memory file the parent also holds) and
+    at least SHARED_MIN_BYTES of buffers, the buffers are written there instead: the child
+    need not wait for the parent to read them, and the parent maps them without a copy."""
     bufs: list = []
     meta = pickle.dumps(value, protocol=5, buffer_callback=bufs.append)
     raws = [b.raw() for b in bufs]
-    f.write(_HEAD.pack(len(meta), len(raws)) + b"".join(struct.pack("<Q", r.nbytes) for r in raws))
+    into_file = shared is not None and sum(r.nbytes for r in raws) >= SHARED_MIN_BYTES
+    if into_file:
+        for r in raws:
+            _write_all(shared, r)
+    f.write(_HEAD.pack(len(meta), len(raws), into_file) + b"".join(struct.pack("<Q", r.nbytes) for r in raws))
     f.write(meta)
-    for r in raws:
-        f.write(r)
+    if not into_file:
+        for r in raws:
+            f.write(r)
+
+
+def _write_all(fd: int, buf: memoryview) -> None:
+    view = memoryview(buf).cast("B")
+    while view:
+        view = view[os.write(fd, view[:1 << 30]):]
+
+
+def _mapped(shared: int, sizes: list[int]) -> list:
+    """The buffers a child wrote to ``shared``, one after another, as views of one private
+    (copy-on-write) mapping of it: no copy, and writable as the pipe's were."""
+    total = sum(sizes)
+    if not total:
+        return [bytearray(0) for _ in sizes]
+    # not MAP_POPULATE: the join reads the pages in its threads (157 MB from 7 children, 2-core
+    # VM: populated 0.075 s to map + 0.03 s to join, against 0.02 + 0.03; the pipe 0.18-0.20 + 0.05)
+    m = memoryview(mmap.mmap(shared, total, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE))
+    out, at = [], 0
+    for n in sizes:
+        out.append(m[at:at + n])
+        at += n
+    return out
 
 
 def _fill(r: int, view: memoryview, deadline: float) -> bool:
@@ -252,21 +308,25 @@ def _fill(r: int, view: memoryview, deadline: float) -> bool:
     return True
 
 
-def receive(r: int, pid: int, timeout: float):
-    """The value the child ``pid`` writes (``write_value``) to the pipe ``r``, or None when it
-    fails, ends early or takes longer than ``timeout`` seconds (it is then killed)."""
+def receive(r: int, pid: int, timeout: float, shared: int | None = None):
+    """The value the child ``pid`` writes (``write_value``) to the pipe ``r`` (its buffers
+    perhaps to ``shared``), or None when it fails, ends early or takes longer than ``timeout``
+    seconds (it is then killed)."""
     deadline = time.monotonic() + timeout
     try:
         head = bytearray(_HEAD.size)
         got = _fill(r, memoryview(head), deadline)
         if got:
-            n_meta, n_bufs = _HEAD.unpack(head)
+            n_meta, n_bufs, in_file = _HEAD.unpack(head)
             sizes = bytearray(8 * n_bufs)
-            got = _fill(r, memoryview(sizes), deadline)
+            got = _fill(r, memoryview(sizes), deadline) and (not in_file or shared is not None)
         if got:
             meta = bytearray(n_meta)
-            bufs = [bytearray(n) for (n,) in struct.iter_unpack("<Q", sizes)]
-            got = all(_fill(r, memoryview(b), deadline) for b in [meta, *bufs])
+            lengths = [n for (n,) in struct.iter_unpack("<Q", sizes)]
+            got = _fill(r, memoryview(meta), deadline)
+        if got and not in_file:
+            bufs = [bytearray(n) for n in lengths]
+            got = all(_fill(r, memoryview(b), deadline) for b in bufs)
     except (OSError, MemoryError, OverflowError, ValueError):
         got = False
     if not got:
@@ -275,6 +335,8 @@ def receive(r: int, pid: int, timeout: float):
     if not reap(pid, r, kill=False):
         return None
     try:
+        if in_file:  # the child has exited cleanly: every byte is there
+            bufs = _mapped(shared, lengths)
         return pickle.loads(meta, buffers=bufs)
     except Exception:  # noqa: BLE001
         return None
