@@ -85,3 +85,61 @@ def test_tree_of_a_job_folder_reads_rank_0_too(tmp_path):
                        timeout=120, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     assert "rank 0" in r.stderr.decode() and r0.name in r.stderr.decode()
+
+
+def _two_jobs(tmp_path):
+    """Two job folders of two ranks each, rank 1 the newest file in both; B's ranks run aten::mm
+    100 µs longer than A's, and in each job rank 1's runs 300 µs longer than rank 0's."""
+    import os
+    out = []
+    for name, late in (("jobA", 0.0), ("jobB", 100.0)):
+        job = tmp_path / name
+        job.mkdir()
+        r0, r1 = job / "rank0.1700000000.pt.trace.json", job / "rank1.1700000100.pt.trace.json"
+        _rank(r0, 0, late_us=late)
+        _rank(r1, 1, late_us=late + 300.0)
+        os.utime(r0, (1_700_000_000, 1_700_000_000))
+        assert _mm_total_us(r0) != _mm_total_us(r1)
+        out.append((job, r0))
+    return out
+
+
+def _mm_per_step_us(path) -> float:
+    ev = json.loads(path.read_text())["traceEvents"]
+    return _mm_total_us(path) / sum(str(e.get("name", "")).startswith("ProfilerStep#") for e in ev)
+
+
+def _says_rank_0_of_each(err: str, jobs) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 2 and "newest" not in err, err
+    for line, (job, r0) in zip(lines, jobs):
+        assert str(job) in line and "2 ranks" in line and "rank 0" in line and r0.name in line
+        assert "tracetui ranks" in line
+
+
+def test_diff_of_two_job_folders_reads_rank_0_of_each(tmp_path):
+    """``diff DIR_A DIR_B`` opened each folder's newest trace (rank 1 here) while ``summary DIR``
+    reads rank 0: it diffs rank 0 of each, one stderr line per folder."""
+    jobs = _two_jobs(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "tracetui", "diff", *(str(j) for j, _ in jobs), "--json",
+                        "--no-cache"], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["a"]["file"] == str(jobs[0][1]) and doc["b"]["file"] == str(jobs[1][1])
+    mm = next(c for c in doc["cpu_changes"] if c["name"] == "aten::mm")
+    assert mm["a_self_us"] == _mm_per_step_us(jobs[0][1]) and mm["b_self_us"] == _mm_per_step_us(jobs[1][1])
+    _says_rank_0_of_each(r.stderr.decode(), jobs)
+
+
+def test_two_job_folders_into_a_pipe_diff_rank_0_of_each(tmp_path):
+    """``tracetui DIR_A DIR_B | cat`` (two jobs, not one): the diff report of rank 0 of each, the
+    same report as naming the two rank-0 files."""
+    jobs = _two_jobs(tmp_path)
+    ref = subprocess.run([sys.executable, "-m", "tracetui", "diff", "--text", "--no-cache",
+                          *(str(r0) for _, r0 in jobs)], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert ref.returncode == 0 and not ref.stderr, ref.stderr
+    r = subprocess.run([sys.executable, "-m", "tracetui", "--no-cache", *(str(j) for j, _ in jobs)],
+                       capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert b"\x1b" not in r.stdout and r.stdout == ref.stdout
+    _says_rank_0_of_each(r.stderr.decode(), jobs)

@@ -44,8 +44,8 @@ def _same_model(fresh, again) -> None:
     assert fresh.step_choice == again.step_choice and fresh.self_time == again.self_time
     for f in WINDOWS:
         _same(getattr(fresh.windows, f), getattr(again.windows, f), "windows." + f)
-    assert [(w.node, w.name, w.pid, w.start, w.end) for w in fresh.windows.windows] == \
-           [(w.node, w.name, w.pid, w.start, w.end) for w in again.windows.windows]
+    assert [(w.node, w.name, w.pid, w.pids, w.start, w.end) for w in fresh.windows.windows] == \
+           [(w.node, w.name, w.pid, w.pids, w.start, w.end) for w in again.windows.windows]
     a, b = vars(fresh.windows.figures), vars(again.windows.figures)
     assert a.keys() == b.keys()
     for f, v in a.items():
@@ -66,7 +66,8 @@ def _same_model(fresh, again) -> None:
 
 
 INPUTS = [TRACES / "transformer_eager_memory.json.gz", TRACES / "mlp_compile.json.gz", TRACES / "transformer_eager.json.gz",
-          PEER / "call_stack_backward_thread.json", PEER / "trace_filter_sampled_rank-0.json.gz"]
+          PEER / "call_stack_backward_thread.json", PEER / "trace_filter_sampled_rank-0.json.gz",
+          PEER / "triton_example_triton_example.json.gz"]  # a step marker alone on its pid: its window's pids
 
 
 @pytest.mark.parametrize("src", INPUTS, ids=lambda p: p.name)

@@ -2,8 +2,9 @@
 
 The reference follows the documented rule: a step owns every piece of GPU activity whose launch
 (the runtime call with the same correlation, else the op or annotation with the same External id)
-starts inside the step's host interval, on any thread of the step's process; activity with no
-launch counts by its own start. Busy is the union of those intervals over streams and devices.
+starts inside the step's host interval, on any thread of the step's process (and, for a marker
+alone on its process, of every process with no markers of its own); activity with no launch counts
+by its own start. Busy is the union of those intervals over streams and devices.
 """
 from __future__ import annotations
 
@@ -73,9 +74,14 @@ def reference(doc: dict, step: re.Pattern = STEP) -> list[dict]:
         gpu.append((at, pid, ns(g["ts"]), ns(g["ts"]) + ns(g.get("dur", 0)), cat(g) == "kernel"))
     out = []
     steps = [e for e in xs if cat(e) == "user_annotation" and step.match(str(e.get("name", "")))]
+    # a marker alone on its process (no other host event there) also marks the work of every
+    # process with host events and no markers of its own (HTA's triton_example)
+    marked = {e["pid"] for e in steps}
+    working = {e["pid"] for e in xs if cat(e) in OP_CATS | LAUNCH_CATS | {"python_function"} and e not in steps}
     for s in sorted(steps, key=lambda e: ns(e["ts"])):
         s0, s1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
-        own = [g for g in gpu if s0 <= g[0] < s1 and g[1] in (s["pid"], None)]
+        pids = {s["pid"], None} | (working - marked if s["pid"] not in working else set())
+        own = [g for g in gpu if s0 <= g[0] < s1 and g[1] in pids]
         out.append({"name": s["name"], "kernels": sum(g[4] for g in own), "events": len(own),
                     "device": sum(g[3] - g[2] for g in own),
                     "busy": union([(g[2], g[3]) for g in own]), "host": s1 - s0})

@@ -153,7 +153,8 @@ def load(path, args):
 
 
 def one_trace(path):
-    """The trace a one-trace command (summary, tree, opportunities, memory) reads for ``path``: a
+    """The trace a command reads for ``path`` where it takes one trace per path (summary, tree,
+    opportunities, memory, each side of a diff or rung of a ladder): a
     folder of a job's ranks gives its lowest rank (rank 0), said on stderr with the command that
     reports the job, not the newest file (whichever rank finished writing last); any other folder
     its newest trace, said as before (``announce_folders``); a file itself."""

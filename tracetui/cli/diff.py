@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import CliError, announce_folders, count, format_options, interactive, load, \
-    load_opts, decode_options, read_options, path_arg
+from tracetui.cli.common import CliError, count, format_options, interactive, load, load_opts, \
+    decode_options, one_trace, read_options, path_arg
 
 NAMES = ("diff",)
 
@@ -23,17 +23,19 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    announce_folders(args.traces)
     if len(args.traces) < 2:
         raise CliError("diff: give two traces, or three or more for a ladder")
+    given = args.traces
+    traces = [one_trace(p) for p in given]  # a job's folder: its rank 0, as summary DIR reads it
     if args.text or args.json or args.format or args.gate is not None or not interactive():
-        return report(args.traces, args)
+        return report(traces, args, given)
     from tracetui.cli.app import open_app
-    return open_app(args.traces, diff=True, load_opts=load_opts(args))
+    return open_app(traces, diff=True, load_opts=load_opts(args))
 
 
-def report(paths: list, args) -> int:
-    """Two traces: the diff report; three or more: the ladder (per step, and why each rung differs)."""
+def report(paths: list, args, given: list | None = None) -> int:
+    """Two traces: the diff report; three or more: the ladder (per step, and why each rung differs).
+    ``given``: the paths as the user named them (a rung named after its folder, not its rank 0)."""
     from tracetui.report.output import fmt_of
     top = getattr(args, "top", 10)
     traces = [load(p, args) for p in paths]
@@ -46,7 +48,7 @@ def report(paths: list, args) -> int:
     from tracetui.report.ladder import ladder_tables, print_ladder
     fmt = fmt_of(args)
     ld = ladder(traces, top=top if top != 10 else 3)
-    names = [Path(p).name.split(".")[0] for p in paths]
+    names = [Path(p).name.split(".")[0] for p in (given or paths)]
     if fmt in ("csv", "md"):  # rungs, steps, changes, cpu_changes (csv: rungs unless --table)
         from tracetui.report.output import emit_report
         emit_report(ld, fmt, table=getattr(args, "table", None), first="rungs", tables=ladder_tables(ld, names),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracetui.cli.common import CliError, announce_folders, interactive, load_opts, decode_options, read_options, path_arg
+from tracetui.cli.common import CliError, interactive, load_opts, decode_options, one_trace, read_options, path_arg
 
 NAMES = ("open",)
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -30,18 +30,19 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from tracetui.cli.ranks import opens_job, refuse_index_options
     job = opens_job(args.traces)  # ranks of one job: the job view, not a diff
+    given = args.traces
     if job:
         refuse_index_options(args.traces, args, CliError)
-    else:
-        announce_folders(args.traces)
-    traces = args.traces or bundled_default()  # none: the bundled ladder (eager, compile, ... on an H200)
+    else:  # a job's folder among several paths: its rank 0, as summary DIR reads it
+        given = [one_trace(p) for p in args.traces]
+    traces = given or bundled_default()  # none: the bundled ladder (eager, compile, ... on an H200)
     if not interactive() and job:  # the job view's report: the app would draw into the pipe and never end
         from tracetui.cli import ranks
         return ranks.run(_ranks_args(args))
     if not interactive() and not job:  # a pipe or a file: the report the app would open on, never escape codes
         if len(traces) >= 2:
             from tracetui.cli.diff import report
-            return report(traces, args)
+            return report(traces, args, args.traces)
         from tracetui.cli.summary import report
         return report(traces[0], args)
     from tracetui.cli.app import open_app, terminal_stdin

@@ -321,7 +321,8 @@ def _is_work(name: str) -> bool:
 
 
 def _window_ops(t: Trace, w) -> np.ndarray:
-    """Ops starting inside a step's host interval on any thread of its process."""
+    """Ops starting inside a step's host interval on any thread of a process its window holds
+    (``StepWindow.pids``)."""
     tree = t.tree
     ops = getattr(t, "_diff_ops", None)
     if ops is None:
@@ -331,7 +332,7 @@ def _window_ops(t: Trace, w) -> np.ndarray:
         t._diff_op_pids = t.windows.process_codes(ops)
     lo, hi = np.searchsorted(tree.start[ops], [w.start, w.end])
     sel = ops[lo:hi]
-    return sel[t._diff_op_pids[lo:hi] == t.windows.process_code(w.pid)]
+    return sel[np.isin(t._diff_op_pids[lo:hi], [t.windows.process_code(p) for p in w.pids])]
 
 
 def _inside_kernel(t: Trace, o: int) -> bool:

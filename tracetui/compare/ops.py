@@ -94,7 +94,7 @@ def _cpu_changes(a: Trace, b: Trace) -> list[dict]:
     sa, sb = _self_per_step(a), _self_per_step(b)
     out = []
     small = {"a": 0.0, "b": 0.0, "n": 0}
-    for name in set(sa) | set(sb):
+    for name in sorted(set(sa) | set(sb)):  # a set's order changes with the process's string hashing
         d = sb.get(name, 0.0) - sa.get(name, 0.0)
         if abs(d) >= SMALL_CPU_NS:
             out.append({"name": name, "a_self_us": sa.get(name, 0.0) / 1e3, "b_self_us": sb.get(name, 0.0) / 1e3,
@@ -103,7 +103,7 @@ def _cpu_changes(a: Trace, b: Trace) -> list[dict]:
             small["a"] += sa.get(name, 0.0)
             small["b"] += sb.get(name, 0.0)
             small["n"] += 1
-    out.sort(key=lambda d: -abs(d["delta_us"]))
+    out.sort(key=lambda d: (-abs(d["delta_us"]), d["name"]))  # ties: by name, the same every run
     if small["n"]:
         out.append({"name": f"{SMALL_CPU_ROW}: {small['n']}", "a_self_us": small["a"] / 1e3,
                     "b_self_us": small["b"] / 1e3, "delta_us": (small["b"] - small["a"]) / 1e3,

@@ -14,6 +14,7 @@ import numpy as np
 
 from tracetui.read.events import K
 from tracetui.model.names import INDUCTOR_RE
+from tracetui.compare.stepless import lacking
 
 EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT, EXIT_NOT_COMPARABLE = 0, 1, 2, 3
 EXIT_CODES = (
@@ -289,9 +290,7 @@ def gate(j: dict, fa: Facts, fb: Facts, comp: dict, pct: float, on: str = "devic
     stepless = [side for side, f in (("A", fa), ("B", fb)) if not f.steps]
     if on in HOST_STEP_GATES and stepless:  # 0.0 against 0.0 passed any B, however slow its host
         out.update(passed=False, exit_code=EXIT_NOT_COMPARABLE, a=None, b=None, change_pct=None,
-                   reason=f"cannot judge {on}: {' and '.join(stepless)} {'has' if len(stepless) == 1 else 'have'} "
-                          "no step markers, so no host time per step (--steps REGEX names the annotation "
-                          "that marks a step)")
+                   reason=f"cannot judge {on}: {lacking(stepless)}")
     elif not comp["comparable"]:
         out.update(passed=False, exit_code=EXIT_NOT_COMPARABLE,
                    reason="not comparable: " + "; ".join(comp["differs"]))

@@ -319,7 +319,7 @@ def ops(path: str, name: str | None = None, kind: str | None = None, offset: int
 def step_breakdown(path: str, step: str | None = None, offset: int = 0, limit: int = 20,
                    steps: str | None = None, torch_version: str | None = None) -> dict:
     """Per-step breakdown over each step's window (all threads and streams): window, GPU busy,
-    other steps, idle split (host wait / kernel wait / other), busy by kernel class, exposed and
+    other work (other_steps_us: GPU work the step did not launch), idle split (host wait / kernel wait / other), busy by kernel class, exposed and
     overlapped communication, launch and sync CPU, kernels, verdict and its reason; plus the step's
     node id. `step`: one step by name (e.g. ProfilerStep#3) or index (0 = first). Rows as
     `summary --json` per_step; paged."""

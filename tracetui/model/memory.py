@@ -15,7 +15,8 @@ From those alone:
   op and the start of the next is counted once), and through the tree's containment parents to
   its innermost ATen op, ``nn.Module`` scope (for backward ops, the module of the forward op
   they came from), Python frame, and step (the step whose host interval on the same process
-  holds t: a step is a window of the whole process, windows.py);
+  holds t: a step is a window of the whole process, windows.py, or of the processes a step marker
+  alone on its pid claims, ``StepWindow.pids``);
 - **peaks**: the instant where a device's ``Total Allocated`` is highest (in the whole trace or
   in a step), and the allocations live there, grouped by the op, module and step that made them;
 - **per-op statistics**, as the TensorBoard plugin defines them (kineto ``tb_plugin/README.md``,
@@ -328,11 +329,15 @@ def _nearest_in(t, nodes: np.ndarray, mapping: dict) -> np.ndarray:
 
 
 def _steps(trace, ts: np.ndarray, pid: np.ndarray) -> np.ndarray:
-    """The step whose host interval holds each instant, on the instant's process; -1 none."""
+    """The step whose host interval holds each instant, on a process its window holds
+    (``StepWindow.pids``: the marker's own, and those a marker alone on its pid claims); -1 none."""
     out = np.full(ts.size, -1, dtype=np.int64)
     for s in trace.steps:
         w = trace.step_window(s)
-        m = (ts >= w.start) & (ts < w.end) & (pid == w.pid)
+        on = pid == w.pid
+        for other in w.pids[1:]:  # pids of mixed types (ints, names): compared one by one
+            on |= pid == other
+        m = (ts >= w.start) & (ts < w.end) & on
         out[m & (out < 0)] = s
     return out
 

@@ -57,6 +57,7 @@ def load(path: Path, ident: list | None, store, k: dict) -> tuple[Tree, Rollups,
         if header.get("step_pids") is not None and all("win." + a in arr for a in WINDOW_ARRAYS):
             windows = {a: arr["win." + a] for a in WINDOW_ARRAYS}
             windows["step_pids"] = header["step_pids"]
+            windows["claimed_pids"] = header["claimed_pids"]  # absent: an entry of older code, not served
             if header.get("figures") is not None:
                 figures = {a: arr["fig." + a] for a in header["figure_arrays"]}
                 windows["figures"] = {**figures, **header["figures"]}
@@ -100,6 +101,7 @@ def save(path: Path, ident: list | None, k: dict, trace) -> bool:
     if windows is not None:
         arrays += [("win." + a, getattr(windows, a)) for a in WINDOW_ARRAYS]
         header["step_pids"] = [w.pid for w in windows.windows]
+        header["claimed_pids"] = [[p, list(c)] for p, c in windows.claimed_pids.items()]
         figures = _figures(windows.figures)
         if figures is not None:
             header["figures"], fig_arrays = figures

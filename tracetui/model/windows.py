@@ -7,9 +7,15 @@ interval on any thread of the same process: the forward on the main thread, the 
 ``pt_autograd_0``, the optimizer, data-loader threads. This is HTA's rule. GPU activity with no
 launch found counts for the step whose interval holds its own start.
 
+A step marker recorded alone on a process of its own (no host work there but step markers: HTA's
+``triton_example`` puts ``ProfilerStep#1`` on one pid and its work on another) owns the host work
+in its interval of every process that has no step markers of its own (``CLAIMS``); a process with
+its own markers (a rank merged into the same file, say) always keeps its work.
+
 The GPU can run behind the host, so the window ends at the later of the marker's end and the
 end of the step's last GPU activity. Inside it every nanosecond is exactly one of: busy with this
-step's work, busy with other steps' work (the queue was behind), or idle; idle splits into host
+step's work, busy with other work (an earlier step's, the queue was behind, or work launched outside
+every step; ``other_steps`` in the figures, "other work" in reports), or idle; idle splits into host
 wait, kernel wait and other (HTA's idle-time breakdown). Windows of consecutive steps can overlap
 when the GPU lags; the host intervals never do.
 """
@@ -41,6 +47,11 @@ KERNEL_WAIT_NS = 5_000
 """An idle gap before work that was already enqueued counts as kernel wait (launch latency and
 the hand-over between back-to-back kernels) up to this length; longer gaps are "other" (waiting
 on an event, another stream, a collective)."""
+
+CLAIMS = ("a step marker alone on its process (no other host work there) marks the work of processes "
+          "with no step markers of their own: the marker was recorded under another pid than its work, and "
+          "a process with markers of its own keeps its work")
+"""Why a lone marker's window reaches other processes (``Windows._claims``): the rule, as data."""
 
 COMM_CLASSES = frozenset({"communication"})
 """Taxonomy classes (tracetui/model/taxonomy.py) that count as communication."""
@@ -133,6 +144,12 @@ class StepWindow:
     def gpu_end(self) -> int:
         return self.end
 
+    @property
+    def pids(self) -> tuple:
+        """The processes whose host work the window holds: its marker's, and where the marker is
+        alone on its process, every process without step markers of its own (``CLAIMS``)."""
+        return (self.pid, *self._of.claimed_pids.get(self.pid, ()))
+
 
 class Windows:
     """Every step window of a trace, and the per-step breakdown over each."""
@@ -152,8 +169,9 @@ class Windows:
                                            dtype=np.int64)
         if kept is not None:
             for name, a in kept.items():
-                if name != "step_pids":
+                if name not in ("step_pids", "claimed_pids"):
                     setattr(self, name, a)
+            self.claimed_pids = {p: tuple(c) for p, c in kept.get("claimed_pids") or ()}
             self._step_rows(np.asarray(trace.steps, dtype=np.int64), kept["step_pids"])
             return
         steps = trace.steps
@@ -174,9 +192,12 @@ class Windows:
         h_pid = self.process_codes(host)
         steps = np.asarray(steps, dtype=np.int64)
         s_pid = self.process_codes(steps)
-        g_step = self._assign(steps, s_pid, self.launch_ts, g_pid, any_pid=True)
-        r_step = self._assign(steps, s_pid, t.start[rt], r_pid)
-        h_step = self._assign(steps, s_pid, t.start[host], h_pid)
+        claims = self._claims(s_pid, h_pid)
+        self.claimed_pids = {self._pid_values[p]: tuple(self._pid_values[c] for c in cs.tolist())
+                             for p, cs in claims.items()}
+        g_step = self._assign(steps, s_pid, self.launch_ts, g_pid, claims, any_pid=True)
+        r_step = self._assign(steps, s_pid, t.start[rt], r_pid, claims)
+        h_step = self._assign(steps, s_pid, t.start[host], h_pid, claims)
         n = steps.size
         # per step, as one flat array and offsets (also what window_figures reads, all steps at once)
         self.gpu_flat, self.gpu_at = _flat(gpu, g_step, n)
@@ -214,10 +235,26 @@ class Windows:
         tr = np.where(ev >= 0, t.store.track[np.maximum(ev, 0)], -1)
         return np.where(tr >= 0, self._pid_code_of_track[np.maximum(tr, 0)], -1)
 
+    def _claims(self, s_pid: np.ndarray, h_pid: np.ndarray) -> dict[int, np.ndarray]:
+        """Step process code -> the process codes its markers also claim (``CLAIMS``): for a
+        process whose only host work is step markers, every process with host work and no step
+        markers; none for the others. ``h_pid``: the process of every host node, the step
+        markers (``s_pid``, every step-kind node) among them. Counted, not sorted: one pass over
+        the host nodes (``np.unique`` took 1.5 s on 20 million)."""
+        n = len(self._pid_values)
+        host = np.bincount(h_pid[h_pid >= 0], minlength=n)[:n]
+        marks = np.bincount(s_pid[s_pid >= 0], minlength=n)[:n]
+        lone = np.nonzero((marks > 0) & (host == marks))[0]
+        unmarked = np.nonzero((marks == 0) & (host > 0))[0]
+        if not lone.size or not unmarked.size:
+            return {}
+        return {int(p): unmarked for p in lone.tolist()}
+
     def _assign(self, steps: np.ndarray, s_pid: np.ndarray, ts: np.ndarray, pid: np.ndarray,
-                any_pid: bool = False) -> np.ndarray:
+                claims: dict[int, np.ndarray], any_pid: bool = False) -> np.ndarray:
         """Index (into ``steps``) of the step whose host interval holds each time, on the same
-        process (any process where ``pid`` is -1 and ``any_pid``), else -1."""
+        process or one it claims (``_claims``; any process where ``pid`` is -1 and ``any_pid``),
+        else -1."""
         t = self.trace.tree
         out = np.full(ts.size, -1, dtype=np.int64)
         for p in dict.fromkeys(s_pid.tolist()):
@@ -225,7 +262,11 @@ class Windows:
             mine = mine[np.argsort(t.start[steps[mine]], kind="stable")]
             s0 = t.start[steps[mine]]
             s1 = s0 + t.dur[steps[mine]]
-            sel = (pid == p) | (pid == -1) if any_pid else pid == p
+            sel = pid == p
+            if p in claims:
+                sel |= np.isin(pid, claims[p])
+            if any_pid:
+                sel |= pid == -1
             idx = np.nonzero(sel)[0]
             k = np.searchsorted(s0, ts[idx], side="right") - 1
             inside = (k >= 0) & (ts[idx] < s1[np.maximum(k, 0)])
@@ -258,7 +299,8 @@ class Windows:
         return rows
 
     def breakdown(self, w: StepWindow) -> dict:
-        """The step's figures (ns): window, busy (own work), other steps' work, idle and its split
+        """The step's figures (ns): window, busy (own work), other work (``other_steps_ns``: GPU work
+        the step did not launch), idle and its split
         (host wait / kernel wait / other), busy by kernel class, communication exposed/overlapped,
         launch and sync CPU, and a verdict.
 

@@ -1,10 +1,10 @@
 """One rule, one wording: a trace without step markers has no host time per step (nor any other
 figure measured over step windows), so a report says "-" and why, never 0.0. The diff report, the
-ladder and the app's diff screen all word it here."""
+ladder and the app's diff screen all word it here, with the sentence the gate's reason uses too
+(``compare/stepless.py``: compare/ cannot import report/)."""
 from __future__ import annotations
 
-NO_STEPS = "no step markers; --steps REGEX names one"
-"""Why a step-window figure is missing, and what gives it one (``--steps`` on the CLI and the app)."""
+from tracetui.compare.stepless import lacking
 
 
 def per_step(value, spec: str = ",.1f") -> str:
@@ -15,8 +15,7 @@ def per_step(value, spec: str = ",.1f") -> str:
 
 def no_steps(sides: list[str]) -> str:
     """"- (A has no step markers; --steps REGEX names one)" for the sides without step markers."""
-    verb = "has" if len(sides) == 1 else "have"
-    return f"- ({' and '.join(sides)} {verb} {NO_STEPS})"
+    return f"- ({lacking(sides)})"
 
 
 def host_pair(a: dict, b: dict, unit: str = "", names: tuple[str, str] = ("A", "B")) -> str:

@@ -63,9 +63,9 @@ def step_line(s: dict, w: int) -> str:
     tail = (f" {s['launch_cpu_us']:11.1f} {s['sync_cpu_us']:9.1f} {s['kernels']:7d}  {s['verdict']}"
             + (f"  {s['label']['text']}" if s.get("label") else ""))
     if s["gpu_idle_us"] is None:
-        return head + f"{'unknown (CUDA graph work hidden)':>51s}" + tail
+        return head + f"{'unknown (CUDA graph work hidden)':>54s}" + tail
     sp = s["idle_split_us"]
-    return (head + f"{s['gpu_busy_us']:9.1f} {s['other_steps_us']:9.1f} {s['gpu_idle_us']:9.1f} "
+    return (head + f"{s['gpu_busy_us']:9.1f} {s['other_steps_us']:10.1f} {s['gpu_idle_us']:11.1f} "
             f"({sp['host_wait']:.1f}/{sp['kernel_wait']:.1f}/{sp['other']:.1f})" + tail)
 
 

@@ -226,7 +226,7 @@ def _per_step_lines(t: Trace, d: dict) -> None:
     elif d["per_step"]:
         write_line("\nper step (window: host start → the later of host end and its last GPU work's end; all threads and streams; µs)")
         w = max(16, *(len(visible(s["name"])) for s in d["per_step"]))  # a step's name is never cut
-        write_line(f"  {'step':{w}s} {'window':>9s}      busy   other-steps  idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
+        write_line(f"  {'step':{w}s} {'window':>9s}      busy  other work       idle (host/kernel/other wait)   launch CPU  sync CPU  kernels  verdict")
         for s in d["per_step"]:
             write_line(step_line(s, w))
     if d["per_step"]:

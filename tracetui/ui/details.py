@@ -269,8 +269,9 @@ def _step_section(tr, node: int, t: Text) -> None:
     if gaps is not None:
         _line(t, "CUDA graphs", f"{gaps.launches} launch(es), kernels linked: replays attributed exactly")
     _line(t, "GPU busy", f"{fmt_us(b['busy_ns'])} ({pct(b['busy_ns'])}), {b['kernels']} kernels")
-    if b["other_steps_ns"]:
-        _line(t, "other steps", f"{fmt_us(b['other_steps_ns'])} ({pct(b['other_steps_ns'])}): the GPU was behind")
+    if b["other_steps_ns"]:  # work this step did not launch: an earlier step's, or launched outside every step
+        whose = "launched outside this step" if len(tr.steps) == 1 else "launched by other steps or outside any step"
+        _line(t, "other work", f"{fmt_us(b['other_steps_ns'])} ({pct(b['other_steps_ns'])}): GPU work {whose}")
     sp = b["idle_split_ns"]
     _line(t, "GPU idle", f"{fmt_us(b['idle_ns'])} ({pct(b['idle_ns'])}): host wait {fmt_us(sp['host_wait'])}, "
                          f"kernel wait {fmt_us(sp['kernel_wait'])}, other {fmt_us(sp['other'])}")
