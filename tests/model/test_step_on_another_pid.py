@@ -195,10 +195,6 @@ def test_the_diffs_window_ops_of_the_lone_markers_step_are_the_work_pids(tmp_pat
     assert sorted(t.name(int(o)) for o in _window_ops(t, t.step_window(t.steps[0]))) == want
 
 
-@pytest.mark.xfail(strict=True, reason="model/tree.py (not editable this round): _step_thread_groups groups "
-                                       "only the step's own process's other threads under the step; it should "
-                                       "also group the threads of the processes the window holds "
-                                       "(StepWindow.pids, windows.CLAIMS)")
 def test_drilling_from_the_lone_markers_step_reaches_its_kernel(tmp_path):
     """The tree says the step holds the kernel (dev, k=1: its window's); drilling from it should
     reach that kernel, as it reaches a backward thread's (README: a step shows each other thread's

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, EventStore
+from tracetui.model.claims import reach
 from tracetui.model.frame_ends import MAX_ROUNDS, cut_frame_ends
 from tracetui.model.nesting import nest
 from tracetui.read.forked import cores
@@ -537,19 +538,20 @@ def _step_thread_groups(store: EventStore, nested: _Order, parent_e: np.ndarray,
     Display only: those events move under a group node below the step, so drilling from a step
     reaches its backward and optimizer work; their containment parents (and so every CPU self
     time) stay on their own thread, as in torch's tree. A thread's events are its slice of the
-    nesting order (``nested``), in start order.
+    nesting order (``nested``), in start order. The threads a step reaches: its process's, and
+    those of the processes its markers claim (claims.py), as its window does.
     """
     steps = np.nonzero(store.kind == K["step"])[0]
     if not steps.size:
         return []
-    pid_of = {t: store.track_keys[t][0] for t in thread_node}
+    reach = _reach(store, nested, steps, thread_node)
     out = []
     for st_track in dict.fromkeys(store.track[steps].tolist()):
         st = steps[store.track[steps] == st_track]
         st = st[np.argsort(store.ts[st], kind="stable")]
         s0, s1 = store.ts[st], store.ts[st] + store.dur[st]
         for t2, tnode in thread_node.items():
-            if t2 == st_track or pid_of[t2] != pid_of.get(st_track):
+            if t2 == st_track or t2 not in reach[st_track]:
                 continue
             on = nested.on(t2)
             ev, e_start = nested.events[on], nested.ts[on]
@@ -564,6 +566,14 @@ def _step_thread_groups(store: EventStore, nested: _Order, parent_e: np.ndarray,
                 out.append((int(st[kk]), t2, ev[k == kk]))
     out.sort(key=lambda g: (int(store.ts[g[0]]), g[1]))
     return out
+
+
+def _reach(store: EventStore, nested: _Order, steps: np.ndarray, thread_node: dict) -> dict[int, set]:
+    """Step track -> the host tracks its steps reach (claims.reach)."""
+    per_track = np.bincount(store.track[steps], minlength=len(store.track_keys))
+    return reach({t: store.track_keys[t][0] for t in thread_node},
+                 {t: nested.on(t).stop - nested.on(t).start for t in thread_node},
+                 {t: int(per_track[t]) for t in thread_node})
 
 
 def _link_backward(store: EventStore, base: int) -> dict:

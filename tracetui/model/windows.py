@@ -27,6 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from tracetui.read.events import GPU_KINDS, K
+from tracetui.model.claims import CLAIMS, claimed  # noqa: F401 - CLAIMS: the rule, as windows has offered it
 
 RUNTIME_ROLES = (
     (re.compile(r"GraphLaunch"), "launch", "a CUDA/HIP graph launch enqueues a whole captured graph"),
@@ -47,11 +48,6 @@ KERNEL_WAIT_NS = 5_000
 """An idle gap before work that was already enqueued counts as kernel wait (launch latency and
 the hand-over between back-to-back kernels) up to this length; longer gaps are "other" (waiting
 on an event, another stream, a collective)."""
-
-CLAIMS = ("a step marker alone on its process (no other host work there) marks the work of processes "
-          "with no step markers of their own: the marker was recorded under another pid than its work, and "
-          "a process with markers of its own keeps its work")
-"""Why a lone marker's window reaches other processes (``Windows._claims``): the rule, as data."""
 
 COMM_CLASSES = frozenset({"communication"})
 """Taxonomy classes (tracetui/model/taxonomy.py) that count as communication."""
@@ -244,11 +240,7 @@ class Windows:
         n = len(self._pid_values)
         host = np.bincount(h_pid[h_pid >= 0], minlength=n)[:n]
         marks = np.bincount(s_pid[s_pid >= 0], minlength=n)[:n]
-        lone = np.nonzero((marks > 0) & (host == marks))[0]
-        unmarked = np.nonzero((marks == 0) & (host > 0))[0]
-        if not lone.size or not unmarked.size:
-            return {}
-        return {int(p): unmarked for p in lone.tolist()}
+        return claimed(marks, host)
 
     def _assign(self, steps: np.ndarray, s_pid: np.ndarray, ts: np.ndarray, pid: np.ndarray,
                 claims: dict[int, np.ndarray], any_pid: bool = False) -> np.ndarray:
