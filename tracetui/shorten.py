@@ -144,3 +144,15 @@ def column(names: list[str], used: int, stream=None, short=None) -> list[str]:
     if room is None:
         return list(names)
     return fit_distinct(names, room, short=short)
+
+
+def file_labels(paths: list) -> list[str]:
+    """Each path's file name, or where two would read alike (rank 0 of two job folders, say)
+    as many of its last folders as tell them apart: ``a/rank0.json`` and ``b/rank0.json``.
+    Paths that never differ (a file against itself) keep their file names."""
+    parts = [[x for x in str(p).split("/") if x] or [str(p)] for p in paths]
+    for depth in range(1, max(map(len, parts), default=1) + 1):
+        labels = ["/".join(ps[-depth:]) for ps in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [ps[-1] for ps in parts]

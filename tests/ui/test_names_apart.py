@@ -104,3 +104,34 @@ def test_search_finds_kernels_by_class():
             await pilot.pause()
             assert s.trace.kind(int(s.matches[0])) == "kernel"
     asyncio.run(run())
+
+
+def test_two_rank0_files_read_apart_in_the_diff_titles(tmp_path):
+    """Two job folders diff their rank 0 files (cli/common.one_trace): both were titled
+    ``rank0.json``. The panes and the app's subtitle now carry the folders that tell them apart."""
+    from tracetui.ui.diff_view import DiffPane
+    sides = []
+    for job in ("before", "after"):
+        (tmp_path / job).mkdir()
+        p = tmp_path / job / "rank0.json"
+        p.write_bytes(gzip.decompress(MLP.read_bytes()))
+        sides.append(p)
+
+    async def run():
+        app = TraceApp(sides, diff=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen))
+            await pilot.pause()
+            titles = sorted(w._border_title.plain for w in app.screen.query(DiffPane))
+            assert titles == ["after/rank0.json", "before/rank0.json"]
+            assert app.sub_title == "before/rank0.json vs after/rank0.json"
+            await pilot.press("q")
+    asyncio.run(run())
+
+
+def test_file_labels_add_folders_only_where_names_read_alike():
+    from pathlib import Path
+    from tracetui.shorten import file_labels
+    assert file_labels([Path("/j/a/rank0.json"), Path("/j/b/rank0.json")]) == ["a/rank0.json", "b/rank0.json"]
+    assert file_labels([Path("/x/eager.json"), Path("/x/compile.json")]) == ["eager.json", "compile.json"]
+    assert file_labels([Path("/x/t.json"), Path("/x/t.json")]) == ["t.json", "t.json"]  # a file against itself

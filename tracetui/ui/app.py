@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from tracetui.model import Trace, TraceError
+from tracetui.shorten import file_labels
 from tracetui.textsafe import visible
 from tracetui.ui.explorer import ExplorerScreen
 from tracetui.ui.idle_gc import IdleCollector
@@ -84,7 +85,7 @@ class TraceApp(App):
             self.switch_screen(LadderScreen(traces))
         else:
             self.switch_screen(ExplorerScreen(traces[0]))
-        self.sub_title = " vs ".join(visible(t.path.name) for t in traces)
+        self.sub_title = " vs ".join(visible(label) for label in file_labels([t.path for t in traces]))
 
     # ---- navigation requests from the screens (ui/navigate.py)
     @on(OpenTrace)

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Input, Static
 
 from tracetui.compare.diff import DiffResult, diff_traces
 from tracetui.model.names import kernel_label
-from tracetui.shorten import fit_arrow, fit_distinct
+from tracetui.shorten import file_labels, fit_arrow, fit_distinct
 from tracetui.model.trace import Trace
 from tracetui.report.host_step import host_pair
 from tracetui.textsafe import visible
@@ -106,8 +106,9 @@ class DiffScreen(ExportsView, Screen):
         release_frozen()
 
     def on_mount(self) -> None:
-        for pane, tr in ((self.query_one("#pane-a", DiffPane), self.a), (self.query_one("#pane-b", DiffPane), self.b)):
-            pane.border_title = Text(visible(tr.path.name))  # a Text: never read as markup
+        labels = file_labels([self.a.path, self.b.path])  # two rank0.json: their folders too
+        for pane, label in ((self.query_one("#pane-a", DiffPane), labels[0]), (self.query_one("#pane-b", DiffPane), labels[1])):
+            pane.border_title = Text(visible(label))  # a Text: never read as markup
             # fixed widths: the layout must not depend on when the rows arrive from the worker
             for label, width in ((" ", 1), ("kernel", self._name_width()), ("µs", 9), ("Δ µs", 9),
                                  ("launched by", 30)):
