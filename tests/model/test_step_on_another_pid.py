@@ -212,3 +212,20 @@ def test_drilling_from_the_lone_markers_step_reaches_its_kernel(tmp_path):
             seen.append(t.name(n))
         todo.extend(int(c) for c in t.tree.children(n))
     assert seen == want
+
+
+def test_two_lone_markers_claim_nothing_so_no_work_is_counted_twice(tmp_path):
+    """Two processes that each hold only a step marker over the same work (review): which one's it
+    is cannot be told, so neither claims it. Before, both windows held the work process and the
+    tree put its events under two groups (one left empty)."""
+    p = tmp_path / "two_lone_markers.json"
+    doc = _shaped_like_triton_example(p)
+    doc["traceEvents"].append(_x("ProfilerStep#2", "user_annotation", STEP_PID + 1, 1000.0, 5000.0))
+    p.write_text(json.dumps(doc))
+    t = load_trace(p)
+    assert len(t.steps) == 2
+    for s in t.steps:
+        w = t.step_window(s)
+        assert w.pids == (w.pid,) and t.step_gpu_nodes(s).size == 0  # the marker's own process only
+    groups = [n for n in range(len(t.tree.kind)) if t.kind(n) == "thread" and int(t.tree.parent[n]) in t.steps]
+    assert not groups

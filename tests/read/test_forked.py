@@ -80,7 +80,7 @@ def test_a_child_that_dies_after_writing_its_file_gives_none():
         real = forked.write_value
 
         def then_dies(f, value, shared=None):  # the buffers in the file, the header never sent
-            forked._write_all(shared, memoryview(np.arange(1 << 18).tobytes()))
+            forked._write_file(shared, [memoryview(np.arange(1 << 18).tobytes())])
             os._exit(0)
         forked.write_value = then_dies  # in the forked child only
         return real
@@ -154,3 +154,26 @@ def test_serial_is_per_thread():
     release.set()
     t.join()
     assert seen == [False, True] and forked.available()
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no in-memory files here")
+def test_columns_in_the_file_start_aligned_and_a_full_file_falls_back_to_the_pipe():
+    """Each buffer starts at an ALIGN boundary (a column after an odd-length one was unaligned);
+    a file that takes no more (ENOSPC under a memory limit) sends the value through the pipe."""
+    def value():
+        return [np.arange(3, dtype=np.int8), np.arange(1 << 18, dtype=np.int64), np.arange(1 << 17, dtype=np.int32),
+                np.arange(5, dtype=np.int8), np.zeros(0, dtype=np.int64)]  # an empty last one starts past the file's end
+
+    got = forked.spawn(value).result()
+    assert all(a.flags.aligned and a.ctypes.data % forked.ALIGN == 0 for a in got if a.size)
+    assert [a.tolist() for a in got] == [a.tolist() for a in value()] and isinstance(_owner(got[1]), mmap.mmap)
+
+    def full_file():
+        def no_space(*a):
+            raise OSError(28, "No space left on device")
+        os.pwrite = no_space  # in the forked child only
+        return value()
+
+    got = forked.spawn(full_file).result()
+    assert [a.tolist() for a in got] == [a.tolist() for a in value()]
+    assert not isinstance(_owner(got[1]), mmap.mmap)  # through the pipe

@@ -137,6 +137,66 @@ def test_a_slow_helper_leaves_its_pieces_to_this_process(tmp_path, monkeypatch):
     assert 1 <= t["child pieces"] < t["parent pieces"]
 
 
+def test_a_writer_another_fork_left_behind_does_not_stall_the_claims(tmp_path, monkeypatch):
+    """Another thread's fork between the pipe's creation and the close of its write end leaves a
+    writer behind (review): a blocking read would then wait for an end of file that never comes.
+    Every piece number is in before the fork, so an empty pipe means every piece is taken."""
+    import threading
+    p = _plain_copy(tmp_path)
+    data = p.read_bytes()
+    monkeypatch.setattr(split, "PIECE_BYTES", max(1024, len(data) // 24))
+    held = []
+
+    class Held(split._Claims):
+        def __init__(self, n, processes):
+            real = os.pipe
+
+            def pipe():
+                r, w = real()
+                held.append(os.dup(w))  # as a child forked meanwhile would hold it
+                return r, w
+            os.pipe = pipe
+            try:
+                super().__init__(n, processes)
+            finally:
+                os.pipe = real
+
+    monkeypatch.setattr(split, "_Claims", Held)
+    got = []
+    t = threading.Thread(target=lambda: got.append(split.decode_index(data, min_bytes=0, workers=2)), daemon=True)
+    t.start()
+    t.join(60)
+    try:
+        assert not t.is_alive() and held, "the claims waited for the left-behind writer"
+        _assert_same(_serial(p)[1], got[0][1])
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def test_no_array_of_the_joined_store_views_a_helpers_result(tmp_path, monkeypatch):
+    """A helper's columns arrive as views of one mapping of its result (forked.py); the join
+    copies them, but a flow category found in one piece only was kept as is (review), holding
+    that helper's whole result for the life of the trace."""
+    import mmap
+    from tests.read.test_forked import _owner as owner
+    doc = _trace(_ops(400))
+    # in the second of 6 pieces: the helper's own first piece (split._Claims), so the helper decodes it
+    doc["traceEvents"].insert(100, {"ph": "s", "cat": "xflow", "name": "x", "id": 7, "pid": 1, "tid": 1, "ts": 3000})
+    doc["traceEvents"].insert(102, {"ph": "f", "cat": "xflow", "name": "x", "id": 7, "pid": 1, "tid": 1, "ts": 3010,
+                                    "bp": "e"})
+    data = json.dumps(doc).encode()
+    monkeypatch.setattr(split, "PIECE_BYTES", max(1024, len(data) // 6))
+    monkeypatch.setattr(split.forked, "SHARED_MIN_BYTES", 0)  # every helper's result through its file
+    split.TIMES.clear()
+    _, store, _ = split.decode_index(data, min_bytes=0, workers=2)
+    assert split.TIMES["child pieces"] >= 1 and "xflow" in store.flows.starts
+    arrays = [getattr(store, f) for f in ARRAYS]
+    arrays += [a for side in (store.flows.starts, store.flows.ends) for a in side.values()]
+    arrays += [store.memory.file_index, store.memory.ts]
+    assert not [a for a in arrays if isinstance(owner(a), mmap.mmap)]
+
+
 def _same_trace(a, b):
     for f in ("kind", "parent", "cparent", "start", "dur", "child_idx"):
         assert np.array_equal(getattr(a.tree, f), getattr(b.tree, f)), f

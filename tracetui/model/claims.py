@@ -8,18 +8,20 @@ import numpy as np
 
 CLAIMS = ("a step marker alone on its process (no other host work there) marks the work of processes "
           "with no step markers of their own: the marker was recorded under another pid than its work, and "
-          "a process with markers of its own keeps its work")
+          "a process with markers of its own keeps its work; with two such lone processes, which one's work "
+          "it is cannot be told, so neither claims any")
 """The rule, as data (hta/triton_example records ProfilerStep#1 alone on one pid, its work on another)."""
 
 
 def claimed(marks: np.ndarray, host: np.ndarray) -> dict[int, np.ndarray]:
     """Process code -> the process codes its step markers also claim, from each process's count
     of step markers (``marks``) and of host events, the markers among them (``host``): for a
-    process whose only host work is step markers, every process with host work and no markers;
-    none for the others."""
+    process whose only host work is step markers, every process with host work and no markers,
+    when it is the only such process (two would both take the same work: a review found the
+    tree's groups and the windows counting it twice); none for the others."""
     lone = np.nonzero((marks > 0) & (host == marks))[0]
     unmarked = np.nonzero((marks == 0) & (host > 0))[0]
-    if not lone.size or not unmarked.size:
+    if lone.size != 1 or not unmarked.size:
         return {}
     return {int(p): unmarked for p in lone.tolist()}
 

@@ -103,7 +103,8 @@ class Flows:
             joined = getattr(out, side)
             for c in cats:
                 got = [getattr(p, side)[c] for p in parts if c in getattr(p, side)]
-                joined[c] = got[0] if len(got) == 1 else np.concatenate(got)
+                # a copy even of one part's: it may view a decode helper's whole result (forked.py)
+                joined[c] = got[0].copy() if len(got) == 1 else np.concatenate(got)
         return out
 
     def without_end(self) -> int:

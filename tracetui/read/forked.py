@@ -256,15 +256,13 @@ def write_value(f, value, shared: int | None = None) -> None:
     pickle's length, how many buffers, whether they are in ``shared``), each buffer's length,
     the pickle, then each buffer's bytes straight from the array's memory, so neither side
     makes a whole copy of them. With ``shared`` (an in-memory file the parent also holds) and
-    at least SHARED_MIN_BYTES of buffers, the buffers are written there instead: the child
-    need not wait for the parent to read them, and the parent maps them without a copy."""
+    at least SHARED_MIN_BYTES of buffers, the buffers are written there instead (each from an
+    ALIGN boundary): the child need not wait for the parent to read them, and the parent maps
+    them without a copy. Should the file take no more (a memory limit), the pipe carries them."""
     bufs: list = []
     meta = pickle.dumps(value, protocol=5, buffer_callback=bufs.append)
     raws = [b.raw() for b in bufs]
-    into_file = shared is not None and sum(r.nbytes for r in raws) >= SHARED_MIN_BYTES
-    if into_file:
-        for r in raws:
-            _write_all(shared, r)
+    into_file = shared is not None and sum(r.nbytes for r in raws) >= SHARED_MIN_BYTES and _write_file(shared, raws)
     f.write(_HEAD.pack(len(meta), len(raws), into_file) + b"".join(struct.pack("<Q", r.nbytes) for r in raws))
     f.write(meta)
     if not into_file:
@@ -272,26 +270,53 @@ def write_value(f, value, shared: int | None = None) -> None:
             f.write(r)
 
 
-def _write_all(fd: int, buf: memoryview) -> None:
-    view = memoryview(buf).cast("B")
-    while view:
-        view = view[os.write(fd, view[:1 << 30]):]
+ALIGN = 64
+"""Each buffer in the in-memory file starts at a multiple of this, as numpy's own buffers do
+(a column after an odd-length one came out unaligned)."""
+
+
+def _offsets(sizes: list[int]) -> list[int]:
+    """Where each buffer starts in the in-memory file (both sides compute the same)."""
+    out, at = [], 0
+    for n in sizes:
+        out.append(at)
+        at += -(-n // ALIGN) * ALIGN
+    return out
+
+
+def _write_file(fd: int, raws: list) -> bool:
+    """Every buffer into ``fd`` at its ``_offsets`` place; False (the file emptied again) when
+    it takes no more (ENOSPC, EFBIG: a memory cgroup or a file-size limit)."""
+    try:
+        for r, at in zip(raws, _offsets([r.nbytes for r in raws])):
+            view = memoryview(r).cast("B")
+            while view:
+                n = os.pwrite(fd, view[:1 << 30], at)
+                view, at = view[n:], at + n
+        return True
+    except OSError:
+        try:
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+        return False
 
 
 def _mapped(shared: int, sizes: list[int]) -> list:
-    """The buffers a child wrote to ``shared``, one after another, as views of one private
-    (copy-on-write) mapping of it: no copy, and writable as the pipe's were."""
-    total = sum(sizes)
+    """The buffers a child wrote to ``shared`` (``_offsets``), as views of one private
+    (copy-on-write) mapping of it: no copy, and writable as the pipe's were. The mapping lives
+    until the last of its views goes: the join (events.concat_stores) drops a child's columns
+    one by one, but its pages all go back only after the last column (measured at 1 GB, 8
+    workers, 16 cores: peak PSS 802-821 MB against 823-865 MB through the pipe, the peak being
+    later in the load)."""
+    offsets = _offsets(sizes)
+    total = max((at + n for at, n in zip(offsets, sizes) if n), default=0)  # the last byte written
     if not total:
         return [bytearray(0) for _ in sizes]
     # not MAP_POPULATE: the join reads the pages in its threads (157 MB from 7 children, 2-core
     # VM: populated 0.075 s to map + 0.03 s to join, against 0.02 + 0.03; the pipe 0.18-0.20 + 0.05)
     m = memoryview(mmap.mmap(shared, total, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE))
-    out, at = [], 0
-    for n in sizes:
-        out.append(m[at:at + n])
-        at += n
-    return out
+    return [m[at:at + n] for at, n in zip(offsets, sizes)]
 
 
 def _fill(r: int, view: memoryview, deadline: float) -> bool:

@@ -150,16 +150,29 @@ class _Claims:
         if first < n:
             r, w = os.pipe()
             try:
-                os.write(w, struct.pack(f"<{n - first}I", *range(first, n)))  # < 64 KiB: MAX_CLAIMED
+                os.set_blocking(w, False)  # a pipe smaller than the numbers raises, never waits
+                tokens = struct.pack(f"<{n - first}I", *range(first, n))  # < 64 KiB: MAX_CLAIMED
+                if os.write(w, tokens) != len(tokens):
+                    raise BlockingIOError("the pipe holds fewer piece numbers than there are")
+            except OSError:
+                os.close(r)
+                raise
             finally:
-                os.close(w)  # no writer left: an empty pipe reads as its end
+                os.close(w)
+            # every number is in before any fork: an empty pipe means every piece is taken. Not
+            # blocking: another thread's fork between os.pipe() and close(w) leaves a writer
+            # behind, and a blocking read would wait for its end of file
+            os.set_blocking(r, False)
             self.r = r
 
     def pieces(self, j: int) -> Iterator[int]:
         """Process ``j``'s pieces: its own, then claimed ones until none is left."""
         yield from range(min(j * self.home, self.n), min((j + 1) * self.home, self.n))
         while self.r is not None:
-            b = os.read(self.r, 4)
+            try:
+                b = os.read(self.r, 4)
+            except BlockingIOError:
+                return  # none left
             if len(b) < 4:
                 return
             yield struct.unpack("<I", b)[0]
@@ -255,7 +268,10 @@ def _decode_parts(data: bytes | bytearray, env: _Envelope, arr: memoryview, base
     processes = min(workers, n)
     part = _part_decoder(data, arr, base)
     t0 = time.perf_counter()
-    claims = _Claims(n, processes)
+    try:
+        claims = _Claims(n, processes)
+    except OSError:
+        return None  # no pipe for the piece numbers: the one-process path
     pending = []
     try:
         for j in range(1, processes):  # every child forks before this process touches the bytes
