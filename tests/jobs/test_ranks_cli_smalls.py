@@ -63,6 +63,13 @@ def test_address_auto_with_no_cluster_running_is_one_line(gloo_job, tmp_path, ca
     pytest.importorskip("pyarrow")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # no cluster of another test's to find
+    # nor one another test (tests/jobs/test_index.py, test_damaged_ranks.py) runs meanwhile in the
+    # other pytest worker: for "auto" Ray also looks for any gcs_server process on the machine
+    from ray._private import services
+    def none_running() -> list:
+        return []
+    none_running.cache_clear = lambda: None  # Ray clears the cache of the function it replaces
+    monkeypatch.setattr(services, "find_gcs_addresses", none_running)
     rc, _, err = run(capsys, "index", gloo_job[0].parent, "-o", tmp_path / "idx", "--engine", "ray", "--address", "auto")
     assert rc == 2 and len(err) == 1 and err[0].startswith("tracetui: error: --address auto: no Ray cluster to join (")
     assert not (tmp_path / "idx").exists()
