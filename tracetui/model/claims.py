@@ -23,7 +23,7 @@ def claimed(marks: np.ndarray, host: np.ndarray) -> dict[int, np.ndarray]:
     unmarked = np.nonzero((marks == 0) & (host > 0))[0]
     if lone.size != 1 or not unmarked.size:
         return {}
-    return {int(p): unmarked for p in lone.tolist()}
+    return {int(lone[0]): unmarked}
 
 
 def reach(pid_of: dict, host: dict, marks: dict) -> dict[int, set]:
@@ -38,5 +38,8 @@ def reach(pid_of: dict, host: dict, marks: dict) -> dict[int, set]:
         per_pid[:, code[p]] += (host[t], marks[t])
         tracks_of.setdefault(p, set()).add(t)
     claims = claimed(per_pid[1], per_pid[0])
-    return {t: tracks_of[pid_of[t]].union(*(tracks_of[pids[c]] for c in claims.get(code[pid_of[t]], np.zeros(0, int)).tolist()))
-            for t in pid_of if marks[t]}
+    out = {}
+    for t, p in pid_of.items():
+        if marks[t]:
+            out[t] = tracks_of[p].union(*(tracks_of[pids[c]] for c in claims.get(code[p], ())))
+    return out

@@ -570,10 +570,10 @@ def _step_thread_groups(store: EventStore, nested: _Order, parent_e: np.ndarray,
 
 def _reach(store: EventStore, nested: _Order, steps: np.ndarray, thread_node: dict) -> dict[int, set]:
     """Step track -> the host tracks its steps reach (claims.reach)."""
-    per_track = np.bincount(store.track[steps], minlength=len(store.track_keys))
-    return reach({t: store.track_keys[t][0] for t in thread_node},
-                 {t: nested.on(t).stop - nested.on(t).start for t in thread_node},
-                 {t: int(per_track[t]) for t in thread_node})
+    n = len(store.track_keys)
+    host, marks = np.bincount(nested.track, minlength=n), np.bincount(store.track[steps], minlength=n)
+    return reach({t: store.track_keys[t][0] for t in thread_node}, {t: int(host[t]) for t in thread_node},
+                 {t: int(marks[t]) for t in thread_node})
 
 
 def _link_backward(store: EventStore, base: int) -> dict:

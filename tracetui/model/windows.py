@@ -232,9 +232,8 @@ class Windows:
         return np.where(tr >= 0, self._pid_code_of_track[np.maximum(tr, 0)], -1)
 
     def _claims(self, s_pid: np.ndarray, h_pid: np.ndarray) -> dict[int, np.ndarray]:
-        """Step process code -> the process codes its markers also claim (``CLAIMS``): for a
-        process whose only host work is step markers, every process with host work and no step
-        markers; none for the others. ``h_pid``: the process of every host node, the step
+        """Step process code -> the process codes its markers also claim (``claims.claimed``,
+        the rule ``CLAIMS``). ``h_pid``: the process of every host node, the step
         markers (``s_pid``, every step-kind node) among them. Counted, not sorted: one pass over
         the host nodes (``np.unique`` took 1.5 s on 20 million)."""
         n = len(self._pid_values)

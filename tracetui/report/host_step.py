@@ -18,18 +18,18 @@ def no_steps(sides: list[str]) -> str:
     return f"- ({lacking(sides)})"
 
 
+def _stepless(a: dict, b: dict, names: tuple[str, str]) -> str | None:
+    """``no_steps`` for the sides of the two without step markers, or None where both have them."""
+    missing = [n for n, s in zip(names, (a, b)) if not s["steps"]]
+    return no_steps(missing) if missing else None
+
+
 def host_pair(a: dict, b: dict, unit: str = "", names: tuple[str, str] = ("A", "B")) -> str:
     """Host time per step of two sides ("1,287.7 → 1,070.6" + ``unit``), or, where a side has no
     step markers, which and why (``no_steps``)."""
-    missing = [n for n, s in zip(names, (a, b)) if not s["steps"]]
-    if missing:
-        return no_steps(missing)
-    return f"{per_step(a['cpu_us_per_step'])} → {per_step(b['cpu_us_per_step'])}{unit}"
+    return _stepless(a, b, names) or f"{per_step(a['cpu_us_per_step'])} → {per_step(b['cpu_us_per_step'])}{unit}"
 
 
 def host_delta(a: dict, b: dict, delta_us, names: tuple[str, str] = ("A", "B")) -> str:
     """The host time change between two sides ("+12.3 µs"), or which has no step markers."""
-    missing = [n for n, s in zip(names, (a, b)) if not s["steps"]]
-    if missing:
-        return no_steps(missing)
-    return "-" if delta_us is None else f"{delta_us:+,.1f} µs"
+    return _stepless(a, b, names) or ("-" if delta_us is None else f"{delta_us:+,.1f} µs")
