@@ -61,11 +61,32 @@ def test_every_command_parses(word, capsys):
 
 
 @pytest.mark.parametrize("word", cli_main.SUBCOMMANDS)
+def test_one_commands_parser_is_the_whole_parsers_part(word, capsys):
+    """main() declares only the named command's options (``_parser(word)``): its help, and what it
+    makes of arguments, are the whole parser's."""
+    helps = []
+    for parser in (cli_main._parser(), cli_main._parser(word)):
+        with pytest.raises(SystemExit):
+            parser.parse_args([word, "--help"])
+        helps.append(capsys.readouterr().out)
+    assert helps[0] == helps[1] and f"usage: tracetui {word}" in helps[0]
+    assert set(_subparsers(cli_main._parser(word))) == set(cli_main.COMMANDS[word].NAMES)
+    argv = [word] + {"gen": [], "skill": [], "mcp": [], "record": ["x.py"]}.get(word, ["trace.json"])
+    try:
+        whole = cli_main._parser().parse_args(argv)
+    except SystemExit:  # a command that needs more than one path (diff): both refuse alike
+        with pytest.raises(SystemExit):
+            cli_main._parser(word).parse_args(argv)
+        return
+    assert vars(cli_main._parser(word).parse_args(argv)) == vars(whole)
+
+
+@pytest.mark.parametrize("word", cli_main.SUBCOMMANDS)
 def test_a_command_word_never_falls_through_to_open(word, monkeypatch):
     """main() routes each word to its own module's run(), whatever else the command line holds,
     and never prepends `open` (which would try to open a file called WORD)."""
     seen = []
-    monkeypatch.setattr(cli_main, "_parser", lambda: _Recorder())
+    monkeypatch.setattr(cli_main, "_parser", lambda cmd=None: _Recorder())
     for m in cli_main.COMMAND_MODULES:
         monkeypatch.setattr(m, "run", lambda args, m=m: seen.append((m, args.cmd)) or 0)
     assert cli_main.main([word, "x"]) == 0
@@ -82,7 +103,7 @@ class _Recorder:
 def test_a_word_that_is_not_a_command_opens_a_file(monkeypatch):
     """The other side of the rule: anything else is a trace to open."""
     seen = []
-    monkeypatch.setattr(cli_main, "_parser", lambda: _Recorder())
+    monkeypatch.setattr(cli_main, "_parser", lambda cmd=None: _Recorder())
     monkeypatch.setattr(cli_main.COMMANDS["open"], "run", lambda args: seen.append(args.cmd) or 0)
     assert cli_main.main(["some_trace.json"]) == 0
     assert seen == ["open"]

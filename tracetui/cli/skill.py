@@ -1,8 +1,6 @@
 """``tracetui skill``: print the SKILL.md shipped in the package (package data)."""
 from __future__ import annotations
 
-from importlib import resources
-
 
 NAMES = ("skill",)
 
@@ -12,6 +10,7 @@ def add_parser(sub) -> None:
 
 
 def text() -> str:
+    from importlib import resources  # noqa: PLC0415 - ~4 ms: only ``skill`` reads package data
     return resources.files("tracetui").joinpath("SKILL.md").read_text(encoding="utf-8")
 
 

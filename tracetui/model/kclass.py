@@ -32,15 +32,20 @@ class KernelClasses:
         """``kernel_info(n).klass`` of each GPU node in ``nodes``, classifying each (name, launching
         op, kind, launched as a user Triton kernel) once: the timeline colours every kernel of a step
         (100k on a large one), and ``kernel_info`` per node took ~20 µs."""
-        return [c for c, _lib in self.kernel_class_libs(nodes)]
+        return self._class_lib_columns(nodes)[0].tolist()
 
     def kernel_class_libs(self, nodes: np.ndarray) -> list[tuple[str, str]]:
         """``(kernel_info(n).klass, kernel_info(n).library)`` of each GPU node in ``nodes``, each
         distinct (name, launching op, kind, user kernel) classified once (``kernel_classes``)."""
+        klass, library = self._class_lib_columns(nodes)
+        return list(zip(klass.tolist(), library.tolist()))
+
+    def _class_lib_columns(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``kernel_class_libs`` as two object arrays (classes, libraries), aligned with ``nodes``."""
         t = self.tree
         nodes = np.asarray(nodes, dtype=np.int64)
         if not nodes.size:
-            return []
+            return np.zeros(0, dtype=object), np.zeros(0, dtype=object)
         par = t.parent[nodes]
         p = np.maximum(par, 0)
         launcher = (par > 0) & np.isin(t.kind[p], [K["runtime"], K["op"], K["annotation"]])
@@ -59,18 +64,18 @@ class KernelClasses:
         uniq, inv = np.unique(key, return_inverse=True)
         names = self.tree.names
         from tracetui.model.taxonomy import classify  # noqa: PLC0415 - compiled at import (~8 ms): a load alone never classifies
-        cls = []
-        for k in uniq.tolist():
+        klass, library = np.empty(uniq.size, dtype=object), np.empty(uniq.size, dtype=object)
+        for j, k in enumerate(uniq.tolist()):
             rest, u = divmod(k, 2)
             rest, kd = divmod(rest, 16)
             nid, oid = divmod(rest, n_names)
-            cls.append(classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[:2])
-        return [cls[i] for i in inv.ravel().tolist()]
+            klass[j], library[j] = classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[:2]
+        inv = inv.ravel()
+        return klass[inv], library[inv]
 
     @cached_property
     def _gpu_class_libs(self) -> tuple[np.ndarray, np.ndarray]:
-        both = self.kernel_class_libs(self._gpu_nodes)
-        return (np.array([c for c, _lib in both], dtype=object), np.array([lib for _c, lib in both], dtype=object))
+        return self._class_lib_columns(self._gpu_nodes)
 
     @cached_property
     def gpu_classes(self) -> np.ndarray:

@@ -329,13 +329,20 @@ def aggregate(tree: Tree, r: Rollups, kinds: frozenset, device: np.ndarray | Non
     sel = np.nonzero(keep)[0]
     if not sel.size:
         return []
-    # group by interned name id (integers), then map the few distinct names to their key
-    name_ids, nid_inv = np.unique(tree.name_id[sel], return_inverse=True)
+    # group by interned name id (integers: a count per id, no sort), then map the few distinct
+    # names to their key
+    ids = tree.name_id[sel]
+    name_ids = np.nonzero(np.bincount(ids, minlength=len(tree.names)))[0]
     key_of = [agg_key(tree.names[i]) for i in name_ids.tolist()]
     uniq = list(dict.fromkeys(key_of))
     key_ix = {k: i for i, k in enumerate(uniq)}
-    inv = np.array([key_ix[k] for k in key_of], dtype=np.int64)[nid_inv.reshape(-1)]
     m = len(uniq)
+    # a row number per node in the narrowest integer: numpy's stable sort of 16-bit integers is a
+    # radix sort (~5x faster than int64's on 175k op nodes)
+    small = np.int16 if m < 1 << 15 else np.int64
+    lut = np.zeros(len(tree.names), dtype=small)
+    lut[name_ids] = np.array([key_ix[k] for k in key_of], dtype=small)
+    inv = lut[ids]
     count = np.bincount(inv, minlength=m)
     ct = np.bincount(inv, weights=r.cpu_total[sel], minlength=m) / 1e3
     own = r.cpu_self if r.op_self is None else r.op_self

@@ -8,8 +8,6 @@ import errno
 import os
 import sys
 
-import orjson
-
 from tracetui.report.export import is_us
 from tracetui.textsafe import json_safe, visible
 
@@ -123,9 +121,6 @@ def write_json(obj) -> None:
     write_bytes(b"\n")  # not data + b"\n": a copy of a document that only just fit
 
 
-JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
-
-
 def json_bytes(obj, indent: bool = True) -> bytes:
     """``obj`` as JSON bytes, made safe for a terminal (``json_safe``). orjson where it can; where
     it refuses a value, Python's encoder (ensure_ascii): a file name that is not UTF-8 (its
@@ -143,8 +138,9 @@ def json_bytes(obj, indent: bool = True) -> bytes:
         if longest >= HUGE_STRING:
             return json_safe(_python_json(obj, indent))
         reserve(size, longest)
+    import orjson  # noqa: PLC0415 - here, not at import: a text report never loads it (and json, uuid ...)
     try:
-        data = orjson.dumps(obj, option=JSON_OPTIONS if indent else orjson.OPT_SERIALIZE_NUMPY)
+        data = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0))
     except orjson.JSONEncodeError as e:
         if "ecursion" in str(e):
             raise
