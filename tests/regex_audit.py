@@ -59,6 +59,9 @@ def _dynamic() -> dict[tuple[str, str], tuple[str, object]]:
         ("model/steps.py", "_named_steps"): ("the user's own --steps regex: theirs to keep linear", lambda: []),
         ("cli/common.py", "load_opts"): ("the user's --steps regex, compiled to check it", lambda: []),
         ("model/taxonomy.py", "_compile"): ("the rule table, compiled at import into _COMPILED", None),
+        ("model/taxonomy.py", "compiled"): ("the name rules in _COMPILED, compiled at their first search",
+                                            lambda: [rx.compiled for _r, rx in taxonomy._COMPILED
+                                                     if not isinstance(rx, re.Pattern)]),
         ("model/opportunities.py", "<module>"): ("DTYPE_BYTES, compiled at import into _DTYPES", None),
         ("read/repair.py", "<module>"): ("_NAME_END, literal pieces and _EVENT_KEYS, compiled at import", None),
         ("model/opportunities.py", "_hint_bytes"):

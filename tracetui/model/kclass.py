@@ -6,7 +6,6 @@ conv work, the same name under no op (no runtime link) is decided by its name al
 """
 from __future__ import annotations
 
-from collections import Counter
 from functools import cached_property
 
 import numpy as np
@@ -78,6 +77,19 @@ class KernelClasses:
         return self._class_lib_columns(self._gpu_nodes)
 
     @cached_property
+    def _class_names(self) -> list[str]:
+        """The distinct classes of the GPU nodes, sorted (``_gpu_class_codes`` index them)."""
+        return sorted(set(self.gpu_classes.tolist()))
+
+    @cached_property
+    def _gpu_class_codes(self) -> np.ndarray:
+        """``gpu_classes`` as indices into ``_class_names`` (whole-array grouping by class)."""
+        names = self._class_names
+        code = {c: i for i, c in enumerate(names)}
+        classes = self.gpu_classes.tolist()
+        return np.fromiter(map(code.__getitem__, classes), dtype=np.int64, count=len(classes))
+
+    @cached_property
     def gpu_classes(self) -> np.ndarray:
         """The class of every GPU node (aligned with ``_gpu_nodes``), decoded once per trace: the
         step windows, the rank tables and the collectives all ask for them."""
@@ -134,24 +146,32 @@ class KernelClasses:
         ``gpu_libraries`` at the row's first instance of its biggest class."""
         if not rows:
             return []
+        lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
         nodes = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows])
         at = np.searchsorted(self._gpu_nodes, nodes)
-        cls = self.gpu_classes[at].tolist()
-        lib = self.gpu_libraries[at].tolist()
-        dur = self.tree.dur[nodes].astype(np.float64).tolist()
-        out = []
-        a = 0
-        for r in rows:
-            b = a + len(r)
-            if b - a == 1:  # one instance (every row, when each kernel has its own name)
-                c = cls[a]
-                out.append((c, lib[a], {c: 0.0 + dur[a] / 1e3}, {c: 1}))
-            else:
-                us: dict[str, float] = {}
-                for c, d in zip(cls[a:b], dur[a:b]):
-                    us[c] = us.get(c, 0.0) + d / 1e3
-                us = dict(sorted(us.items(), key=lambda kv: -kv[1]))
-                k = cls.index(next(iter(us)), a, b)
-                out.append((cls[k], lib[k], us, dict(Counter(cls[a:b]))))
-            a = b
-        return out
+        # one (row, class) pair per row and class its instances have, in order of first instance
+        # (the order the per-instance loop this replaced filled its dicts in): sums by bincount,
+        # which adds each instance's µs in node order, as that loop did
+        n_cls = len(self._class_names)
+        key = np.repeat(np.arange(len(rows), dtype=np.int64), lens) * n_cls + self._gpu_class_codes[at]
+        pairs, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        us = np.bincount(inv, weights=self.tree.dur[nodes].astype(np.float64) / 1e3, minlength=pairs.size).tolist()
+        count = np.bincount(inv, minlength=pairs.size).tolist()
+        order = np.argsort(first, kind="stable")  # rows ascend with first instance too
+        row_of = (pairs // n_cls)[order].tolist()
+        names, lib = self._class_names, self.gpu_libraries[at]
+        out: list = [None] * len(rows)
+        for j, r in zip(order.tolist(), row_of):
+            c = names[pairs[j] % n_cls]
+            if out[r] is None:
+                out[r] = ({}, {}, [])
+            out[r][0][c] = us[j]
+            out[r][1][c] = count[j]
+            out[r][2].append((us[j], int(first[j])))
+        result = []
+        for by_us, counts, firsts in out:
+            top = max(firsts, key=lambda f: f[0])[1] if len(firsts) > 1 else firsts[0][1]  # the first biggest
+            by_us = dict(sorted(by_us.items(), key=lambda kv: -kv[1])) if len(by_us) > 1 else by_us
+            result.append((names[self._gpu_class_codes[at[top]]], lib[top], by_us, counts))
+        return result

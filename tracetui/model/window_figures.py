@@ -171,11 +171,14 @@ class Figures:
         """Launch and sync CPU time (and counts) per window, each call name's role found once."""
         rt, sizes = windows.runtime_flat.astype(np.int64), np.diff(windows.runtime_at)
         seg = np.repeat(np.arange(n), sizes)
-        uniq, inv = np.unique(t.name_id[rt], return_inverse=True)
-        roles = np.array([role(t.names[i]) for i in uniq.tolist()] + [""], dtype=object)
-        r = roles[inv.ravel()] if rt.size else roles[:0]
-        for name in ("launch", "sync"):
-            m = r == name
+        ids = t.name_id[rt]
+        uniq = np.flatnonzero(np.bincount(ids, minlength=len(t.names))) if rt.size else ids[:0]
+        wanted = ("launch", "sync")  # the roles counted: a code per name (0: neither), not strings
+        code = np.zeros(len(t.names), dtype=np.int8)
+        code[uniq] = [wanted.index(x) + 1 if (x := role(t.names[i])) in wanted else 0 for i in uniq.tolist()]
+        r = code[ids]
+        for c, name in enumerate(wanted, 1):
+            m = r == c
             total = np.zeros(n, dtype=np.int64)
             np.add.at(total, seg[m], t.dur[rt[m]])
             setattr(self, f"{name}_cpu", total)
