@@ -1,5 +1,6 @@
 """summary's first-step attribution with each ancestor's answer kept (``Attributions``, issue 44.15:
-a step of 10^6 kernels) says what ``attribution`` says, kernel by kernel."""
+a step of 10^6 kernels) says what ``attribution`` says, kernel by kernel; so does the text's
+whole-array count of the kernels an op launched (``launched_by_op``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 from tracetui.model import load_trace
 from tracetui.read.events import GPU_KINDS
-from tracetui.report.summary import Attributions, attribution
+from tracetui.report.summary import Attributions, attribution, launched_by_op
 
 from tests.conftest import PEER, TRACES
 
@@ -21,6 +22,7 @@ def _check(path) -> int:
     scopes = Attributions(t)
     assert [scopes.of(g) for g in gpu] == [attribution(t, g) for g in gpu]
     assert [scopes.of(g) for g in reversed(gpu)] == [attribution(t, g) for g in reversed(gpu)]  # memo filled
+    assert launched_by_op(t, np.array(gpu, dtype=np.int64)).tolist() == [bool(attribution(t, g)["ops"]) for g in gpu]
     return sum(1 for g in gpu if attribution(t, g)["module"] or attribution(t, g)["ops"])
 
 

@@ -85,14 +85,37 @@ class Attributions:
         return memo[path[0]] if path else above
 
 
+def launched_by_op(t: Trace, nodes: np.ndarray) -> np.ndarray:
+    """Whether ``attribution(t, n)["ops"]`` is non-empty for each GPU node: an op lies on its
+    containment parents before a module, a step or the root. Whole arrays, one level at a
+    time: the text summary counts the linked kernels of a step of thousands, shows 40."""
+    tree = t.tree
+    out = np.zeros(nodes.size, dtype=bool)
+    at = np.arange(nodes.size)
+    x = tree.cparent[nodes]
+    for _ in range(len(tree.cparent) + 1):  # containment parents end at the root (Tree.ancestors)
+        kind = tree.kind[np.maximum(x, 0)]
+        stop = (x <= 0) | (kind == K["module"]) | (kind == K["step"])
+        hit = ~stop & (kind == K["op"])
+        out[at[hit]] = True
+        up = ~(stop | hit)
+        if not up.any():
+            break
+        at, x = at[up], tree.cparent[x[up]]
+    return out
+
+
 TEXT_STEP_ROWS = 200
 """The text summary lists this many steps, then says how many more there are (``--json`` has
 every one): 250,000 lines would take longer to print than the trace takes to load."""
 
 
-def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_rows: int | None = None) -> dict:
+def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_rows: int | None = None,
+                 attribute: bool = True) -> dict:
     """The summary as data; ``op_kinds`` keeps only those kinds in ``ops`` (before ``top`` applies);
-    ``step_rows`` keeps only the first steps in ``per_step`` (``steps`` still counts them all)."""
+    ``step_rows`` keeps only the first steps in ``per_step`` (``steps`` still counts them all).
+    ``attribute=False`` leaves the first step's kernels without their module and ops (each
+    with its ``node``): the text finds them for the rows it shows (``_first_step_lines``)."""
     if step_rows is not None and t.n_steps > step_rows:
         steps = [step_dict(t, s) for s in t.steps[:step_rows]]
     else:
@@ -123,7 +146,7 @@ def summary_dict(t: Trace, top: int = 15, op_kinds: tuple | None = None, step_ro
         scopes = Attributions(t)
         for g, klass in zip(gpu.tolist(), t.classes_of(gpu).tolist()):  # kernel_info(g).klass, classed once per trace
             first_step.append({"name": t.name(g), "class": klass, "device_us": t.tree.dur[g] * US,
-                               **scopes.of(g)})
+                               **(scopes.of(g) if attribute else {"node": g})})
     return {
         "file": str(t.path), "device": t.device_name, "steps": t.n_steps, "events": len(t.store),
         "step_marker": {"rule": t.step_choice.rule, "description": t.step_choice.description,
@@ -168,7 +191,7 @@ def print_summary(t: Trace, as_json: bool = False, top: int = 15, fmt: str | Non
     fmt = fmt or ("json" if as_json else "text")
     text = fmt == "text"
     kinds = PYTHON_OP_KINDS if python else TEXT_OP_KINDS  # the same rows in every format
-    d = summary_dict(t, top=top, op_kinds=kinds, step_rows=TEXT_STEP_ROWS if text else None)
+    d = summary_dict(t, top=top, op_kinds=kinds, step_rows=TEXT_STEP_ROWS if text else None, attribute=not text)
     shown_ops = sum(1 for a in t.op_table if a.kind in kinds)
     if fmt != "text":  # csv: the ops table unless --table names another
         emit_report(d, fmt, table=table, first="ops", title=f"tracetui summary: {t.path.name}")
@@ -262,9 +285,13 @@ order were all unlinked warm-up adds, though 74% of the step's kernels link to a
 def _first_step_lines(t: Trace, ks: list[dict], note: str = "") -> None:
     """The first step's kernels with the ops that launched them. A kernel no op launched before the
     step's first linked kernel says so (warm-up or another step's work), not left as an anonymous row."""
-    first_linked = next((i for i, k in enumerate(ks) if k["ops"]), len(ks))
+    if "ops" not in ks[0]:  # summary_dict(attribute=False): only the rows shown are attributed
+        has_op = launched_by_op(t, np.array([k["node"] for k in ks], dtype=np.int64)).tolist()
+    else:
+        has_op = [bool(k["ops"]) for k in ks]
+    first_linked = next((i for i, k in enumerate(has_op) if k), len(ks))
     rows = list(enumerate(ks))
-    linked = sum(1 for k in ks if k["ops"])
+    linked = sum(has_op)
     step = visible(t.name(t.steps[0]))
     if len(ks) <= FIRST_STEP_ROWS:
         write_line(f"\nkernels in {step} (first step), in launch order, with the ops that launched them{note}:")
@@ -272,6 +299,9 @@ def _first_step_lines(t: Trace, ks: list[dict], note: str = "") -> None:
         rows = sorted(rows, key=lambda r: -r[1]["device_us"])[:FIRST_STEP_ROWS]
         write_line(f"\nkernels in {step} (first step): the {FIRST_STEP_ROWS} longest of {len(ks):,}, by device time "
                    f"({linked:,} of {len(ks):,} launched by an ATen op), with the ops that launched them{note}:")
+    if "ops" not in ks[0]:
+        scopes = Attributions(t)
+        rows = [(i, {**k, **scopes.of(k["node"])}) for i, k in rows]
     names = column([visible(k["name"]) for _, k in rows], used=2 + 13 + 1 + 9 + 5, short=short_name)
     for (i, k), name in zip(rows, names):
         if k["ops"]:
