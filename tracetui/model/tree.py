@@ -359,7 +359,8 @@ def _nest_host(links: _Links, cut_frames: bool = False, workers: int | None = No
 def _steps_on_top(links: _Links) -> None:
     """Frames that span a step's start are shown beside the steps (under the thread), so steps
     stay the top level; what they held that lies inside a step moves under that step. Each
-    step thread's events are its slice of the nesting order (sorted by start, gathered once)."""
+    step thread's events are its slice of the nesting order (sorted by start, gathered once),
+    read in place: a few whole-slice passes (a step thread of a GB trace holds ~10^6 events)."""
     store, parent_e, base, nested = links.store, links.parent, links.base, links.nested
     kind_e, ts, dur = store.kind, store.ts, links.dur
     steps = np.nonzero(kind_e == K["step"])[0]
@@ -368,29 +369,35 @@ def _steps_on_top(links: _Links) -> None:
         st = st[np.argsort(ts[st])]
         s_start, s_end = ts[st], ts[st] + dur[st]
         on = nested.on(t)
-        ev = nested.events[on]
-        not_step = kind_e[ev] != K["step"]
-        ev, e_start, e_end = ev[not_step], nested.ts[on][not_step], nested.end[on][not_step]
-        i_next = np.searchsorted(s_start, e_start, side="right")
-        spans = (i_next < st.size) & (s_start[np.minimum(i_next, st.size - 1)] < e_end)
-        i_eq = np.searchsorted(s_start, e_start, side="left")
-        eqi = np.minimum(i_eq, st.size - 1)
-        spans |= (i_eq < st.size) & (s_start[eqi] == e_start) & (e_end > s_end[eqi])
-        spanning = ev[spans]
+        ev, e_start, e_end = nested.events[on], nested.ts[on], nested.end[on]
+        spanning = ev[_spans(s_start, s_end, e_start, e_end)]
+        spanning = spanning[kind_e[spanning] != K["step"]]  # a step is no frame around the others
         links.diag["steps_spanned_by_events"] += int(spanning.size)
         tn = links.thread_node[t]
         parent_e[spanning] = tn
         parent_e[st] = tn
-        if spanning.size:
+        if spanning.size:  # what they held moves under the step it starts in
             is_span = np.zeros(base + len(store), dtype=bool)
             is_span[spanning + base] = True
-            rest = ~spans
-            kids, k_start = ev[rest], e_start[rest]
-            held = is_span[parent_e[kids]]
-            kids, k_start = kids[held], k_start[held]
+            held = np.flatnonzero(is_span[parent_e[ev]])  # spanning events and steps now hang from tn
+            kids, k_start = ev[held], e_start[held]
             k = np.searchsorted(s_start, k_start, side="right") - 1
             inside = (k >= 0) & (k_start < s_end[np.maximum(k, 0)])
             parent_e[kids[inside]] = st[k[inside]] + base
+
+
+def _spans(s_start: np.ndarray, s_end: np.ndarray, e_start: np.ndarray, e_end: np.ndarray) -> np.ndarray:
+    """Which events span a step's start: a step starts inside them, or one starts with them and
+    ends first (steps sorted by start)."""
+    i_next = np.searchsorted(s_start, e_start, side="right")  # the first step starting after each
+    later = np.r_[s_start, np.iinfo(np.int64).max]  # one past the last step: no step starts there
+    spans = later[i_next] < e_end
+    earlier = np.r_[s_start[0] - 1 if s_start.size else 0, s_start]  # the last step at or before
+    same = np.flatnonzero(earlier[i_next] == e_start)  # a step starts with the event: the first such
+    if same.size:
+        first = np.searchsorted(s_start, e_start[same], side="left")
+        spans[same[e_end[same] > s_end[first]]] = True
+    return spans
 
 
 def _link_gpu(links: _Links) -> None:
