@@ -580,8 +580,11 @@ def _step_thread_groups(store: EventStore, nested: _Order, parent_e: np.ndarray,
             k = np.searchsorted(s0, e_start, side="right") - 1
             inside = (k >= 0) & (e_start < s1[np.maximum(k, 0)])
             ev, k = ev[inside], k[inside]
-            for kk in np.unique(k).tolist():
-                out.append((int(st[kk]), t2, ev[k == kk]))
+            # in nesting order the starts ascend, so each step's events are one run of k (a
+            # comparison of every event per step took ~20 ms on the 1 GB trace's 438 steps)
+            cut = np.flatnonzero(k[1:] != k[:-1]) + 1
+            for kk, group in zip(k[np.r_[0, cut]].tolist() if k.size else [], np.split(ev, cut)):
+                out.append((int(st[kk]), t2, group))
     out.sort(key=lambda g: (int(store.ts[g[0]]), g[1]))
     return out
 
@@ -589,7 +592,10 @@ def _step_thread_groups(store: EventStore, nested: _Order, parent_e: np.ndarray,
 def _reach(store: EventStore, nested: _Order, steps: np.ndarray, thread_node: dict) -> dict[int, set]:
     """Step track -> the host tracks its steps reach (claims.reach)."""
     n = len(store.track_keys)
-    host, marks = np.bincount(nested.track, minlength=n), np.bincount(store.track[steps], minlength=n)
+    # the nesting order is sorted by track: each track's count is where its slice ends (a
+    # bincount of 2.5M host events took ~13 ms)
+    host = np.diff(np.searchsorted(nested.track, np.arange(n + 1, dtype=nested.track.dtype)))
+    marks = np.bincount(store.track[steps], minlength=n)
     return reach({t: store.track_keys[t][0] for t in thread_node}, {t: int(host[t]) for t in thread_node},
                  {t: int(marks[t]) for t in thread_node})
 
