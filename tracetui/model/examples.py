@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracetui.read.events import GPU_KINDS, HOST_KINDS, K
+from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, kind_mask
 from tracetui.model.nesting import OVERHANG_NS
 from tracetui.model.tree import LAUNCH_WORDS
 
@@ -16,14 +16,14 @@ def diagnostic_nodes(trace) -> dict[str, np.ndarray]:
     n = len(t.kind)
     ids = np.arange(n)
     end = t.start + t.dur
-    host = np.isin(t.kind, list(HOST_KINDS))
+    host = kind_mask(t.kind, HOST_KINDS)
     cp = np.maximum(t.cparent, 0)
-    host_parent = (t.cparent > 0) & np.isin(t.kind[cp], list(HOST_KINDS))
+    host_parent = (t.cparent > 0) & kind_mask(t.kind[cp], HOST_KINDS)
     out = {"partial_overlaps": _crossing(t, ids[host & (t.ev >= 0)], end)}
-    gpu = np.isin(t.kind, list(GPU_KINDS))
+    gpu = kind_mask(t.kind, GPU_KINDS)
     par = np.maximum(t.parent, 0)
     out["gpu_without_launch"] = ids[gpu & (t.kind[par] == K["gpu"])]
-    out["linked_by_external_id"] = ids[gpu & np.isin(t.kind[par], [K["op"], K["annotation"]])]
+    out["linked_by_external_id"] = ids[gpu & kind_mask(t.kind[par], [K["op"], K["annotation"]])]
     rt = ids[t.kind == K["runtime"]]
     words = np.array([any(w in name for w in LAUNCH_WORDS) for name in t.names], dtype=bool)
     has_gpu = np.zeros(n, dtype=bool)

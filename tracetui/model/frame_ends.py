@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracetui.read.events import K
+from tracetui.read.events import K, kind_mask
 from tracetui.model.nesting import OVERHANG_NS
 
 FRAME_KINDS = (K["python"], K["module"])
@@ -52,7 +52,7 @@ def cut_frame_ends(end: np.ndarray, kind: np.ndarray, closers: np.ndarray) -> tu
     if not closed.size:
         return end, closed
     by = closers[closed]
-    bad = np.isin(kind[by], FRAME_KINDS) & np.isin(kind[closed], SCOPE_KINDS) & (end[by] > end[closed] + OVERHANG_NS)
+    bad = kind_mask(kind[by], FRAME_KINDS) & kind_mask(kind[closed], SCOPE_KINDS) & (end[by] > end[closed] + OVERHANG_NS)
     if not bad.any():
         return end, closed[:0]
     end = end.copy()

@@ -10,7 +10,7 @@ from functools import cached_property
 
 import numpy as np
 
-from tracetui.read.events import K, KINDS
+from tracetui.read.events import K, KINDS, kind_mask
 from tracetui.model.names import KernelName, decode_kernel
 
 
@@ -47,7 +47,7 @@ class KernelClasses:
             return np.zeros(0, dtype=object), np.zeros(0, dtype=object)
         par = t.parent[nodes]
         p = np.maximum(par, 0)
-        launcher = (par > 0) & np.isin(t.kind[p], [K["runtime"], K["op"], K["annotation"]])
+        launcher = (par > 0) & kind_mask(t.kind[p], [K["runtime"], K["op"], K["annotation"]])
         culaunch = launcher & self._culaunch_names[t.name_id[p]]
         # the launching op: the first op along the ancestors (innermost); None when the activity
         # has no External id or no op lies above it

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from tracetui.read.events import GPU_KINDS, K
+from tracetui.read.events import GPU_KINDS, K, kind_mask
 from tracetui.read.source import release
 from tracetui.model.windows import _clip, _merged, runtime_role
 
@@ -222,7 +222,7 @@ def build_lanes(trace) -> list[Lane]:
             if label.startswith("thread") and _mostly_backward(trace, on):
                 label = f"autograd {tid}"
             for row, kinds, _why in HOST_ROWS:
-                sel = on[np.isin(host_kind[on], kinds)]
+                sel = on[kind_mask(host_kind[on], kinds)]
                 if not sel.size:
                     continue
                 o = np.lexsort((-t.dur[sel], t.start[sel]))

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from tracetui.read.events import HOST_KINDS, K
+from tracetui.read.events import HOST_KINDS, K, kind_mask
 from tracetui.model.memory_stats import STATS_CACHE, OpStat, OpStats, Peak, Peaks  # noqa: F401 (re-exported)
 
 DEVICE_TYPES = {0: "CPU", 1: "GPU"}
@@ -274,10 +274,10 @@ def _containing(trace, itrack: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """The deepest host event (tree node) on each instant's thread with start <= ts < end; -1."""
     t, store = trace.tree, trace.store
     out = np.full(ts.size, -1, dtype=np.int64)
-    host = np.flatnonzero((t.ev >= 0) & np.isin(t.kind, list(HOST_KINDS)))
+    host = np.flatnonzero((t.ev >= 0) & kind_mask(t.kind, HOST_KINDS))
     htrack = store.track[t.ev[host]]
     end = t.start + t.dur
-    is_event = (t.ev >= 0) & np.isin(t.kind, list(HOST_KINDS))
+    is_event = (t.ev >= 0) & kind_mask(t.kind, HOST_KINDS)
     for tr in np.unique(itrack[itrack >= 0]).tolist():
         h = host[htrack == tr]
         # the nesting's order (ts, -dur, kind, index): at equal starts the deepest comes last

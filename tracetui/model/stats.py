@@ -11,7 +11,7 @@ from typing import Callable, TypeVar
 
 import numpy as np
 
-from tracetui.read.events import GPU_KINDS, HOST_KINDS, K
+from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, kind_mask
 from tracetui.read.forked import cores
 from tracetui.read.together import together
 from tracetui.model.tree import Tree, by_parent_then_start, finish_tree
@@ -65,7 +65,7 @@ def _cpu_parents(tree: Tree, host: np.ndarray, python_owns_time: bool) -> tuple[
     """
     if python_owns_time:
         return tree.cparent, host
-    pyish = np.isin(tree.kind, [K["python"], K["module"]])
+    pyish = kind_mask(tree.kind, [K["python"], K["module"]])
     return _nearest_not(tree.cparent, pyish), host & ~pyish
 
 
@@ -185,8 +185,8 @@ def rollups_beside(tree: Tree, beside: Callable[[], T], torch_compat: bool = Fal
             finish_tree(tree)
         return _steps_of(tree)
 
-    host = np.isin(tree.kind, list(HOST_KINDS))
-    gpu = np.isin(tree.kind, list(GPU_KINDS))
+    host = kind_mask(tree.kind, HOST_KINDS)
+    gpu = kind_mask(tree.kind, GPU_KINDS)
     step_of, r, other = together(
         [display, lambda: _contained(tree, host, gpu, torch_compat, python_owns_time, workers), beside], cores(workers))
     _thread_totals(tree, host, gpu, r.cpu_total, r.device, r.kernels)  # on the finished display tree
@@ -313,7 +313,7 @@ def torch_device(tree: Tree) -> np.ndarray:
     """Device ns of every node as key_averages() counts it: only GPU work an op launched (by
     External id) on the node's own thread (``rollups`` also counts op-less kernels and, for a
     step, the work of every thread: that is the op table's ``device_scope_us``)."""
-    return _device_climb(tree, np.isin(tree.kind, list(GPU_KINDS)), torch_compat=True)[0]
+    return _device_climb(tree, kind_mask(tree.kind, GPU_KINDS), torch_compat=True)[0]
 
 
 def aggregate(tree: Tree, r: Rollups, kinds: frozenset, device: np.ndarray | None = None) -> list[Agg]:
@@ -323,7 +323,7 @@ def aggregate(tree: Tree, r: Rollups, kinds: frozenset, device: np.ndarray | Non
     ``device`` (``torch_device``), device totals are key_averages()'s and ``device_scope_us``
     holds ``r.device``'s."""
     from tracetui.read.events import KINDS
-    keep = np.isin(tree.kind, list(kinds))
+    keep = kind_mask(tree.kind, kinds)
     if r.dup is not None:  # merged into their same-name parent, as key_averages() merges them
         keep &= ~r.dup
     sel = np.nonzero(keep)[0]

@@ -13,7 +13,7 @@ import numpy as np
 
 from tracetui.read.errors import TraceError
 from tracetui.read.heap import large_arrays_on_heap
-from tracetui.read.events import GPU_KINDS, K, KINDS, EventStore
+from tracetui.read.events import GPU_KINDS, K, KINDS, EventStore, kind_mask
 from tracetui.read.early import start_load, _Gunzipping  # noqa: F401 - the CLI's and tests' way in
 from tracetui.read.load import LOST_GPU_NOTE, Events, decode_store  # noqa: F401 - LOST_GPU_NOTE: tests
 from tracetui.read import cache as store_cache
@@ -147,7 +147,7 @@ class Trace(KernelClasses):
 
     @cached_property
     def _gpu_nodes(self) -> np.ndarray:
-        return np.nonzero(np.isin(self.tree.kind, list(GPU_KINDS)))[0]
+        return np.nonzero(kind_mask(self.tree.kind, GPU_KINDS))[0]
 
     @cached_property
     def _gpu_ancestors(self) -> np.ndarray:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, EventStore
+from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, EventStore, kind_mask
 from tracetui.model.claims import reach
 from tracetui.model.frame_ends import MAX_ROUNDS, cut_frame_ends
 from tracetui.model.nesting import nest
@@ -265,7 +265,7 @@ class _Links:
 
     @classmethod
     def start(cls, store: EventStore) -> "_Links":
-        is_host = np.isin(store.kind, list(HOST_KINDS))
+        is_host = kind_mask(store.kind, HOST_KINDS)
         host_tracks = np.flatnonzero(np.bincount(store.track[is_host], minlength=1)).tolist()
         n_ev = len(store)
         diag = {"partial_overlaps": 0, "python_frames_cut": 0, "launches_without_gpu": 0, "gpu_without_launch": 0,
@@ -406,9 +406,9 @@ def _link_gpu(links: _Links) -> None:
     track (numbered in order of first activity). Counts what did not link."""
     store, base, diag = links.store, links.base, links.diag
     kind_e, n_ev = store.kind, len(store)
-    gpu = np.nonzero(np.isin(kind_e, list(GPU_KINDS)))[0]
+    gpu = np.nonzero(kind_mask(kind_e, GPU_KINDS))[0]
     runtime = np.nonzero(kind_e == K["runtime"])[0]
-    op_nodes = np.nonzero(np.isin(kind_e, [K["op"], K["annotation"]]))[0]
+    op_nodes = np.nonzero(kind_mask(kind_e, [K["op"], K["annotation"]]))[0]
     by_corr = _first_of(store.corr[runtime], runtime, store.corr[gpu])     # the first runtime call per id
     by_ext_id = _first_of(store.ext[op_nodes], op_nodes, store.ext[gpu])   # the first op or annotation per id
     via_ext = (by_corr < 0) & (by_ext_id >= 0)

@@ -26,7 +26,7 @@ from functools import cached_property
 
 import numpy as np
 
-from tracetui.read.events import GPU_KINDS, K
+from tracetui.read.events import GPU_KINDS, K, kind_mask
 from tracetui.model.claims import CLAIMS, claimed  # noqa: F401 - CLAIMS: the rule, as windows has offered it
 
 RUNTIME_ROLES = (
@@ -182,14 +182,14 @@ class Windows:
         gpu = trace._gpu_nodes
         # the launch of each piece of GPU activity: its runtime call, or the op linked by External id
         par = t.parent[gpu] if gpu.size else gpu
-        launcher = np.where((par > 0) & np.isin(t.kind[np.maximum(par, 0)], [K["runtime"], K["op"], K["annotation"]]),
+        launcher = np.where((par > 0) & kind_mask(t.kind[np.maximum(par, 0)], [K["runtime"], K["op"], K["annotation"]]),
                             par, -1)
         self.launcher = launcher
         self.launch_ts = np.where(launcher >= 0, t.start[np.maximum(launcher, 0)], t.start[gpu])
         self.launch_end = np.where(launcher >= 0, t.start[np.maximum(launcher, 0)] + t.dur[np.maximum(launcher, 0)],
                                    -1)
         g_pid = self.process_codes(launcher)
-        host = np.nonzero(np.isin(t.kind, [K["step"], K["annotation"], K["module"], K["python"], K["op"],
+        host = np.nonzero(kind_mask(t.kind, [K["step"], K["annotation"], K["module"], K["python"], K["op"],
                                            K["runtime"]]))[0]
         h_track = store.track[t.ev[host]]
         h_pid = self._pid_code_of_track[h_track]  # process_codes of nodes that are events

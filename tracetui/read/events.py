@@ -29,6 +29,18 @@ GPU_KINDS = frozenset(K[k] for k in ("kernel", "memcpy", "memset"))
 
 K_STEP, K_ANNOTATION, K_PYTHON, K_MODULE = K["step"], K["annotation"], K["python"], K["module"]
 
+
+def kind_mask(kind: np.ndarray, kinds) -> np.ndarray:
+    """``np.isin(kind, kinds)`` for a column of node kinds: one lookup per element in a 256-entry
+    table where the column is one byte wide (np.isin compared every element with each kind:
+    ~30 ms against ~6 ms on the 2.6M nodes of a GB trace, several times per load)."""
+    kinds = list(kinds)
+    if kind.dtype.itemsize != 1 or kind.dtype.kind not in "iu":
+        return np.isin(kind, kinds)
+    table = np.zeros(256, dtype=bool)
+    table[np.asarray(kinds, dtype=np.int64) & 0xFF] = True  # an int8 kind, read as its unsigned byte
+    return table[kind.view(np.uint8)]
+
 CATEGORY_KIND = {
     "user_annotation": "annotation", "cpu_op": "op", "operator": "op", "python_function": "python",
     "cuda_runtime": "runtime", "cuda_driver": "runtime", "runtime": "runtime", "hip_runtime": "runtime",
@@ -350,7 +362,7 @@ def _links(xs: list, kind: np.ndarray) -> tuple[dict, int]:
     """The link id columns (corr, ext, seq, fwd_tid, and the GPU ``stream``), each read only for
     the kinds that link by it, and how many ids had a wrong type or did not fit int64."""
     args = list(map(_args, xs))
-    gpu = np.isin(kind, list(GPU_KINDS))
+    gpu = kind_mask(kind, GPU_KINDS)
     op = kind == K["op"]
     ops = _subset(args, op)
     launch = gpu | (kind == K["runtime"])
@@ -370,7 +382,7 @@ def _links(xs: list, kind: np.ndarray) -> tuple[dict, int]:
 def _tracks(xs: list, kind: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, list]:
     """Interned tracks: (pid, tid) for host events, ("gpu", device, stream) for GPU activity."""
     keys = list(map(_pid_tid, xs))
-    for j in np.nonzero(np.isin(kind, list(GPU_KINDS)))[0].tolist():
+    for j in np.nonzero(kind_mask(kind, GPU_KINDS))[0].tolist():
         pid, tid = keys[j]
         keys[j] = ("gpu", pid, int(stream[j]) if stream[j] >= 0 else tid)
     track_ids = _Ids()

@@ -23,7 +23,7 @@ import numpy as np
 from tracetui.read import split as _split
 from tracetui.read.depth import decode_limit
 from tracetui.read.errors import TraceError
-from tracetui.read.events import GPU_KINDS, EventStore, build_store
+from tracetui.read.events import GPU_KINDS, EventStore, build_store, kind_mask
 from tracetui.read.schema import (  # noqa: F401 - the schema's names, as read.load has always offered them
     BAD_EVENT_CAT, LENIENT_NOTE, NAN, TEXT_TIMES, Document, EachDocument, Event, LenientDocument, LenientEvent,
     LenientLinkArgs, LenientTextTimesDocument, LenientTextTimesEvent, LinkArgs, RawArgs, RawDocument, RawTimes,
@@ -78,7 +78,7 @@ def decode_store(src: Source, early=None, progress: Callable[[str, float], None]
         timings = {"decode": t1 - t0, "index": time.perf_counter() - t1}
     if not len(store) and not store.flows:
         raise TraceError(path, _why_empty(store))
-    if report.truncated_bytes and doc.deviceProperties and not np.isin(store.kind, list(GPU_KINDS)).any():
+    if report.truncated_bytes and doc.deviceProperties and not kind_mask(store.kind, GPU_KINDS).any():
         report.repairs.append(LOST_GPU_NOTE)
     return Events(path, store, clean_meta(doc), report, timings)
 

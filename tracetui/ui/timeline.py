@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from tracetui.read.events import GPU_KINDS, K
+from tracetui.read.events import GPU_KINDS, K, kind_mask
 from tracetui.model.lanes import Lane, build_lanes, extent, fmt_time, range_summary, ticks
 from tracetui.model.names import shorten_cpp
 from tracetui.model.trace import Trace
@@ -351,7 +351,7 @@ class Timeline(FocusApplied, Widget, can_focus=True):
             target = tr.launcher(n)
         else:
             kids = t.child_idx[t.child_off[n]:t.child_off[n + 1]]
-            g = kids[np.isin(t.kind[kids], list(GPU_KINDS))]
+            g = kids[kind_mask(t.kind[kids], GPU_KINDS)]
             if not g.size:
                 g = tr.gpu_descendants(n)
             target = int(g[np.argmin(t.start[g])]) if g.size else None
