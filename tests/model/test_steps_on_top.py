@@ -1,4 +1,4 @@
-"""Steps stay the top level of their thread (tree._steps_on_top), checked event by event against
+"""Steps stay the top level of their thread (model/step_tops.py), checked event by event against
 the rule written out here from the tree's own containment parents (the nesting's answer, which
 tests/model tests against torch's): on a thread with step markers,
 
