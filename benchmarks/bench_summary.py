@@ -56,8 +56,12 @@ def main() -> None:
         bs = min(r[2] for r in rows)
         cl = min(r[1] for r in rows)
         cs = min(r[3] for r in rows)
+        mid = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731 - the upper median
         print(f"best: load {bl:.2f} s, summary {bs:.2f} s: ratio wall {bs / bl:.3f}; CPU {cs / cl:.3f}"
               f" ({path.stat().st_size / 1e6:.1f} MB)")
+        print(f"median of the rounds' ratios: wall {mid([r[2] / r[0] for r in rows]):.3f}, "
+              f"CPU {mid([r[3] / r[1] for r in rows]):.3f} (a round's two runs are back to back: on a "
+              f"shared VM the best-of ratio pairs two different rounds' luck)")
 
 
 if __name__ == "__main__":
