@@ -51,11 +51,8 @@ class KernelClasses:
         culaunch = launcher & self._culaunch_names[t.name_id[p]]
         # the launching op: the first op along the ancestors (innermost); None when the activity
         # has no External id or no op lies above it
-        rows = np.searchsorted(self._gpu_nodes, nodes)
-        anc = self._gpu_ancestors[rows]
-        is_op = (anc >= 0) & (t.kind[np.maximum(anc, 0)] == K["op"])
-        has_op = is_op.any(axis=1) & (self.store.ext[t.ev[nodes]] > 0)
-        op_node = anc[np.arange(len(nodes)), np.argmax(is_op, axis=1)] if anc.shape[1] else np.zeros(len(nodes), np.int64)
+        op_node = self._first_op_above(nodes)
+        has_op = (op_node >= 0) & (self.store.ext[t.ev[nodes]] > 0)
         op_id = np.where(has_op, t.name_id[np.maximum(op_node, 0)], -1).astype(np.int64)
         user = culaunch & ~has_op
         n_names = len(t.names) + 1
@@ -71,6 +68,23 @@ class KernelClasses:
             klass[j], library[j] = classify(names[nid], KINDS[kd], names[oid - 1] if oid else None, bool(u))[:2]
         inv = inv.ravel()
         return klass[inv], library[inv]
+
+    def _first_op_above(self, nodes: np.ndarray) -> np.ndarray:
+        """The innermost op among each node's containment ancestors (-1: none), within the 128
+        levels ``_gpu_ancestors`` holds: a climb that stops at the first op (a kernel's is two
+        or three levels up) instead of the whole ancestor matrix (~5 ms on 20k kernels)."""
+        cp, kind = self.tree.cparent, self.tree.kind
+        out = np.full(nodes.size, -1, dtype=np.int64)
+        at, cur = np.arange(nodes.size), cp[nodes]
+        for _ in range(128):
+            live = cur >= 0
+            at, cur = at[live], cur[live]
+            if not cur.size:
+                break
+            hit = kind[cur] == K["op"]
+            out[at[hit]] = cur[hit]
+            at, cur = at[~hit], cp[cur[~hit]]
+        return out
 
     @cached_property
     def _gpu_class_libs(self) -> tuple[np.ndarray, np.ndarray]:
