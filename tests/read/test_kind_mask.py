@@ -23,3 +23,12 @@ def test_every_byte_and_kind_set_as_isin():
 def test_wider_columns_fall_back_to_isin():
     column = np.array([0, 5, 300, -2, 7], dtype=np.int64)
     assert np.array_equal(kind_mask(column, [5, 300, -2]), np.isin(column, [5, 300, -2]))
+
+
+def test_kinds_a_byte_column_cannot_hold_match_nothing_there():
+    """258 is not 2, -1 is not 255 in a uint8 column, 2.5 is not 2: as np.isin answers."""
+    column = np.arange(-128, 128, dtype=np.int8)
+    for kinds in ([258], [2.5], [300, 2]):
+        assert np.array_equal(kind_mask(column, kinds), np.isin(column, kinds)), kinds
+    u = np.arange(256, dtype=np.uint8)
+    assert np.array_equal(kind_mask(u, [-1, 3]), np.isin(u, [-1, 3]))

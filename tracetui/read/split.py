@@ -140,8 +140,8 @@ processes) was waited for by the rest."""
 def _finer_tail(arr: memoryview, cuts: list[int], processes: int) -> list[int]:
     """``cuts`` with each of its last ``processes`` pieces cut ``TAIL_WAYS`` ways (``_cuts``)."""
     k = len(cuts) - 1 - processes
-    if processes < 2 or k < processes:  # few pieces: each process's first ones are all there is
-        return cuts
+    if processes < 2 or k < processes or k + TAIL_WAYS * processes > MAX_CLAIMED:
+        return cuts  # few pieces (each process's first ones are all there is), or past the claims' cap
     out = cuts[:k]
     for a, b in zip(cuts[k:], cuts[k + 1:]):
         out += _cuts(arr, a, b, most=TAIL_WAYS, least=TAIL_WAYS)[:-1]
