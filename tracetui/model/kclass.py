@@ -187,5 +187,5 @@ class KernelClasses:
         for by_us, counts, firsts in out:
             top = max(firsts, key=lambda f: f[0])[1] if len(firsts) > 1 else firsts[0][1]  # the first biggest
             by_us = dict(sorted(by_us.items(), key=lambda kv: -kv[1])) if len(by_us) > 1 else by_us
-            result.append((names[self._gpu_class_codes[at[top]]], lib[top], by_us, counts))
+            result.append((self.gpu_classes[at[top]], lib[top], by_us, counts))
         return result

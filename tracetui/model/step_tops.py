@@ -16,14 +16,14 @@ from tracetui.model.claims import reach
 from tracetui.read.events import K, EventStore
 
 
-def steps_on_top(links) -> None:
+def steps_on_top(links, steps: np.ndarray) -> None:
     """Frames that span a step's start are shown beside the steps (under the thread), so steps
     stay the top level; what they held that lies inside a step moves under that step. Each
     step thread's events are its slice of the nesting order (sorted by start, gathered once),
-    read in place: a few whole-slice passes (a step thread of a GB trace holds ~10^6 events)."""
+    read in place: a few whole-slice passes (a step thread of a GB trace holds ~10^6 events).
+    ``steps``: the step-kind events."""
     store, parent_e, base, nested = links.store, links.parent, links.base, links.nested
     kind_e, ts, dur = store.kind, store.ts, links.dur
-    steps = np.nonzero(kind_e == K["step"])[0]
     for t in set(store.track[steps].tolist()):
         st = steps[store.track[steps] == t]
         st = st[np.argsort(ts[st])]
@@ -59,20 +59,21 @@ def spans_a_step_start(s_start: np.ndarray, s_end: np.ndarray, e_start: np.ndarr
         spans[same[e_end[same] > s_end[first]]] = True
     return spans
 
+
 def step_thread_groups(store: EventStore, nested, parent_e: np.ndarray, thread_node: dict,
-                        base: int) -> list[tuple[int, int, np.ndarray]]:
+                       steps: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
     """(step event, other thread's track, its top-level events starting in the step's interval).
 
     Display only: those events move under a group node below the step, so drilling from a step
     reaches its backward and optimizer work; their containment parents (and so every CPU self
     time) stay on their own thread, as in torch's tree. A thread's events are its slice of the
     nesting order (``nested``), in start order. The threads a step reaches: its process's, and
-    those of the processes its markers claim (claims.py), as its window does.
+    those of the processes its markers claim (claims.py), as its window does. ``steps``: the
+    step-kind events.
     """
-    steps = np.nonzero(store.kind == K["step"])[0]
     if not steps.size:
         return []
-    reach = _reach(store, nested, steps, thread_node)
+    reaches = _reach(store, nested, steps, thread_node)
     step_tracks = dict.fromkeys(store.track[steps].tolist())
     out = []
     for st_track in step_tracks:
@@ -80,10 +81,10 @@ def step_thread_groups(store: EventStore, nested, parent_e: np.ndarray, thread_n
         st = st[np.argsort(store.ts[st], kind="stable")]
         s0, s1 = store.ts[st], store.ts[st] + store.dur[st]
         for t2, tnode in thread_node.items():
-            if t2 == st_track or t2 not in reach[st_track]:
+            if t2 == st_track or t2 not in reaches[st_track]:
                 continue
             on = nested.on(t2)
-            if t2 in step_tracks or nested.top is None:  # _steps_on_top moved some of its events
+            if t2 in step_tracks:  # steps_on_top moved some of its events
                 ev, e_start = nested.events[on], nested.ts[on]
                 top = parent_e[ev] == tnode
             else:  # untouched since the nesting: its top is the nesting's (a few of a thread's events)

@@ -236,7 +236,7 @@ class _Order:
     track: np.ndarray
     ts: np.ndarray
     end: np.ndarray
-    top: np.ndarray | None = None   # the nesting put it at its thread's top (no host parent)
+    top: np.ndarray      # the nesting put it at its thread's top (no host parent)
 
     def on(self, track: int) -> slice:
         """The slice of the events on ``track``."""
@@ -300,8 +300,9 @@ def link_tree(store: EventStore, title: str = "trace", cut_frames: bool = False,
 
     def host() -> None:  # the host events' parents: nested, then the steps kept on top
         _nest_host(links, cut_frames, workers)
-        steps_on_top(links)
-        links.groups = step_thread_groups(store, links.nested, links.parent, links.thread_node, links.base)
+        steps = np.flatnonzero(store.kind == K["step"])  # found once for both step stages
+        steps_on_top(links, steps)
+        links.groups = step_thread_groups(store, links.nested, links.parent, links.thread_node, steps)
 
     # host events' parents, GPU activity's and the backward links touch disjoint parts (the
     # nesting's helpers may fork while the other two run: they only run numpy on arrays)

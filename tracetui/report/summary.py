@@ -285,7 +285,8 @@ order were all unlinked warm-up adds, though 74% of the step's kernels link to a
 def _first_step_lines(t: Trace, ks: list[dict], note: str = "") -> None:
     """The first step's kernels with the ops that launched them. A kernel no op launched before the
     step's first linked kernel says so (warm-up or another step's work), not left as an anonymous row."""
-    if "ops" not in ks[0]:  # summary_dict(attribute=False): only the rows shown are attributed
+    lazy = "ops" not in ks[0]  # summary_dict(attribute=False): only the rows shown are attributed
+    if lazy:
         has_op = launched_by_op(t, np.array([k["node"] for k in ks], dtype=np.int64)).tolist()
     else:
         has_op = [bool(k["ops"]) for k in ks]
@@ -299,7 +300,7 @@ def _first_step_lines(t: Trace, ks: list[dict], note: str = "") -> None:
         rows = sorted(rows, key=lambda r: -r[1]["device_us"])[:FIRST_STEP_ROWS]
         write_line(f"\nkernels in {step} (first step): the {FIRST_STEP_ROWS} longest of {len(ks):,}, by device time "
                    f"({linked:,} of {len(ks):,} launched by an ATen op), with the ops that launched them{note}:")
-    if "ops" not in ks[0]:
+    if lazy:
         scopes = Attributions(t)
         rows = [(i, {**k, **scopes.of(k["node"])}) for i, k in rows]
     names = column([visible(k["name"]) for _, k in rows], used=2 + 13 + 1 + 9 + 5, short=short_name)

@@ -106,9 +106,9 @@ class DiffScreen(ExportsView, Screen):
         release_frozen()
 
     def on_mount(self) -> None:
-        labels = file_labels([self.a.path, self.b.path])  # two rank0.json: their folders too
-        for pane, label in ((self.query_one("#pane-a", DiffPane), labels[0]), (self.query_one("#pane-b", DiffPane), labels[1])):
-            pane.border_title = Text(visible(label))  # a Text: never read as markup
+        titles = file_labels([self.a.path, self.b.path])  # two rank0.json: their folders too
+        for pane, title in ((self.query_one("#pane-a", DiffPane), titles[0]), (self.query_one("#pane-b", DiffPane), titles[1])):
+            pane.border_title = Text(visible(title))  # a Text: never read as markup
             # fixed widths: the layout must not depend on when the rows arrive from the worker
             for label, width in ((" ", 1), ("kernel", self._name_width()), ("µs", 9), ("Δ µs", 9),
                                  ("launched by", 30)):
