@@ -129,7 +129,9 @@ def test_events_at_both_ends_of_the_clock_nest_by_their_times(tmp_path):
     assert (tr.tree.dur >= 0).all()  # the thread and the root span more than int64 holds: capped, not wrapped
 
 
-def test_nesting_split_over_two_processes_gives_the_one_walks_tree(tmp_path, monkeypatch):
+def test_nesting_split_over_threads_and_walk_processes_gives_the_one_walks_tree(tmp_path, monkeypatch):
+    """Stretches nest in threads, side by side; those numpy cannot nest are walked in forked
+    processes. Either way the tree is the one serial load's, field for field."""
     import numpy as np
 
     from benchmarks.make_large_trace import replicate
@@ -143,20 +145,37 @@ def test_nesting_split_over_two_processes_gives_the_one_walks_tree(tmp_path, mon
     monkeypatch.setenv("TRACETUI_PARALLEL", "0")
     serial = load_trace(big)
     monkeypatch.setenv("TRACETUI_PARALLEL", "1")
-    monkeypatch.setattr(nesting, "NEST_FORK_MIN", 2)
-    calls = []
-    real = forked.spawn
-    monkeypatch.setattr(forked, "spawn", lambda c: calls.append(1) or real(c))
+    monkeypatch.setattr(nesting, "NEST_SPLIT_MIN", 2)
     if not forked.available():
         pytest.skip("needs fork and two cores")
+    spawns, parts = [], []
+    real_spawn, real_part, real_numpy = forked.spawn, nesting._in_numpy, nesting.in_numpy
+    monkeypatch.setattr(forked, "spawn", lambda c: spawns.append(1) or real_spawn(c))
+    monkeypatch.setattr(nesting, "_in_numpy", lambda *a, **k: parts.append(a[-1] if len(a) > 6 else 0) or real_part(*a, **k))
     for workers in (2, 5):  # 5: more stretches than this machine's cores, as on a 16-core server
-        calls.clear()
-        split = load_trace(big, workers=workers)
-        assert len(calls) >= workers - 1  # the walk was split (the decode may fork too)
-        for field in ("parent", "cparent", "child_off", "child_idx", "depth"):
-            assert np.array_equal(getattr(serial.tree, field), getattr(split.tree, field)), (workers, field)
-        assert serial.tree.diagnostics == split.tree.diagnostics
+        for walked in (False, True):  # True: numpy steps aside everywhere, as on crossing events
+            monkeypatch.setattr(nesting, "in_numpy", (lambda *a: None) if walked else real_numpy)
+            spawns.clear()
+            parts.clear()
+            split = load_trace(big, workers=workers)
+            assert len(set(parts)) == workers  # the nesting was split in that many ways
+            if walked:
+                assert len(spawns) >= workers - 1  # the walks went to processes (the decode may fork too)
+            for field in ("parent", "cparent", "child_off", "child_idx", "depth"):
+                assert np.array_equal(getattr(serial.tree, field), getattr(split.tree, field)), (workers, walked, field)
+            assert serial.tree.diagnostics == split.tree.diagnostics
     assert serial.tree.diagnostics["partial_overlaps"] > 0
+
+
+def test_balanced_groups_cover_the_stretches_in_order():
+    from tracetui.model.nesting import _balanced
+
+    stretches = [(0, 10), (10, 50), (50, 55), (55, 90), (90, 100), (100, 180)]
+    for k in (1, 2, 3, 4, 8):
+        groups = _balanced(stretches, k)
+        assert 1 <= len(groups) <= k
+        assert [s for g in groups for s in g] == stretches
+    assert _balanced([], 3) == [[]]
 
 
 def test_walk_cuts_split_where_the_stack_is_empty():
@@ -299,7 +318,7 @@ def test_the_closers_come_back_whole_from_split_processes(monkeypatch):
 
     if not forked.available():
         pytest.skip("needs fork and two cores")
-    monkeypatch.setattr(nesting, "NEST_FORK_MIN", 2)
+    monkeypatch.setattr(nesting, "NEST_SPLIT_MIN", 2)
     rng = random.Random(11)
     fam = [e for k in range(400) for e in _nested(rng, lo=k * 100_000, hi=k * 100_000 + 90_000, track=k % 2)]
     fam.sort(key=lambda e: (e[2], e[0], -(e[1] - e[0])))
@@ -371,9 +390,9 @@ def test_long_frames_set_aside_give_the_walks_tree(monkeypatch):
     assert taken > 150 and refused > 100  # both ways were exercised (400 cases: 175 and 225)
 
 
-def test_a_thread_inside_one_frame_is_nested_by_several_processes(monkeypatch):
-    """The whole nest on such a thread, with two and three processes: the stretches between the
-    script frame's children go to the children processes, and the answer is the walk's."""
+def test_a_thread_inside_one_frame_is_nested_in_several_ways(monkeypatch):
+    """The whole nest on such a thread, split two and three ways: the stretches between the
+    script frame's children are nested side by side, and the answer is the walk's."""
     import numpy as np
 
     from tracetui.model import nesting
@@ -383,7 +402,7 @@ def test_a_thread_inside_one_frame_is_nested_by_several_processes(monkeypatch):
         pytest.skip("needs fork and two cores")
     monkeypatch.setattr(nesting, "LONG_SPAN", 200)
     monkeypatch.setattr(nesting, "CHUNK", 800)
-    monkeypatch.setattr(nesting, "NEST_FORK_MIN", 2)
+    monkeypatch.setattr(nesting, "NEST_SPLIT_MIN", 2)
     rng = random.Random(12)
     fam = [e for k in range(300) for e in _nested(rng, lo=k * 100_000, hi=k * 100_000 + 90_000, track=k % 2)]
     fam += [(-5, 30_000_000, 0), (-5, 30_000_000, 1), (0, 29_999_000, 1)]  # the script's frames
@@ -394,10 +413,10 @@ def test_a_thread_inside_one_frame_is_nested_by_several_processes(monkeypatch):
     want = nesting.walk(ts, end, node, track, sentinel)
     assert nesting._longest_stretch(nesting._free(track, ts, end)) == (track == 0).sum()  # never empty
     spread = []
-    real = forked.spread
-    monkeypatch.setattr(forked, "spread", lambda parts, **kw: (spread.append(len(parts)), real(parts, **kw))[1])
+    real = nesting.together
+    monkeypatch.setattr(nesting, "together", lambda parts, n: (spread.append(len(parts)), real(parts, n))[1])
     for workers in (2, 3):
         got = nesting.nest(ts, end, node, track, sentinel, workers)
         assert np.array_equal(got.parents, want.parents) and np.array_equal(got.closers, want.closers), workers
         assert got.partial == want.partial
-    assert spread and max(spread) >= 2  # split over processes
+    assert spread and max(spread) >= 2  # split

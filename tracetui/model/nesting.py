@@ -23,14 +23,16 @@ from typing import NamedTuple
 import numpy as np
 
 from tracetui.read import forked
+from tracetui.read.together import together
 
 OVERHANG_NS = 1000
 """A child may end this much after its parent before it counts as a partial overlap (clock skew)."""
 
-NEST_FORK_MIN = 100_000
-"""Host events from which the nesting is split over two processes. build_tree once in a fresh
-process (where the numpy steps' temporaries are new pages), 3 interleaved rounds: 240k host
-events 0.17-0.19 s split against 0.22-0.24 s not; 176k 0.16-0.19 s against 0.19-0.21 s."""
+NEST_SPLIT_MIN = 100_000
+"""Host events from which the nesting is split in stretches nested side by side. Measured when
+the split was over two processes (build_tree once in a fresh process, 3 interleaved rounds):
+240k host events 0.17-0.19 s split against 0.22-0.24 s not; 176k 0.16-0.19 s against 0.19-0.21
+s. Threads, which need no fork and send nothing back, cost less than that."""
 
 CHUNK = 1 << 18
 """Events nested in numpy at a time (cut where the walk's stack is empty), which bounds the
@@ -61,9 +63,10 @@ def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
     """Containment parents (node ids; a thread as its ``sentinel``) of host events sorted by
     (track, ts, -dur, kind, index), how many were closed by a partial overlap, and by what
     (frame_ends.py cuts the frames that close the calls they started in). From
-    ``NEST_FORK_MIN`` events, stretches cut where the stack is empty are nested by ``workers``
-    processes (this one and forked children; ``forked.default_workers()`` when None): on a GB
-    trace with 8 cores the nesting is most of the link, which no other stage spreads. Where
+    ``NEST_SPLIT_MIN`` events, stretches cut where the stack is empty are nested by ``workers``
+    threads (``forked.default_workers()`` when None), and those numpy cannot nest are walked by
+    as many processes (this one and forked children): on a GB trace with 8 cores the nesting is
+    most of the link, which no other stage spreads. Where
     the stack stays full for more than ``CHUNK`` events, the long events are set aside first
     so that the rest can be split (``peel``, ``_peeled``)."""
     k = _ways(ts.size, workers)
@@ -78,10 +81,29 @@ def nest(ts: np.ndarray, end: np.ndarray, node: np.ndarray, track: np.ndarray,
     if not cuts:
         return _nest(ts, end, node, track, sentinel, free)
     bounds = [0, *cuts, ts.size]
-    got = forked.spread([lambda a=a, b=b: _nest(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel, free[a:b])
-                         for a, b in zip(bounds, bounds[1:])])
-    return Nested(np.concatenate([g.parents for g in got]), sum(g.partial for g in got),
-                  np.concatenate([np.where(g.closers >= 0, g.closers + a, -1) for g, a in zip(got, bounds)]))
+    # numpy releases the GIL: the stretches nest in threads, which write no result to send back
+    # (forked children did: ~0.04 s more on 16 cores at 1 GB); only the walks, Python that holds
+    # the GIL, go to processes
+    parts = together([lambda a=a, b=b: _in_numpy(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel, free[a:b], a)
+                      for a, b in zip(bounds, bounds[1:])], len(bounds) - 1)
+    stretches = [s for part in parts for s in part]
+    lost = [(a, b) for a, b, got in stretches if got is None]
+    walked = [w for group in forked.spread([lambda g=g: [walk(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel)
+                                                           for a, b in g] for g in _balanced(lost, k)])
+              for w in group] if lost else []
+    return _joined(stretches, walked)
+
+
+def _balanced(stretches: list[tuple[int, int]], k: int) -> list[list[tuple[int, int]]]:
+    """``stretches`` in at most ``k`` consecutive groups of about equal events: each goes to the
+    group its middle event falls in."""
+    total = max(sum(b - a for a, b in stretches), 1)
+    groups: dict[int, list[tuple[int, int]]] = {}
+    done = 0
+    for a, b in stretches:
+        groups.setdefault(min(k - 1, k * (2 * done + b - a) // (2 * total)), []).append((a, b))
+        done += b - a
+    return list(groups.values()) or [[]]
 
 
 def _longest_stretch(free: np.ndarray) -> int:
@@ -157,28 +179,48 @@ def _long_events(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np
 
 
 def _ways(n: int, workers: int | None) -> int:
-    """How many processes nest ``n`` events: one below ``NEST_FORK_MIN`` or without fork, else
-    the workers asked for, at most one per ``NEST_FORK_MIN // 2`` events."""
-    if n < NEST_FORK_MIN or not forked.available():
+    """How many processes nest ``n`` events: one below ``NEST_SPLIT_MIN`` or without fork, else
+    the workers asked for, at most one per ``NEST_SPLIT_MIN // 2`` events."""
+    if n < NEST_SPLIT_MIN or not forked.available():
         return 1
     if workers is None:
         workers = forked.default_workers()
-    return max(1, min(workers, n // (NEST_FORK_MIN // 2)))
+    return max(1, min(workers, n // (NEST_SPLIT_MIN // 2)))
 
 
 def _nest(ts, end, node, track, sentinel, free: np.ndarray | None = None) -> Nested:
     """``nest`` in this process: numpy stretch by stretch, the walk where numpy steps aside.
     ``free`` is ``_free`` of these events, where it was computed already."""
-    parts, closers, partial = [], [], 0
+    stretches = _in_numpy(ts, end, node, track, sentinel, free)
+    return _joined(stretches, [walk(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel)
+                               for a, b, got in stretches if got is None])
+
+
+def _in_numpy(ts, end, node, track, sentinel, free: np.ndarray | None = None,
+              at: int = 0) -> list[tuple[int, int, tuple | None]]:
+    """(a, b, (parents, partial overlaps, closers) or None) per stretch [a, b) of about
+    ``CHUNK`` events cut where the stack is empty, positions shifted by ``at``: nested in
+    numpy, None where the walk must do it (``in_numpy`` stepped aside)."""
+    out = []
     for a, b in _chunks(track, ts, end, free):
         got = in_numpy(ts[a:b], end[a:b], track[a:b])
-        if got is None:
-            cp, n, by = walk(ts[a:b], end[a:b], node[a:b], track[a:b], sentinel)
-        else:
+        if got is not None:
             parent, n, by = got
             top = np.flatnonzero(parent < 0)
             cp = node[a:b][np.maximum(parent, 0)]
             cp[top] = [sentinel[t] for t in track[a:b][top].tolist()]
+            got = (cp, n, by)
+        out.append((a + at, b + at, got))
+    return out
+
+
+def _joined(stretches: list, walked: list) -> Nested:
+    """One ``Nested`` from ``_in_numpy``'s stretches, ``walked`` filling (in order) those it
+    left to the walk; closers' positions become the whole's."""
+    parts, closers, partial = [], [], 0
+    walks = iter(walked)
+    for a, b, got in stretches:
+        cp, n, by = got if got is not None else next(walks)
         parts.append(cp)
         closers.append(np.where(by >= 0, by + a, -1))
         partial += n
