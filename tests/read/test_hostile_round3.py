@@ -77,6 +77,24 @@ def test_a_cycle_in_display_parents_is_broken_and_counted():
     assert sorted(idx.tolist()) == list(range(1, 7)) and depth.tolist() == [0, 1, 1, 2, 3, 2, 2]
 
 
+def test_steps_found_on_the_walk_down_follow_the_re_hung_parents():
+    """Each node's step, filled in by the walk that finds the depths, on the parents as the
+    cycle was broken: node 3 (a step) re-hung under 1, 4 under 3, 5 under 2, and 6 (which hung
+    from the cycle) under 1."""
+    parent = np.array([-1, 0, 0, 5, 3, 4, 3])
+    cparent = np.array([-1, 0, 0, 1, 3, 2, 1])
+    is_step = np.array([False, False, True, True, False, False, False])
+    step_of = np.full(7, -1, dtype=np.int64)
+    _acyclic(parent, cparent, np.arange(7, dtype=np.int64), 7, {}, (is_step, step_of))
+
+    def walked(i):  # up the final parents to the first step
+        while i >= 0 and not is_step[i]:
+            i = int(parent[i])
+        return i
+
+    assert step_of.tolist() == [walked(i) for i in range(7)] == [-1, -1, 2, 3, 3, 2, -1]
+
+
 def test_walks_up_the_tree_end_even_on_a_cycle(tmp_path):
     t = load_trace(_write(tmp_path, [dict(STEP, tid=1), OP]))
     tree = t.tree

@@ -181,9 +181,11 @@ def rollups_beside(tree: Tree, beside: Callable[[], T], torch_compat: bool = Fal
     with the rollups' parts. A tree from ``link_tree`` is finished here (its CSR children and
     depths, ``finish_tree``), beside the climbs up the containment parents, which need none."""
     def display() -> np.ndarray:  # what needs the display tree: each node's step
-        if tree.child_off is None:
-            finish_tree(tree)
-        return _steps_of(tree)
+        if tree.child_off is not None:
+            return _steps_of(tree)
+        step_of = np.full(len(tree.kind), -1, dtype=np.int64)
+        finish_tree(tree, step_of)  # the steps found on the walk down that finds the depths
+        return step_of
 
     host = kind_mask(tree.kind, HOST_KINDS)
     gpu = kind_mask(tree.kind, GPU_KINDS)
