@@ -189,9 +189,12 @@ def rollups_beside(tree: Tree, beside: Callable[[], T], torch_compat: bool = Fal
 
     host = kind_mask(tree.kind, HOST_KINDS)
     gpu = kind_mask(tree.kind, GPU_KINDS)
-    step_of, r, other = together(
-        [display, lambda: _contained(tree, host, gpu, torch_compat, python_owns_time, workers), beside], cores(workers))
-    _thread_totals(tree, host, gpu, r.cpu_total, r.device, r.kernels)  # on the finished display tree
+    step_of, r, other, into = together(
+        [display, lambda: _contained(tree, host, gpu, torch_compat, python_owns_time, workers), beside,
+         lambda: _totals_into(tree, host, gpu)], cores(workers))
+    if tree.diagnostics.get("parent_cycles_broken"):  # found on display parents _acyclic then moved
+        into = _totals_into(tree, host, gpu)
+    _thread_totals(r.cpu_total, r.device, r.kernels, into)  # on the finished display tree
     r.step_of = step_of
     return r, other
 
@@ -253,22 +256,31 @@ def _device_climb(tree: Tree, gpu: np.ndarray, torch_compat: bool) -> tuple[np.n
     return device, kernels
 
 
-def _thread_totals(tree: Tree, host: np.ndarray, gpu: np.ndarray, cpu_total: np.ndarray,
-                   device: np.ndarray, kernels: np.ndarray) -> None:
-    """Threads (and the root, for host events found on no thread) total their top-level events;
-    so does a step's group of another thread's work (tree.py)."""
+def _totals_into(tree: Tree, host: np.ndarray, gpu: np.ndarray) -> tuple[np.ndarray, ...]:
+    """What ``_thread_totals`` adds into what: (top-level host events, their thread or root;
+    the members of steps' groups of another thread's work, their group). Found beside the
+    rollups, which it does not need; the sums, after them, are a few thousandths of that."""
     kind, n = tree.kind, len(tree.kind)
     top = np.nonzero(host & (tree.cparent >= 0))[0]
-    top = top[~host[tree.cparent[top]] & ~gpu[tree.cparent[top]]]
-    np.add.at(cpu_total, tree.cparent[top], cpu_total[top])
+    up = tree.cparent[top]
+    keep = ~(host[up] | gpu[up])
     grp = np.nonzero((kind == K["thread"]) & (tree.parent > 0))[0]
     grp = grp[kind[tree.parent[grp]] == K["step"]]
+    members = np.zeros(0, dtype=np.int64)
     if grp.size:
         is_grp = np.zeros(n, dtype=bool)
         is_grp[grp] = True
         members = np.nonzero((tree.parent > 0) & is_grp[np.maximum(tree.parent, 0)])[0]
-        for col in (cpu_total, device, kernels):
-            np.add.at(col, tree.parent[members], col[members])
+    return top[keep], up[keep], members, tree.parent[members]
+
+
+def _thread_totals(cpu_total: np.ndarray, device: np.ndarray, kernels: np.ndarray, into: tuple) -> None:
+    """Threads (and the root, for host events found on no thread) total their top-level events;
+    so does a step's group of another thread's work (tree.py). ``into``: ``_totals_into``."""
+    top, thread, members, group = into
+    np.add.at(cpu_total, thread, cpu_total[top])
+    for col in (cpu_total, device, kernels):
+        np.add.at(col, group, col[members])
 
 
 def _steps_of(tree: Tree) -> np.ndarray:
