@@ -42,16 +42,21 @@ def _nearest_not(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
     """Each node's nearest proper ancestor that is not ``skip``ped (the root counts as not), or -1.
 
     Pointer jumping over the skipped nodes only: chains of Python frames are long, but halve at
-    every pass.
+    every pass. ``skip`` is read through a copy one longer, whose last entry (read for parent -1)
+    is False: no clamped copy of the parents per gather.
     """
+    sk = np.append(skip, False)
+    sk[0] = False  # the root counts as not skipped
+    owner = parent.copy()
+    via = np.flatnonzero(sk[parent])  # nodes whose parent is skipped
+    if not via.size:
+        return owner
     jump = parent.copy()
-    f = np.nonzero(skip & (jump > 0))[0]
-    f = f[skip[jump[f]]]
+    f = np.flatnonzero(sk)
+    f = f[sk[jump[f]]]
     while f.size:
         jump[f] = jump[jump[f]]
-        f = f[(jump[f] > 0) & skip[np.maximum(jump[f], 0)]]
-    owner = parent.copy()
-    via = np.nonzero((owner > 0) & skip[np.maximum(owner, 0)])[0]
+        f = f[sk[jump[f]]]
     owner[via] = jump[owner[via]]
     return owner
 
@@ -70,7 +75,7 @@ def _cpu_parents(tree: Tree, host: np.ndarray, python_owns_time: bool) -> tuple[
 
 
 def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarray,
-                torch_compat: bool = False) -> np.ndarray:
+                torch_compat: bool = False, threads: int = 1) -> np.ndarray:
     """Duration less the time its children in torch's tree (``_cpu_parents``) cover; a frame
     torch leaves out, less its own contained host children.
 
@@ -79,12 +84,16 @@ def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarr
     children of the frame that opened it. torch subtracts each child's whole duration, counting
     the overlap twice (``optimizer.py: zero_grad`` at -93 µs in key_averages()); we subtract the
     union of the children's intervals (``_overlap``). ``torch_compat=True`` keeps torch's sum.
+    ``threads``: the sum and the overlap side by side (together.py).
     """
     n, dur = len(tree.kind), tree.dur
 
     def covered(par: np.ndarray, kids: np.ndarray) -> np.ndarray:
-        child = _sum_to(par[kids], dur[kids], n)
-        return child if torch_compat else child - _overlap(tree, par, kids)
+        if torch_compat:
+            return _sum_to(par[kids], dur[kids], n)
+        child, over = together([lambda: _sum_to(par[kids], dur[kids], n), lambda: _overlap(tree, par, kids)], threads)
+        child -= over
+        return child
 
     mn = np.nonzero(member & (cpar >= 0))[0]
     child = covered(cpar, mn)
@@ -101,7 +110,8 @@ def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarr
 
 def _sum_to(index: np.ndarray, ns: np.ndarray, n: int) -> np.ndarray:
     """``ns`` summed per ``index`` (int64; bincount, ~10x np.add.at; exact below 2**53 ns)."""
-    return np.rint(np.bincount(index, weights=ns, minlength=n)).astype(np.int64)
+    total = np.bincount(index, weights=ns, minlength=n)
+    return np.rint(total, out=total).astype(np.int64)
 
 
 def _overlap(tree: Tree, par: np.ndarray, kids: np.ndarray) -> np.ndarray:
@@ -209,7 +219,7 @@ def _contained(tree: Tree, host: np.ndarray, gpu: np.ndarray, torch_compat: bool
     cpar, member = _cpu_parents(tree, host, python_owns_time)
     # three parts that need only the containment tree, side by side (together.py)
     cpu_self, (dup, into), (device, kernels) = together([
-        lambda: _self_times(tree, host, cpar, member, torch_compat),
+        lambda: _self_times(tree, host, cpar, member, torch_compat, cores(workers)),
         lambda: _duplicates(tree, cpar, member),
         lambda: _device_climb(tree, gpu, torch_compat)], cores(workers))
     op_self = cpu_self.copy()  # the tree keeps every node's own self time; the op table merges
