@@ -13,6 +13,7 @@ import numpy as np
 
 from tracetui.read.errors import TraceError
 from tracetui.read.heap import large_arrays_on_heap
+from tracetui.read.together import quick_handoff
 from tracetui.read.events import GPU_KINDS, K, KINDS, EventStore, kind_mask
 from tracetui.read.early import start_load, _Gunzipping  # noqa: F401 - the CLI's and tests' way in
 from tracetui.read.load import LOST_GPU_NOTE, Events, decode_store  # noqa: F401 - LOST_GPU_NOTE: tests
@@ -287,10 +288,11 @@ def load_trace(path, progress: Progress | None = None, early=None,
         # by mremap, not copied on the heap (a gzip bomb reached 2x the limit there)
         ident, events = _from_cache(path) if cache else (None, None)
         if events is not None:
-            return _model(events, say, steps, torch_version, {"cache": time.perf_counter() - t0}, ident, workers)
+            with quick_handoff():
+                return _model(events, say, steps, torch_version, {"cache": time.perf_counter() - t0}, ident, workers)
         src = read_input(path, early)
         read_s = time.perf_counter() - t0
-        with large_arrays_on_heap():  # GB-sized traces: numpy temporaries reuse heap pages
+        with large_arrays_on_heap(), quick_handoff():  # heap: GB-sized traces' numpy temporaries reuse pages
             say("decoding", 0.15)
             events = decode_store(src, early, say, workers)
             kept = ident is not None and store_cache.keep(src.path, ident, src.data, events)
