@@ -115,3 +115,50 @@ def test_an_interrupt_is_raised_before_an_error():
 
     with pytest.raises(KeyboardInterrupt):
         together([error, interrupt], 2)
+
+
+def test_quick_handoff_nests_across_threads_and_puts_the_interval_back():
+    """Loads in two threads overlap: the short interval holds until the last one leaves, then
+    the interval set before comes back (not the short one, not Python's default)."""
+    import sys
+    import threading
+
+    from tracetui.read.together import HANDOFF_S, quick_handoff
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.003)
+    try:
+        inside, release = threading.Event(), threading.Event()
+
+        def load() -> None:
+            with quick_handoff():
+                inside.set()
+                release.wait(5)
+
+        t = threading.Thread(target=load)
+        with quick_handoff():
+            t.start()
+            inside.wait(5)
+            assert abs(sys.getswitchinterval() - HANDOFF_S) < 1e-9
+        assert abs(sys.getswitchinterval() - HANDOFF_S) < 1e-9  # the other load is still in flight
+        release.set()
+        t.join(5)
+        assert abs(sys.getswitchinterval() - 0.003) < 1e-9
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_a_load_runs_with_the_short_interval(monkeypatch):
+    import sys
+
+    from tracetui.model import trace as trace_mod
+    from tracetui.read.together import HANDOFF_S
+    from tests.conftest import TRACES
+
+    seen = []
+    real = trace_mod.decode_store
+    monkeypatch.setattr(trace_mod, "decode_store", lambda *a, **k: seen.append(sys.getswitchinterval()) or real(*a, **k))
+    before = sys.getswitchinterval()
+    trace_mod.load_trace(TRACES / "linear_eager.json.gz")
+    assert seen and abs(seen[0] - min(HANDOFF_S, before)) < 1e-9
+    assert sys.getswitchinterval() == before
