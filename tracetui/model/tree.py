@@ -426,11 +426,9 @@ def _assemble(links: _Links, title: str) -> Tree:
     n = base + n_ev + G + len(groups)
     kind = np.empty(n, dtype=np.int8)
     name_id = np.empty(n, dtype=np.int32)
-    ev = np.full(n, -1, dtype=np.int64)
-    start = np.zeros(n, dtype=np.int64)
-    d = np.zeros(n, dtype=np.int64)
-    parent = np.full(n, -1, dtype=np.int64)
-    cparent = np.full(n, -1, dtype=np.int64)
+    ev, start, d, parent, cparent = (np.empty(n, dtype=np.int64) for _ in range(5))
+    for col, fill in ((ev, -1), (start, 0), (d, 0), (parent, -1), (cparent, -1)):
+        col[:base] = col[base + n_ev:] = fill  # the events' part is copied in below, not filled first
     kind[0], name_id[0] = K["root"], nid(title)
     moved: dict = {}
     for g in groups:
@@ -476,16 +474,16 @@ def _span_children(synthetic: np.ndarray, parent: np.ndarray, start: np.ndarray,
     node; the spans are gathered in arrays the size of the synthetic nodes (lo/hi over the whole
     tree, and masked writes back into it, were ~0.1 s of the serial load at 1 GB)."""
     syn = np.flatnonzero(synthetic)
-    code = np.full(start.size, -1, dtype=np.int64)
-    code[syn] = np.arange(syn.size)
+    is_syn = np.append(synthetic, False)  # read for parent -1 at its end: False
+    is_syn[0] = False
     has = np.zeros(syn.size, dtype=bool)
     big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     for up in (parent, cparent):
-        kids = np.nonzero((up > 0) & synthetic[np.maximum(up, 0)])[0]
+        kids = np.flatnonzero(is_syn[up])
         if kids.size:
             lo = np.where(has, start[syn], big)
             hi = np.where(has, start[syn] + d[syn], small)
-            g = code[up[kids]]
+            g = np.searchsorted(syn, up[kids])  # each kid's synthetic parent, as its place in syn
             np.minimum.at(lo, g, start[kids])
             np.maximum.at(hi, g, start[kids] + d[kids])
             has |= hi > small
