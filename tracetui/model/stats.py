@@ -111,7 +111,9 @@ def _self_times(tree: Tree, host: np.ndarray, cpar: np.ndarray, member: np.ndarr
 def _sum_to(index: np.ndarray, ns: np.ndarray, n: int) -> np.ndarray:
     """``ns`` summed per ``index`` (int64; bincount, ~10x np.add.at; exact below 2**53 ns)."""
     total = np.bincount(index, weights=ns, minlength=n)
-    return np.rint(total, out=total).astype(np.int64)
+    if total.dtype.kind == "f":  # (no index at all gives ints)
+        np.rint(total, out=total)
+    return total.astype(np.int64)
 
 
 def _overlap(tree: Tree, par: np.ndarray, kids: np.ndarray) -> np.ndarray:
