@@ -179,8 +179,9 @@ def _long_events(track: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np
 
 
 def _ways(n: int, workers: int | None) -> int:
-    """How many processes nest ``n`` events: one below ``NEST_SPLIT_MIN`` or without fork, else
-    the workers asked for, at most one per ``NEST_SPLIT_MIN // 2`` events."""
+    """In how many stretches (threads; processes for walks) ``n`` events nest: one below
+    ``NEST_SPLIT_MIN`` or where a load keeps to one core (``forked.available``), else the
+    workers asked for, at most one per ``NEST_SPLIT_MIN // 2`` events."""
     if n < NEST_SPLIT_MIN or not forked.available():
         return 1
     if workers is None:
