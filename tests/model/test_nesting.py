@@ -176,6 +176,22 @@ def test_balanced_groups_cover_the_stretches_in_order():
         assert 1 <= len(groups) <= k
         assert [s for g in groups for s in g] == stretches
     assert _balanced([], 3) == [[]]
+    even = [(i * 100, (i + 1) * 100) for i in range(8)]
+    assert [len(g) for g in _balanced(even, 4)] == [2, 2, 2, 2]  # equal stretches: equal groups
+    assert [len(g) for g in _balanced(even, 8)] == [1] * 8
+
+
+def test_thread_sentinels_by_search_equal_the_dict_and_raise_as_it_does():
+    import numpy as np
+
+    from tracetui.model.nesting import _sentinels
+
+    sentinel = {3: -2, 1: -1, 70: -9}
+    tracks = np.array([1, 3, 70, 70, 1, 3], dtype=np.int32)
+    assert _sentinels(sentinel, tracks).tolist() == [sentinel[t] for t in tracks.tolist()]
+    assert _sentinels(sentinel, tracks[:0]).tolist() == []
+    with pytest.raises(KeyError):
+        _sentinels(sentinel, np.array([2]))
 
 
 def test_walk_cuts_split_where_the_stack_is_empty():

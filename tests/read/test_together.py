@@ -156,9 +156,46 @@ def test_a_load_runs_with_the_short_interval(monkeypatch):
     from tests.conftest import TRACES
 
     seen = []
-    real = trace_mod.decode_store
-    monkeypatch.setattr(trace_mod, "decode_store", lambda *a, **k: seen.append(sys.getswitchinterval()) or real(*a, **k))
+    for stage in ("decode_store", "link_tree"):  # the decode and the model's stages
+        real = getattr(trace_mod, stage)
+        monkeypatch.setattr(trace_mod, stage, lambda *a, real=real, **k: seen.append(sys.getswitchinterval()) or real(*a, **k))
     before = sys.getswitchinterval()
     trace_mod.load_trace(TRACES / "linear_eager.json.gz")
-    assert seen and abs(seen[0] - min(HANDOFF_S, before)) < 1e-9
+    assert len(seen) == 2 and all(abs(s - min(HANDOFF_S, before)) < 1e-9 for s in seen)
+    assert sys.getswitchinterval() == before
+
+
+def test_a_child_forked_during_a_load_starts_with_no_load_in_flight():
+    """A helper forked while a load runs (its lock possibly held by another thread) gets a fresh
+    lock, no depth, and the interval from before the load: its own loads then put it back."""
+    import os
+    import sys
+
+    from tracetui.read import together as tg
+
+    if not hasattr(os, "fork"):
+        pytest.skip("needs fork")
+    before = sys.getswitchinterval()
+    with tg.quick_handoff():
+        tg._handoff["lock"].acquire()  # as if another thread held it at the fork
+        try:
+            pid = os.fork()
+            if pid == 0:  # the child: report by exit status only
+                ok = tg._handoff["depth"] == 0 and abs(sys.getswitchinterval() - before) < 1e-9
+                with tg.quick_handoff():
+                    ok = ok and abs(sys.getswitchinterval() - min(tg.HANDOFF_S, before)) < 1e-9
+                ok = ok and abs(sys.getswitchinterval() - before) < 1e-9
+                os._exit(0 if ok else 1)
+        finally:
+            tg._handoff["lock"].release()
+        for _ in range(200):  # a child stuck on the parent's held lock is killed, and fails the test
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the lock it inherited")
+    assert os.waitstatus_to_exitcode(status) == 0
     assert sys.getswitchinterval() == before

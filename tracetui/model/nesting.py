@@ -209,10 +209,20 @@ def _in_numpy(ts, end, node, track, sentinel, free: np.ndarray | None = None,
             parent, n, by = got
             top = np.flatnonzero(parent < 0)
             cp = node[a:b][np.maximum(parent, 0)]
-            cp[top] = [sentinel[t] for t in track[a:b][top].tolist()]
+            cp[top] = _sentinels(sentinel, track[a:b][top])
             got = (cp, n, by)
         out.append((a + at, b + at, got))
     return out
+
+
+def _sentinels(sentinel: dict, tracks: np.ndarray) -> np.ndarray:
+    """``[sentinel[t] for t in tracks]`` by a search of the few threads' keys, not a Python loop
+    per top-level event (threads nest side by side: a loop would hold the GIL)."""
+    keys = np.array(sorted(sentinel), dtype=np.int64)
+    pos = np.minimum(np.searchsorted(keys, tracks), max(keys.size - 1, 0))
+    if not keys.size or not np.array_equal(keys[pos], tracks):
+        return np.array([sentinel[t] for t in tracks.tolist()], dtype=np.int64)  # (a KeyError, as ever)
+    return np.array([sentinel[k] for k in keys.tolist()], dtype=np.int64)[pos]
 
 
 def _joined(stretches: list, walked: list) -> Nested:
