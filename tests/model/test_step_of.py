@@ -37,3 +37,18 @@ def test_step_of_on_a_real_training_trace():
     t = load_trace(path)
     is_step = t.tree.kind == t.tree.kind[t.steps[0]]
     assert t.roll.step_of.tolist() == [_walked(t.tree, is_step, i) for i in range(len(t.tree))]
+
+
+def test_step_of_of_a_tree_finished_before_the_rollups():
+    """build_tree finishes the tree first: the rollups then walk its CSR for the steps."""
+    from tracetui.model.stats import rollups
+    from tracetui.model.tree import build_tree
+    from tracetui.read.load import decode_store
+    from tracetui.read.source import read_input
+
+    tree = build_tree(decode_store(read_input(TRACES / "transformer_eager.json.gz")).store)
+    assert tree.child_off is not None
+    is_step = tree.kind == tree.kind[next(i for i in range(len(tree)) if tree.name(i).startswith("ProfilerStep"))]
+    got = rollups(tree).step_of
+    assert got.tolist() == [_walked(tree, is_step, i) for i in range(len(tree))]
+    assert (got >= 0).sum() > len(tree) // 2  # most of the work is inside some step

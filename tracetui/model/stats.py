@@ -14,7 +14,7 @@ import numpy as np
 from tracetui.read.events import GPU_KINDS, HOST_KINDS, K, kind_mask
 from tracetui.read.forked import cores
 from tracetui.read.together import together
-from tracetui.model.tree import Tree, by_parent_then_start, finish_tree
+from tracetui.model.tree import Tree, by_parent_then_start, finish_tree, steps_down
 
 T = TypeVar("T")
 
@@ -194,7 +194,7 @@ def rollups_beside(tree: Tree, beside: Callable[[], T], torch_compat: bool = Fal
     depths, ``finish_tree``), beside the climbs up the containment parents, which need none."""
     def display() -> np.ndarray:  # what needs the display tree: each node's step
         if tree.child_off is not None:
-            return _steps_of(tree)
+            return steps_down(tree)
         step_of = np.full(len(tree.kind), -1, dtype=np.int64)
         finish_tree(tree, step_of)  # the steps found on the walk down that finds the depths
         return step_of
@@ -293,29 +293,6 @@ def _thread_totals(cpu_total: np.ndarray, device: np.ndarray, kernels: np.ndarra
     np.add.at(cpu_total, thread, cpu_total[top])
     for col in (cpu_total, device, kernels):
         np.add.at(col, group, col[members])
-
-
-def _steps_of(tree: Tree) -> np.ndarray:
-    """The step of every node in the display tree, top-down (-1 outside any step). Levels come
-    from one stable sort of the depths (a radix sort where they fit 16 bits) and their counts."""
-    kind, n = tree.kind, len(tree.kind)
-    step_of = np.full(n, -1, dtype=np.int64)
-    if not n:
-        return step_of
-    depth = tree.depth
-    top = int(depth.max())
-    d_order = np.argsort(depth.astype(np.int16) if top < 2 ** 15 else depth, kind="stable")
-    is_step = kind == K["step"]
-    bounds = np.zeros(top + 2, dtype=np.int64)
-    np.cumsum(np.bincount(depth, minlength=top + 1), out=bounds[1:])
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        lvl = d_order[lo:hi]
-        par = tree.parent[lvl]
-        has = par >= 0
-        step_of[lvl[has]] = step_of[par[has]]
-        s = lvl[is_step[lvl]]
-        step_of[s] = s
-    return step_of
 
 
 @dataclass

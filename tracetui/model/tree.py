@@ -184,6 +184,14 @@ def _first_of(keys: np.ndarray, events: np.ndarray, wanted: np.ndarray) -> np.nd
     return np.where((wanted >= 0) & (uniq[pos] == wanted), owner[pos], -1)
 
 
+def steps_down(tree: Tree) -> np.ndarray:
+    """Each node's step in a finished display tree (-1 outside any step): the walk down its CSR
+    children that ``finish_tree`` makes when it is given ``step_of``."""
+    out = np.full(len(tree.kind), -1, dtype=np.int64)
+    _depths(tree.child_off, tree.child_idx, len(tree.kind), (tree.kind == K["step"], out))
+    return out
+
+
 def _acyclic(parent: np.ndarray, cparent: np.ndarray, start: np.ndarray, n: int,
              diag: dict, step_of: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(CSR offsets, children, depths) of the display tree, after making sure every node hangs
