@@ -52,9 +52,9 @@ def test_large_arrays_come_from_the_heap_only_inside(glibc):
             with heap.large_arrays_on_heap():  # nested: still on, until the outer one leaves
                 pass
             inside = np.ones(BIG, dtype=np.uint8)
-            assert _in_heap(inside) and heap._depth == 1
+            assert _in_heap(inside) and heap.large_arrays_on_heap.depth == 1
             del inside
-        assert heap._depth == 0
+        assert heap.large_arrays_on_heap.depth == 0
         after = np.ones(BIG, dtype=np.uint8)
         assert not _in_heap(after)  # the defaults are back
         print("ok")
@@ -73,12 +73,12 @@ def test_a_load_leaves_the_defaults_even_when_it_fails(glibc, tmp_path):
         from tests.read.test_heap import BIG, _in_heap
         from tests.conftest import TRACES
         from pathlib import Path
-        assert len(load_trace(TRACES / "mlp_eager.json.gz").store) > 0 and heap._depth == 0
+        assert len(load_trace(TRACES / "mlp_eager.json.gz").store) > 0 and heap.large_arrays_on_heap.depth == 0
         bad = Path({str(tmp_path / "bad.json")!r})
         bad.write_text("{{}}")
         with pytest.raises(Exception):
             load_trace(bad)
-        assert heap._depth == 0
+        assert heap.large_arrays_on_heap.depth == 0
         assert not _in_heap(np.ones(BIG, dtype=np.uint8))
         print("ok")
     """)

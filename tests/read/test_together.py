@@ -177,17 +177,17 @@ def test_a_child_forked_during_a_load_starts_with_no_load_in_flight():
         pytest.skip("needs fork")
     before = sys.getswitchinterval()
     with tg.quick_handoff():
-        tg._handoff["lock"].acquire()  # as if another thread held it at the fork
+        tg.quick_handoff._lock.acquire()  # as if another thread held it at the fork
         try:
             pid = os.fork()
             if pid == 0:  # the child: report by exit status only
-                ok = tg._handoff["depth"] == 0 and abs(sys.getswitchinterval() - before) < 1e-9
+                ok = tg.quick_handoff.depth == 0 and abs(sys.getswitchinterval() - before) < 1e-9
                 with tg.quick_handoff():
                     ok = ok and abs(sys.getswitchinterval() - min(tg.HANDOFF_S, before)) < 1e-9
                 ok = ok and abs(sys.getswitchinterval() - before) < 1e-9
                 os._exit(0 if ok else 1)
         finally:
-            tg._handoff["lock"].release()
+            tg.quick_handoff._lock.release()
         for _ in range(200):  # a child stuck on the parent's held lock is killed, and fails the test
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
-from contextlib import contextmanager
+
+from tracetui.read.held import Held
 
 M_TRIM_THRESHOLD, M_MMAP_MAX, M_ARENA_MAX = -1, -4, -8  # mallopt parameters (malloc.h)
 DEFAULT_TRIM_THRESHOLD, DEFAULT_MMAP_MAX = 128 * 1024, 65536  # glibc's defaults
 KEEP_FREED = 2**31 - 1                         # mallopt takes an int
 
-_lock = threading.Lock()
-_depth = 0
 _libc = None
 
 
@@ -53,27 +51,23 @@ def _glibc():
     return _libc or None
 
 
-@contextmanager
-def large_arrays_on_heap():
-    """Inside: malloc takes no mmaps and keeps what is freed. Nests, and is safe across threads:
-    the defaults come back when the last one leaves."""
-    global _depth
+def _on_heap() -> None:
     libc = _glibc()
-    if libc is None:
-        yield
-        return
-    with _lock:
-        if _depth == 0:
-            libc.mallopt(M_ARENA_MAX, 1)
-            libc.mallopt(M_MMAP_MAX, 0)
-            libc.mallopt(M_TRIM_THRESHOLD, KEEP_FREED)
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                libc.mallopt(M_MMAP_MAX, DEFAULT_MMAP_MAX)
-                libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
-                libc.malloc_trim(0)
+    if libc is not None:
+        libc.mallopt(M_ARENA_MAX, 1)
+        libc.mallopt(M_MMAP_MAX, 0)
+        libc.mallopt(M_TRIM_THRESHOLD, KEEP_FREED)
+
+
+def _defaults() -> None:
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(M_MMAP_MAX, DEFAULT_MMAP_MAX)
+        libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
+        libc.malloc_trim(0)
+
+
+large_arrays_on_heap = Held(_on_heap, _defaults)
+"""``with large_arrays_on_heap():`` malloc takes no mmaps and keeps what is freed; glibc's
+defaults come back when the last load in flight leaves (held.py: nests, safe across threads; a
+decode helper forked meanwhile keeps the mode)."""

@@ -11,11 +11,11 @@ back side by side too: a pipe's read waits in the kernel, without the GIL.
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
-from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, TypeVar
+
+from tracetui.read.held import Held
 
 T = TypeVar("T")
 
@@ -72,39 +72,19 @@ comes back from a numpy step waits for the GIL while another thread runs Python 
 dict, reading a helper's result); each such wait lasts up to the interval, and the stages make
 thousands of numpy steps."""
 
-_handoff = {"depth": 0, "saved": 0.005, "lock": threading.Lock()}
+_saved = [0.005]  # the interval set before the first load in flight
 
 
-def _handoff_in_child() -> None:
-    """A forked child (a decode helper, a rank pool's process) starts with no load in flight:
-    a fresh lock (the parent's may have been held by another thread at the fork) and the
-    interval the parent had set before its loads."""
-    if _handoff["depth"]:
-        sys.setswitchinterval(_handoff["saved"])
-    _handoff.update(depth=0, lock=threading.Lock())
+def _quick() -> None:
+    _saved[0] = sys.getswitchinterval()
+    sys.setswitchinterval(min(HANDOFF_S, _saved[0]))
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_handoff_in_child)
+def _back() -> None:
+    sys.setswitchinterval(_saved[0])
 
 
-@contextmanager
-def quick_handoff() -> Iterator[None]:
-    """Inside: the GIL changes hands after ``HANDOFF_S``. Nests, and is safe across threads: the
-    interval set before the first load comes back when the last one leaves (a change made to it
-    meanwhile is undone)."""
-    entered = False
-    try:
-        with _handoff["lock"]:
-            if not _handoff["depth"]:
-                _handoff["saved"] = sys.getswitchinterval()
-                sys.setswitchinterval(min(HANDOFF_S, _handoff["saved"]))
-            _handoff["depth"] += 1
-            entered = True
-        yield
-    finally:
-        if entered:
-            with _handoff["lock"]:
-                _handoff["depth"] -= 1
-                if not _handoff["depth"]:
-                    sys.setswitchinterval(_handoff["saved"])
+quick_handoff = Held(_quick, _back, in_child=_back)
+"""``with quick_handoff():`` the GIL changes hands after ``HANDOFF_S``; the interval set before
+the first load in flight comes back when the last one leaves (a change made to it meanwhile
+is undone), and in a child forked meanwhile."""
